@@ -1,0 +1,149 @@
+"""The strategy interface every algorithm implements (DESIGN.md, "Strategy interface").
+
+Strategies are sans-I/O: no sockets, sleeps, clocks or module-level ``random``. The
+driver (the balancer node, or the simulator) owns the pool and passes ``now`` in
+monotonic seconds; randomness comes from the ``random.Random`` handed to the
+constructor. A strategy keeps its own state (weights, cursors, EWMAs) and reads the
+driver-maintained ``BackendView`` fields.
+
+``pick`` receives the whole pool in its stable list order, including backends that are
+not available, so that positional rules (round robin order, "first in list order",
+hash rings) stay stable across health changes. A strategy must never return a backend
+for which ``eligible(backend, request)`` is false; it returns ``None`` when none is.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar, Protocol
+
+from lblab.loadreport import LoadReport
+
+
+class Health(StrEnum):
+    UP = "up"
+    EJECTED = "ejected"  # passive ejection after consecutive failures, for a backoff period
+    DRAINING = "draining"  # told us it is shutting down: no new requests
+    DOWN = "down"  # connection lost, reconnecting
+
+
+class Interaction(StrEnum):
+    REQUEST_RESPONSE = "request_response"
+    REQUEST_STREAM = "request_stream"
+    REQUEST_CHANNEL = "request_channel"
+    FIRE_AND_FORGET = "fire_and_forget"
+
+
+@dataclass(slots=True, eq=False)
+class BackendView:
+    """What a balancer can know of one backend. The driver writes it; strategies read it."""
+
+    id: str
+    index: int
+    """Position in the pool's list order (stable while the backend is in the pool)."""
+    weight: float = 1.0
+    """Static weight from the configuration."""
+    state: Health = Health.UP
+    inflight: int = 0
+    """Requests sent and not yet answered; the driver decrements it on every outcome."""
+    latency_ewma_ms: float | None = None
+    last_latency_ms: float | None = None
+    completed: int = 0
+    consecutive_failures: int = 0
+    last_report: LoadReport | None = None
+    report_at: float | None = None
+    """Driver's ``now`` when ``last_report`` arrived (its age is ``now - report_at``)."""
+    slow_start: float = 1.0
+    """Weight multiplier in (0, 1] while a recovered backend is eased back in."""
+    lease_remaining: int | None = None
+    """Requests the backend's current LEASE still allows (None: the backend grants no leases)."""
+    lease_expires_at: float | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.state is Health.UP
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestView:
+    request_id: int
+    interaction: Interaction = Interaction.REQUEST_RESPONSE
+    package_bytes: int = 0
+    routing_key: bytes | None = None
+    """From the request's routing-key metadata, for the hash strategies."""
+    client_address: str | None = None
+    """The client's IP address as text, for ``ip-hash``."""
+    exclude: frozenset[str] = frozenset()
+    """Backends already tried for this request (a REJECTED replay must go elsewhere)."""
+    attempt: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    ok: bool
+    latency_ms: float
+    """Balancer-observed: dispatch to first response frame (or to the error)."""
+    error_kind: str | None = None
+    """One of ``lblab.results.ERROR_KINDS`` when not ok."""
+
+
+def eligible(backend: BackendView, request: RequestView) -> bool:
+    """May this request be sent to this backend?"""
+    return backend.state is Health.UP and backend.id not in request.exclude
+
+
+class Strategy(Protocol):
+    name: ClassVar[str]
+    """Registry name used by the CLI, configs and results (``rr``, ``p2c``, ...)."""
+    summary: ClassVar[str]
+    """One line: the definition, for ``lblab strategies``."""
+
+    def pick(
+        self, backends: Sequence[BackendView], request: RequestView, now: float
+    ) -> BackendView | None: ...
+
+    def on_dispatch(self, backend: BackendView, request: RequestView, now: float) -> None: ...
+
+    def on_complete(
+        self, backend: BackendView, request: RequestView, outcome: Outcome, now: float
+    ) -> None: ...
+
+    def on_report(self, backend: BackendView, report: LoadReport, now: float) -> None: ...
+
+    def on_pool_change(self, backends: Sequence[BackendView], now: float) -> None: ...
+
+
+class BaseStrategy:
+    """No-op hooks, so a strategy defines only what it uses.
+
+    The ``uses_*`` flags tell the driver which signals to collect, so a strategy that
+    ignores them costs nothing for them: load reports in response metadata, reports
+    pushed by servers when a request arrives, agent CPU samples, LEASE frames.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    uses_response_reports: ClassVar[bool] = False
+    uses_push_reports: ClassVar[bool] = False
+    uses_agent_reports: ClassVar[bool] = False
+    uses_leases: ClassVar[bool] = False
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.rng = rng if rng is not None else random.Random(0)
+
+    def on_dispatch(self, backend: BackendView, request: RequestView, now: float) -> None:
+        return None
+
+    def on_complete(
+        self, backend: BackendView, request: RequestView, outcome: Outcome, now: float
+    ) -> None:
+        return None
+
+    def on_report(self, backend: BackendView, report: LoadReport, now: float) -> None:
+        return None
+
+    def on_pool_change(self, backends: Sequence[BackendView], now: float) -> None:
+        return None

@@ -1,0 +1,72 @@
+"""The ``lblab`` command line.
+
+Each part of lblab contributes its own commands through ``<part>/cli.py:register(app)``;
+this module only assembles them. Those modules keep heavy imports (pandas, locust,
+asyncio servers) inside the command functions, so ``lblab --help`` and
+``lblab server`` start fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+import typer
+
+from lblab import __version__
+from lblab.errors import ConfigError
+
+COMMAND_MODULES = (
+    "servers.cli",
+    "balancer.cli",
+    "loadtests.cli",
+    "simulator.cli",
+    "analysis.cli",
+    "infra.cli",
+)
+
+app = typer.Typer(
+    name="lblab",
+    help=(
+        "A research harness for load-balancing algorithms on RSocket.\n\n"
+        "Start here: `lblab run --preset quick` runs a whole local experiment and writes "
+        "results/<run>/ with a report. `lblab strategies` lists the algorithms."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"lblab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug detail to stderr."),
+) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(_name).register(app)
+
+
+def main() -> None:
+    """Entry point: a ``ConfigError`` becomes a one-line message and exit code 2."""
+    try:
+        app()
+    except ConfigError as exc:
+        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        sys.exit(2)

@@ -1,0 +1,54 @@
+"""Typed failures, one class per kind of fault (the h11 split of blame).
+
+``LocalProtocolError``: we were about to send something illegal (a bug on our side).
+``RemoteProtocolError``: the peer sent something illegal; the connection answers with a
+connection-level ERROR frame coded by ``error_code`` and closes, other connections
+carry on. ``ApplicationError`` is a stream-level ERROR frame received or to be sent.
+"""
+
+from __future__ import annotations
+
+from lblab.wire.codes import ErrorCode
+
+
+class LblabError(Exception):
+    """Root of every error lblab raises on purpose."""
+
+
+class ConfigError(LblabError, ValueError):
+    """A configuration value is wrong; the message names the field, the value and the fix."""
+
+
+class ProtocolError(LblabError):
+    """Abstract: an RSocket protocol rule was broken. Use a subclass."""
+
+    error_code: ErrorCode = ErrorCode.CONNECTION_ERROR
+
+    def __init__(self, message: str, error_code: ErrorCode | None = None) -> None:
+        if type(self) is ProtocolError:
+            raise TypeError(
+                "ProtocolError is abstract: raise LocalProtocolError or RemoteProtocolError"
+            )
+        super().__init__(message)
+        if error_code is not None:
+            self.error_code = error_code
+
+
+class LocalProtocolError(ProtocolError):
+    """We tried to build or send an illegal frame."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent an illegal frame; reply with ERROR(error_code) and close the connection."""
+
+
+class ApplicationError(LblabError):
+    """An ERROR frame on one stream: the request failed, the connection is fine."""
+
+    def __init__(self, message: str, error_code: ErrorCode = ErrorCode.APPLICATION_ERROR) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class NoBackendAvailable(LblabError):
+    """The balancer has no available backend for a request (answered with REJECTED)."""

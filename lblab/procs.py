@@ -1,0 +1,160 @@
+"""Child processes with a readiness handshake and deadlines on every wait.
+
+Every long-running lblab process (server, agent, balancer) prints exactly one line
+``lblab-ready {json}`` on stdout once it serves, e.g.
+``lblab-ready {"role": "server", "id": "s1", "port": 7001, "pid": 123, "cpu_limit": "cgroup"}``.
+``spawn`` starts such a process and returns its parsed readiness facts, so a test or
+the runner can bind port 0 and learn the real port. ``stop`` sends SIGTERM, waits up to a
+deadline, then SIGKILLs the process group: nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+READY_PREFIX = "lblab-ready "
+
+
+def announce_ready(role: str, **facts: Any) -> None:
+    """Print the readiness line (called by the process itself, once it serves)."""
+    facts = {"role": role, "pid": os.getpid(), **facts}
+    sys.stdout.write(READY_PREFIX + json.dumps(facts) + "\n")
+    sys.stdout.flush()
+
+
+class ProcessFailed(RuntimeError):
+    """A child exited or missed its readiness deadline; the message includes its last output."""
+
+
+@dataclass
+class Child:
+    name: str
+    popen: subprocess.Popen[bytes]
+    ready: dict[str, Any] = field(default_factory=dict)
+    log_path: Path | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+def lblab_command(*args: str) -> list[str]:
+    """argv that runs ``lblab ARGS`` with this interpreter (no reliance on PATH)."""
+    return [sys.executable, "-m", "lblab", *args]
+
+
+def spawn(
+    name: str,
+    argv: Sequence[str],
+    *,
+    ready_timeout: float = 20.0,
+    log_path: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Child:
+    """Start ``argv`` in its own process group and wait for its readiness line.
+
+    stdout lines after the readiness line and all of stderr go to ``log_path`` (or are
+    discarded). Raises ``ProcessFailed`` with the output seen so far if the process exits
+    or stays silent past ``ready_timeout`` seconds.
+    """
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+    popen = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
+    if log_path:
+        log.close()  # type: ignore[union-attr]
+    child = Child(name, popen, log_path=log_path)
+    seen: list[str] = []
+    deadline = time.monotonic() + ready_timeout
+    assert popen.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(popen.stdout, selectors.EVENT_READ)
+    buf = b""
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                stop(child, timeout=2)
+                raise ProcessFailed(
+                    f"{name} did not report ready within {ready_timeout:.0f}s; output: {seen[-10:]}"
+                    + _log_tail(log_path)
+                )
+            if not sel.select(timeout=min(remaining, 0.5)):
+                if popen.poll() is not None:
+                    raise ProcessFailed(
+                        f"{name} exited with code {popen.returncode} before it was ready; "
+                        f"output: {seen[-10:]}" + _log_tail(log_path)
+                    )
+                continue
+            chunk = os.read(popen.stdout.fileno(), 65536)
+            if not chunk:
+                popen.wait(timeout=5)
+                raise ProcessFailed(
+                    f"{name} exited with code {popen.returncode} before it was ready; "
+                    f"output: {seen[-10:]}" + _log_tail(log_path)
+                )
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for raw in lines:
+                line = raw.decode("utf-8", "replace")
+                if line.startswith(READY_PREFIX):
+                    child.ready = json.loads(line[len(READY_PREFIX) :])
+                    _drain_stdout_to(popen, log_path)
+                    return child
+                seen.append(line)
+    finally:
+        sel.close()
+
+
+def _drain_stdout_to(popen: subprocess.Popen[bytes], log_path: Path | None) -> None:
+    """Keep reading the child's stdout in a daemon thread so it never blocks on a full pipe."""
+    import threading
+
+    def pump() -> None:
+        assert popen.stdout is not None
+        with open(log_path, "ab") if log_path else open(os.devnull, "wb") as out:
+            for chunk in iter(lambda: popen.stdout.read1(65536), b""):  # type: ignore[union-attr]
+                out.write(chunk)
+                out.flush()
+
+    threading.Thread(target=pump, name="stdout-pump", daemon=True).start()
+
+
+def _log_tail(log_path: Path | None, lines: int = 15) -> str:
+    if not log_path or not log_path.exists():
+        return ""
+    tail = log_path.read_text(errors="replace").splitlines()[-lines:]
+    return "\n--- last lines of " + str(log_path) + " ---\n" + "\n".join(tail)
+
+
+def stop(child: Child, timeout: float = 10.0, sig: int = signal.SIGTERM) -> int | None:
+    """Signal the child's process group, wait up to ``timeout``, then SIGKILL the group."""
+    if child.popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.popen.pid, sig)
+        try:
+            child.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.popen.pid, signal.SIGKILL)
+            child.popen.wait(timeout=5)
+    return child.popen.returncode

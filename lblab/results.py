@@ -1,0 +1,122 @@
+"""The results contract: one directory per run, long-format Parquet tables.
+
+The column lists here are the contract that the runner, the simulator, the ansible
+fetch and ``analysis/`` share (DESIGN.md, "Results contract"). Writers may add columns;
+they may not drop or retype these.
+
+Tables are written as they come: each finished unit of work (scenario x strategy x
+replication, or a chunk of one) lands as an immutable part file
+``<run>/parts/<table>/<key>.parquet`` (written to a temporary name, then renamed, so a
+crash never leaves half a file). ``consolidate`` merges the parts into
+``<run>/<table>.parquet``; it can run again after a resume.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ERROR_KINDS = ("timeout", "rejected", "connection", "application", "other")
+
+_KEY = [
+    ("run_id", pa.string()),
+    ("scenario", pa.string()),
+    ("strategy", pa.string()),
+    ("replication", pa.int32()),
+]
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "requests": pa.schema(
+        [
+            *_KEY,
+            ("t_sent", pa.float64()),
+            ("latency_ms", pa.float64()),
+            ("ok", pa.bool_()),
+            ("error_kind", pa.string()),
+            ("package_bytes", pa.int64()),
+            ("work_bytes", pa.int64()),
+            ("server", pa.string()),
+        ]
+    ),
+    "cpu": pa.schema(
+        [*_KEY, ("t", pa.float64()), ("server", pa.string()), ("cpu_percent", pa.float64())]
+    ),
+    "picks": pa.schema(
+        [*_KEY, ("t", pa.float64()), ("server", pa.string()), ("inflight_at_pick", pa.int32())]
+    ),
+}
+TABLES = tuple(SCHEMAS)
+MANIFEST = "manifest.json"
+
+
+def required_columns(table: str) -> list[str]:
+    return SCHEMAS[table].names
+
+
+def missing_columns(table: str, columns: Sequence[str]) -> list[str]:
+    """Required columns of ``table`` that ``columns`` lacks (empty when the contract holds)."""
+    present = set(columns)
+    return [c for c in SCHEMAS[table].names if c not in present]
+
+
+def to_arrow(
+    table: str, rows: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]
+) -> pa.Table:
+    """Build an Arrow table with the contract's types for the required columns.
+
+    ``rows`` is either columns (name -> values) or a list of row dicts. Extra columns are
+    kept with inferred types.
+    """
+    t = (
+        pa.Table.from_pydict(rows)
+        if isinstance(rows, Mapping)
+        else pa.Table.from_pylist(list(rows))
+    )
+    missing = missing_columns(table, t.column_names)
+    if missing:
+        raise ValueError(f"{table} rows lack required columns {missing}")
+    for field in SCHEMAS[table]:
+        i = t.column_names.index(field.name)
+        if t.schema.field(i).type != field.type:
+            t = t.set_column(i, field.name, t.column(i).cast(field.type))
+    return t
+
+
+def write_part(run_dir: Path, table: str, key: str, data: pa.Table) -> Path:
+    """Write one immutable part atomically; returns its path."""
+    if table not in SCHEMAS:
+        raise ValueError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+    folder = run_dir / "parts" / table
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / f"{key}.parquet"
+    tmp = folder / f".{key}.parquet.tmp"
+    pq.write_table(data, tmp)
+    os.replace(tmp, final)
+    return final
+
+
+def consolidate(run_dir: Path) -> dict[str, int]:
+    """Merge every table's parts into ``<table>.parquet``; returns rows per table.
+
+    A table with no parts is written empty with the contract's schema, so readers always
+    find all three files.
+    """
+    counts = {}
+    for table, schema in SCHEMAS.items():
+        parts = sorted((run_dir / "parts" / table).glob("*.parquet"))
+        if parts:
+            merged = pa.concat_tables(
+                [pq.read_table(p) for p in parts], promote_options="permissive"
+            )
+        else:
+            merged = schema.empty_table()
+        tmp = run_dir / f".{table}.parquet.tmp"
+        pq.write_table(merged, tmp)
+        os.replace(tmp, run_dir / f"{table}.parquet")
+        counts[table] = merged.num_rows
+    return counts

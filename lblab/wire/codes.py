@@ -1,0 +1,68 @@
+"""RSocket 1.0 numbers: frame types, error codes, flag bits and protocol limits."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from struct import Struct
+
+
+class FrameType(IntEnum):
+    SETUP = 0x01
+    LEASE = 0x02
+    KEEPALIVE = 0x03
+    REQUEST_RESPONSE = 0x04
+    REQUEST_FNF = 0x05
+    REQUEST_STREAM = 0x06
+    REQUEST_CHANNEL = 0x07
+    REQUEST_N = 0x08
+    CANCEL = 0x09
+    PAYLOAD = 0x0A
+    ERROR = 0x0B
+    METADATA_PUSH = 0x0C
+    RESUME = 0x0D
+    RESUME_OK = 0x0E
+    EXT = 0x3F
+
+
+class ErrorCode(IntEnum):
+    INVALID_SETUP = 0x001
+    UNSUPPORTED_SETUP = 0x002
+    REJECTED_SETUP = 0x003
+    REJECTED_RESUME = 0x004
+    CONNECTION_ERROR = 0x101
+    CONNECTION_CLOSE = 0x102
+    APPLICATION_ERROR = 0x201
+    REJECTED = 0x202
+    CANCELED = 0x203
+    INVALID = 0x204
+
+
+# Flag bits of the 10-bit flags field. 0x80 and 0x40 mean different things per frame type:
+# FOLLOWS on REQUEST_* / PAYLOAD, RESPOND on KEEPALIVE, RESUME on SETUP (FIELD-NOTES).
+FLAG_IGNORE = 0x200
+FLAG_METADATA = 0x100
+FLAG_FOLLOWS = 0x80
+FLAG_RESPOND = 0x80
+FLAG_RESUME = 0x80
+FLAG_LEASE = 0x40
+FLAG_COMPLETE = 0x40
+FLAG_NEXT = 0x20
+FLAGS_MASK = 0x3FF
+
+MAJOR_VERSION = 1
+MINOR_VERSION = 0
+
+# The TCP length prefix is 24 bits, so no frame body can exceed this (spec, "Framing").
+MAX_FRAME_LENGTH = 0xFFFFFF
+# Stream ids and REQUEST_N are 31-bit values.
+MAX_STREAM_ID = 0x7FFFFFFF
+MAX_REQUEST_N = 0x7FFFFFFF
+FRAME_HEADER_LENGTH = 6  # stream id (4) + type and flags (2)
+LENGTH_PREFIX_LENGTH = 3
+
+# Module-level structs: unpack_from on the receive buffer builds no intermediate bytes.
+HEADER = Struct(">IH")  # stream id, type << 10 | flags
+U8 = Struct(">B")
+U16 = Struct(">H")
+U32 = Struct(">I")
+U64 = Struct(">Q")
