@@ -7,3 +7,8 @@ import typer
 
 def register(app: typer.Typer) -> None:
     """Add this part's commands to ``app``."""
+    from balancer.command import balancer_command
+    from balancer.strategies.listing import strategies_command
+
+    app.command("strategies")(strategies_command)
+    app.command("balancer")(balancer_command)

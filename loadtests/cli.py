@@ -1,9 +1,132 @@
-"""Commands of `loadtests/` for the `lblab` command line."""
+"""Commands of `loadtests/` for the `lblab` command line: ``lblab run``."""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from lblab.errors import ConfigError
+
+
+def flags_layer(**flags: Any) -> dict[str, Any]:
+    """The config layer the command-line flags make (only the flags that were given)."""
+    layer: dict[str, Any] = {}
+
+    def put(section: str, key: str, value: Any) -> None:
+        if value is not None:
+            layer.setdefault(section, {})[key] = value
+
+    for key in ("strategies", "scenarios"):
+        if flags[key] is not None:
+            put("run", key, [v.strip() for v in flags[key].split(",") if v.strip()])
+    for key in ("duration", "warmup", "replications", "seed", "locust_workers", "out"):
+        put("run", key, flags[key])
+    put("load", "users", flags["users"])
+    put("testbed", "kind", flags["testbed"])
+    put("testbed", "balancer", flags["balancer"])
+    put("testbed", "admin", flags["admin"])
+    return layer
 
 
 def register(app: typer.Typer) -> None:
     """Add this part's commands to ``app``."""
+
+    @app.command("run")
+    def run(
+        preset: str = typer.Option(
+            None, "--preset", help="quick | thesis | tiny | ingram | martins (default: quick)"
+        ),
+        config: Path = typer.Option(None, "--config", help="TOML file; flags override it."),
+        strategies: str = typer.Option(None, help="Comma list, e.g. r,rr,wrr,lc,dwrr."),
+        scenarios: str = typer.Option(None, help="Comma list, e.g. sp+sr,lp+lr,variation."),
+        duration: str = typer.Option(None, help="Measured time per phase, e.g. 20m."),
+        warmup: str = typer.Option(None, help="Warm-up per phase, e.g. 10s (rows marked)."),
+        users: int = typer.Option(None, help="Closed model: Locust users."),
+        replications: int = typer.Option(None, help="Repetitions of the whole matrix."),
+        out: str = typer.Option(None, help="Run directory (default results/<name>-<time>)."),
+        resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
+        print_config: bool = typer.Option(
+            False, "--print-config", help="Print the resolved config as TOML and exit."
+        ),
+        locust_workers: int = typer.Option(
+            None, "--locust-workers", help="Distributed Locust: a master and N local workers."
+        ),
+        seed: int = typer.Option(None, help="Base seed (phase k uses seed + k)."),
+        testbed: str = typer.Option(None, help="local (start everything) | external."),
+        balancer: str = typer.Option(None, help="External testbed: the balancer's HOST:PORT."),
+        admin: str = typer.Option(None, help="External testbed: the admin HTTP HOST:PORT."),
+    ) -> None:
+        """Run an experiment: every scenario x strategy x replication, then the report.
+
+        Exit codes: 0 ok, 1 a phase failed, 2 bad config, 130 interrupted (Ctrl-C;
+        continue with --resume --out DIR).
+        """
+        from rich.console import Console
+
+        from lblab.config import load_toml
+        from lblab.procs import ProcessFailed
+        from loadtests import runconfig, summary
+        from loadtests.presets import load_preset
+        from loadtests.runner import EXIT_PHASE_FAILED, Manifest, Runner, new_manifest
+
+        console = Console(stderr=True)
+        given = {
+            "preset": preset,
+            "config_file": str(config) if config else None,
+            "flags": flags_layer(
+                strategies=strategies, scenarios=scenarios, duration=duration, warmup=warmup,
+                replications=replications, seed=seed, locust_workers=locust_workers, out=out,
+                users=users, testbed=testbed, balancer=balancer, admin=admin,
+            ),  # fmt: skip
+        }
+        if resume:
+            if not out:
+                raise ConfigError("--resume needs --out DIR, the run directory to continue")
+            run_dir = Path(out)
+            manifest_path = run_dir / "manifest.json"
+            if not manifest_path.is_file():
+                raise ConfigError(f"--resume: {manifest_path} does not exist")
+            manifest = Manifest(manifest_path, _read_json(manifest_path))
+            cfg = runconfig.build(manifest.data["config"])
+            console.print(f"resuming {run_dir} (its own config; other flags are ignored)")
+        else:
+            file_layer = load_toml(config) if config else None
+            preset_name = preset or (file_layer or {}).get("preset") or "quick"
+            cfg = runconfig.resolve(load_preset(preset_name), file_layer, given["flags"])
+            if print_config:
+                sys.stdout.write(cfg.to_toml())
+                return
+            run_dir = Path(cfg.out or f"results/{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+            if (run_dir / "manifest.json").exists():
+                raise ConfigError(
+                    f"{run_dir} already holds a run; continue it with --resume --out {run_dir} "
+                    "or choose another --out"
+                )
+            run_dir.mkdir(parents=True, exist_ok=True)
+            cfg = runconfig.with_out(cfg, str(run_dir))
+            manifest = new_manifest(run_dir, cfg, given)
+            manifest.save()
+        console.print(f"run directory: {run_dir}")
+        try:
+            code = Runner(cfg, run_dir, manifest).execute()
+        except ProcessFailed as exc:
+            console.print(f"error: the testbed did not start: {exc}", style="red")
+            raise typer.Exit(EXIT_PHASE_FAILED) from None
+        if code == 130:
+            console.print(f"interrupted; continue with: lblab run --resume --out {run_dir}")
+        else:
+            summary.finish(run_dir, console)
+        raise typer.Exit(code)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc

@@ -1,9 +1,172 @@
-"""Commands of `simulator/` for the `lblab` command line."""
+"""Commands of `simulator/` for the `lblab` command line: simulate, calibrate, reproduce."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from lblab.errors import ConfigError
+
+reproduce_app = typer.Typer(
+    help="Re-run a published experiment in the simulator and print it beside the paper.",
+    no_args_is_help=True,
+)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def simulate(
+    strategy: Annotated[
+        list[str] | None,
+        typer.Option("--strategy", "-s", help="Strategy name; repeat to compare several."),
+    ] = None,
+    strategy_option: Annotated[
+        list[str] | None,
+        typer.Option("--strategy-option", help="NAME=VALUE for the strategy, e.g. tie=random."),
+    ] = None,
+    servers: Annotated[int | None, typer.Option(help="Number of identical servers [3].")] = None,
+    requests: Annotated[int | None, typer.Option(help="Requests to send [10000].")] = None,
+    service: Annotated[
+        str | None,
+        typer.Option(
+            help="Service model: fixed:250ms, exp:10ms, bimodal:1ms,500ms,0.1, json:a=..."
+        ),
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Workers per server [1].")] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Open arrivals: requests per second [1000].")
+    ] = None,
+    constant: Annotated[
+        bool, typer.Option(help="Open arrivals evenly spaced, not Poisson.")
+    ] = False,
+    users: Annotated[int | None, typer.Option(help="Closed arrivals: this many users.")] = None,
+    think: Annotated[
+        str | None, typer.Option(help="Closed arrivals: think time, e.g. 100ms.")
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option(help="Request shapes: sp+sr ... lp+lr, variation.")
+    ] = None,
+    routing_keys: Annotated[
+        int | None, typer.Option(help="Distinct routing keys (hash strategies).")
+    ] = None,
+    report_period: Annotated[
+        str | None, typer.Option(help="Agent sample/report period [250ms].")
+    ] = None,
+    report_delay: Annotated[
+        str | None, typer.Option(help="Extra staleness of agent reports [0].")
+    ] = None,
+    client_delay: Annotated[
+        str | None, typer.Option(help="One-way client<->balancer delay [0].")
+    ] = None,
+    server_delay: Annotated[
+        str | None, typer.Option(help="One-way balancer<->server delay [0].")
+    ] = None,
+    deadline: Annotated[str | None, typer.Option(help="Request deadline, or 'none' [30s].")] = None,
+    max_tries: Annotated[int | None, typer.Option(help="Attempts when servers reject [3].")] = None,
+    picks_every: Annotated[int | None, typer.Option(help="Record every n-th pick [1].")] = None,
+    no_picks: Annotated[
+        bool, typer.Option("--no-picks", help="Record no picks (huge runs).")
+    ] = False,
+    seed: Annotated[int | None, typer.Option(help="Random seed [1].")] = None,
+    replications: Annotated[int, typer.Option(min=1, help="Replications (seed, seed+1, ...).")] = 1,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="TOML file with the same settings.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write results/<run> here (tables, manifest).")
+    ] = None,
+) -> None:
+    """Simulate a balancer pool with the real strategies; prints requests per wall second."""
+    from dataclasses import replace
+
+    from lblab.config import load_toml, parse_assignments
+    from simulator.config import config_from_mapping
+    from simulator.run import simulate as run_one
+    from simulator.summary import print_summary
+
+    raw: dict[str, Any] = load_toml(config) if config else {}
+    raw.update(
+        _given(
+            servers=servers,
+            requests=requests,
+            service=service,
+            workers=workers,
+            rate=rate,
+            users=users,
+            think=think,
+            scenario=scenario,
+            routing_keys=routing_keys,
+            report_period=report_period,
+            report_delay=report_delay,
+            client_delay=client_delay,
+            server_delay=server_delay,
+            deadline=deadline,
+            max_tries=max_tries,
+            picks_every=0 if no_picks else picks_every,
+            seed=seed,
+        )
+    )
+    if constant:
+        raw["poisson"] = False
+    if users is not None:
+        raw.pop("rate", None)
+    if strategy_option:
+        opts = dict(raw.get("strategy_options", {}))
+        for item in strategy_option:
+            opts |= parse_assignments(item, "--strategy-option")
+        raw["strategy_options"] = opts
+    if out is not None:
+        raw.setdefault("run_id", out.name)
+    names = strategy or [raw.get("strategy", "p2c")]
+    base = config_from_mapping({**raw, "strategy": names[0]})
+    results = []
+    for name in names:
+        for rep in range(replications):
+            cfg = replace(base, strategy=name, replication=rep, seed=base.seed + rep)
+            results.append(run_one(cfg))
+    print_summary(results)
+    if out is not None:
+        from simulator.output import write_run
+
+        counts = write_run(out, results)
+        typer.echo(f"wrote {out} ({', '.join(f'{k} {v} rows' for k, v in counts.items())})")
+
+
+def calibrate(
+    run_dir: Annotated[Path, typer.Argument(help="A results dir with requests.parquet.")],
+    column: Annotated[
+        str, typer.Option(help="Column with the server's service time (falls back to latency_ms).")
+    ] = "service_ms",
+) -> None:
+    """Fit the JSON-work cost model service = a + b*work_bytes + c*package_bytes."""
+    import pyarrow.parquet as pq
+
+    from simulator.service import fit_cost_model
+
+    path = run_dir / "requests.parquet"
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist; give a results dir of a measured run")
+    table = pq.read_table(path).to_pandas()
+    table = table[table["ok"]]
+    if column not in table.columns:
+        typer.secho(
+            f"warning: no {column!r} column; fitting latency_ms (includes queueing and network)",
+            err=True,
+        )
+        column = "latency_ms"
+    fit = fit_cost_model(table["work_bytes"], table["package_bytes"], table[column])
+    typer.echo(f"{fit.model.spec()}    # R^2 {fit.r2:.3f} over {fit.samples} requests")
 
 
 def register(app: typer.Typer) -> None:
     """Add this part's commands to ``app``."""
+    from simulator.reproduce.commands import register_reproductions
+
+    app.command("simulate")(simulate)
+    app.command("calibrate")(calibrate)
+    register_reproductions(reproduce_app)
+    app.add_typer(reproduce_app, name="reproduce")

@@ -133,6 +133,9 @@ class BaseStrategy:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng if rng is not None else random.Random(0)
+        self.ties = 0
+        """Picks where the chosen backend tied on load with another candidate (the
+        Finagle ``p2c/zero`` idea: is the load signal telling backends apart?)."""
 
     def on_dispatch(self, backend: BackendView, request: RequestView, now: float) -> None:
         return None

@@ -1,0 +1,408 @@
+"""Backend side of the balancer: one persistent RSocket connection per backend.
+
+``Backend`` is a pool member's connection manager: it connects, sends the balancer's
+own SETUP (data ``application/json``, metadata composite, SETUP data
+``{"client": "lblab-balancer", "reports": [...]}`` and the LEASE flag as the strategy
+needs), keeps the connection alive with its own KEEPALIVEs, and on loss reconnects with
+jittered exponential backoff (the pool eases the backend back in with slow start).
+
+``BackendConnection`` walks the backend's frames: PAYLOAD and ERROR go back to the
+client stream they answer (stream id rewritten in the copy); REQUEST_N and CANCEL (a
+channel's responder side) too; KEEPALIVE is answered here and never forwarded; LEASE
+sets the view's allowance; METADATA_PUSH carries pushed load reports; a stream-0
+CONNECTION_CLOSE error means the backend drains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from balancer.framing import FrameProtocol
+from balancer.router import StreamIds
+from lblab.errors import RemoteProtocolError
+from lblab.wire.codec import encode_frame
+from lblab.wire.codes import (
+    FLAG_COMPLETE,
+    FLAG_FOLLOWS,
+    FLAG_IGNORE,
+    FLAG_METADATA,
+    FLAG_RESPOND,
+    U32,
+    ErrorCode,
+    FrameType,
+)
+from lblab.wire.frames import Error, Keepalive, Setup
+from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
+
+if TYPE_CHECKING:
+    from balancer.node import BackendAddress, BalancerNode
+
+log = logging.getLogger("lblab.balancer.backend")
+
+KEEPALIVE_MS = 5_000
+"""Our KEEPALIVE interval toward backends."""
+MAX_LIFETIME_MS = 30_000
+"""A backend silent this long (6 missed keepalive answers) is treated as lost."""
+RECONNECT_BASE_S = 0.1
+RECONNECT_MAX_S = 5.0
+"""Reconnect backoff: base * 2^n, capped, with full jitter (AWS "Exponential Backoff And
+Jitter"), so backends restarted together are not hit by synchronized reconnects."""
+CONNECT_TIMEOUT_S = 3.0
+BACKEND_WRITE_HIGH_BYTES = 4 * 1024 * 1024
+"""Pause the clients feeding a backend once this much is queued toward it: 4 MiB holds
+64 in-flight 64 KB requests or four 1 MB ones, so normal pipelining never pauses."""
+
+_pack_u32 = U32.pack_into
+_unpack_u32 = U32.unpack_from
+_PAYLOAD = FrameType.PAYLOAD
+_ERROR = FrameType.ERROR
+_RR = FrameType.REQUEST_RESPONSE
+_CHANNEL = FrameType.REQUEST_CHANNEL
+
+
+class BackendConnection(FrameProtocol):
+    __slots__ = (
+        "active",
+        "backend",
+        "blocked_clients",
+        "closed",
+        "draining",
+        "ids",
+        "last_seen",
+        "node",
+        "paused",
+        "retired",
+        "retired_at",
+        "streams",
+    )
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend.node.config.max_frame_bytes)
+        self.backend = backend
+        self.node = backend.node
+        self.streams: dict[int, Any] = {}
+        self.ids = StreamIds()
+        self.paused = False
+        self.blocked_clients: set[Any] = set()
+        self.closed = False
+        self.draining = False
+        self.retired = False
+        self.retired_at = 0.0
+        self.active = False
+        self.last_seen = self.node.loop.time()
+
+    # ------------------------------------------------------------ asyncio hooks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=BACKEND_WRITE_HIGH_BYTES)
+        reports, lease = self.node.setup_wants()
+        setup = Setup(
+            keepalive_ms=KEEPALIVE_MS,
+            max_lifetime_ms=MAX_LIFETIME_MS,
+            metadata_mime=COMPOSITE_METADATA,
+            data_mime=APPLICATION_JSON,
+            data=orjson.dumps({"client": "lblab-balancer", "reports": list(reports)}),
+            lease=lease,
+        )
+        transport.write(encode_frame(setup))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for client in self.blocked_clients:
+            client.unblock(self)
+        self.blocked_clients.clear()
+        reason = str(exc) if exc else "closed by the backend"
+        self.node.backend_lost(self.backend, self, reason)
+        self.backend.connection_closed(self)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.active = True
+        FrameProtocol.buffer_updated(self, nbytes)
+
+    def pause_writing(self) -> None:
+        """The backend is not keeping up: stop reading from the clients that feed it."""
+        self.paused = True
+        for stream in self.streams.values():
+            client = stream.client
+            if client not in self.blocked_clients:
+                self.blocked_clients.add(client)
+                client.block(self)
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        for client in self.blocked_clients:
+            client.unblock(self)
+        self.blocked_clients.clear()
+
+    # ------------------------------------------------------------ writes
+
+    def write(self, frame: bytes | bytearray, client: Any) -> None:
+        """Forward a client's frame; a client writing into a paused backend is paused too."""
+        self.transport.write(frame)  # type: ignore[union-attr]
+        if self.paused and client not in self.blocked_clients:
+            self.blocked_clients.add(client)
+            client.block(self)
+
+    def send_cancel(self, backend_sid: int) -> None:
+        if not self.closed:
+            self.transport.write(self.node.cancel_frame(backend_sid))  # type: ignore[union-attr]
+
+    def send_keepalive(self) -> None:
+        if not self.closed:
+            self.transport.write(encode_frame(Keepalive(respond=True)))  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.close()
+
+    # ------------------------------------------------------------ frames from the backend
+
+    def on_frame(self, pos: int, length: int, sid: int, frame_type: int, flags: int) -> bool:
+        if sid:
+            stream = self.streams.get(sid)
+            if stream is None:
+                if FrameType.REQUEST_RESPONSE <= frame_type <= FrameType.REQUEST_CHANNEL:
+                    return self._server_request(sid, frame_type)
+                return True  # late frame of an ended stream: drop
+            frame = self.buf[pos : pos + 3 + length]
+            _pack_u32(frame, 3, stream.client_sid)
+            if frame_type == _PAYLOAD:
+                stream.client.write(frame)
+                if stream.latency_ms is None:
+                    stream.latency_ms = (self.node.loop.time() - stream.t0) * 1000.0
+                    stream.saved = None
+                if flags & FLAG_METADATA and self.node.uses_response_reports:
+                    mlen = (frame[9] << 16) | (frame[10] << 8) | frame[11]
+                    self.node.response_report(self.backend.id, memoryview(frame)[12 : 12 + mlen])
+                if not flags & FLAG_FOLLOWS and (flags & FLAG_COMPLETE or stream.frame_type == _RR):
+                    stream.backend_open = False
+                    if stream.frame_type != _CHANNEL or not stream.client_open:
+                        self.node.finish(stream, True, None)
+            elif frame_type == _ERROR:
+                code = _unpack_u32(frame, 9)[0] if length >= 10 else ErrorCode.APPLICATION_ERROR
+                self.node.backend_error(stream, self, code, frame)
+            elif frame_type == FrameType.REQUEST_N:
+                stream.client.write(frame)
+            elif frame_type == FrameType.CANCEL:
+                stream.client.write(frame)
+                stream.client_open = False
+                if not stream.backend_open:
+                    self.node.finish(stream, True, None)
+            elif not flags & FLAG_IGNORE:
+                self.protocol_error(
+                    RemoteProtocolError(f"unexpected frame type 0x{frame_type:02x} on stream {sid}")
+                )
+                return False
+            return True
+        return self._connection_frame(pos, length, frame_type, flags)
+
+    def _connection_frame(self, pos: int, length: int, frame_type: int, flags: int) -> bool:
+        body = pos + 9
+        if frame_type == FrameType.KEEPALIVE:
+            if flags & FLAG_RESPOND:
+                frame = self.buf[pos : pos + 3 + length]
+                frame[8] &= ~(FLAG_RESPOND & 0xFF)
+                self.transport.write(frame)  # type: ignore[union-attr]
+        elif frame_type == FrameType.LEASE:
+            if length >= 14:
+                ttl_ms = _unpack_u32(self.buf, body)[0]
+                count = _unpack_u32(self.buf, body + 4)[0]
+                self.backend.lease(ttl_ms, count)
+        elif frame_type == FrameType.METADATA_PUSH:
+            self.node.push_report(self.backend.id, self.mv[body : pos + 3 + length])
+        elif frame_type == FrameType.ERROR:
+            code = _unpack_u32(self.buf, body)[0] if length >= 10 else 0
+            message = bytes(self.buf[body + 4 : pos + 3 + length]).decode("utf-8", "replace")
+            if code == ErrorCode.CONNECTION_CLOSE:
+                self.draining = True
+                self.backend.draining(self)
+            else:
+                log.warning(
+                    "backend %s closed the connection: 0x%x %s", self.backend.id, code, message
+                )
+                self.close()
+                return False
+        elif not flags & FLAG_IGNORE:
+            self.protocol_error(
+                RemoteProtocolError(f"unexpected connection-level frame type 0x{frame_type:02x}")
+            )
+            return False
+        return True
+
+    def _server_request(self, sid: int, frame_type: int) -> bool:
+        """The balancer routes client requests only; a backend's own request is refused."""
+        if frame_type != FrameType.REQUEST_FNF:
+            self.transport.write(  # type: ignore[union-attr]
+                encode_frame(
+                    Error(
+                        stream_id=sid,
+                        error_code=ErrorCode.REJECTED,
+                        message="the balancer does not route requests from backends",
+                    )
+                )
+            )
+        return True
+
+    def protocol_error(self, exc: RemoteProtocolError) -> None:
+        log.warning("backend %s broke the protocol: %s", self.backend.id, exc)
+        if self.transport is not None and not self.closed:
+            self.transport.write(self.node.connection_error_frame(exc.error_code, str(exc)))
+            self.transport.close()
+
+
+class Backend:
+    """A pool member: its address, its current connection and the reconnect loop."""
+
+    __slots__ = (
+        "_first",
+        "_pool_up",
+        "_task",
+        "_wake",
+        "address",
+        "attempts",
+        "conn",
+        "id",
+        "next_keepalive",
+        "node",
+        "stopped",
+    )
+
+    def __init__(self, node: BalancerNode, address: BackendAddress, *, in_pool_up: bool) -> None:
+        self.node = node
+        self.address = address
+        self.id = address.id
+        self.conn: BackendConnection | None = None
+        self.attempts = 0
+        self.stopped = False
+        self.next_keepalive = 0.0
+        self._pool_up = in_pool_up
+        """Whether the pool holds this backend UP (it does for startup backends)."""
+        self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Future[None] | None = None
+        self._first: asyncio.Future[None] = node.loop.create_future()
+
+    def start(self) -> asyncio.Future[None]:
+        """Start the connect loop; the returned future resolves after the first attempt."""
+        self._task = self.node.loop.create_task(self._run(), name=f"backend-{self.id}")
+        return self._first
+
+    async def _run(self) -> None:
+        loop = self.node.loop
+        while not self.stopped:
+            conn = await self._connect()
+            if not self._first.done():
+                self._first.set_result(None)
+            if conn is None:
+                self.mark_down()
+                await asyncio.sleep(self._backoff())
+                continue
+            old, self.conn = self.conn, conn
+            self.attempts = 0
+            self.next_keepalive = loop.time() + KEEPALIVE_MS / 1000.0
+            if old is not None:
+                self._retire(old)  # a re-SETUP: the old connection finishes its streams
+            elif not self._pool_up:
+                self._pool_up = True
+                self.node.backend_up(self)
+            self._wake = loop.create_future()
+            await self._wake
+            if self.conn is None and not self.stopped:
+                await asyncio.sleep(self._backoff())
+
+    async def _connect(self) -> BackendConnection | None:
+        conn = BackendConnection(self)
+        try:
+            await asyncio.wait_for(
+                self.node.loop.create_connection(
+                    lambda: conn, self.address.host, self.address.port
+                ),
+                CONNECT_TIMEOUT_S,
+            )
+        except (OSError, TimeoutError) as exc:
+            self.attempts += 1
+            if self.attempts == 1 or self.attempts % 20 == 0:
+                log.warning("backend %s at %s: %s", self.id, self.address.address, exc or "timeout")
+            return None
+        return conn
+
+    def _backoff(self) -> float:
+        cap = min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2 ** min(self.attempts, 16))
+        return self.node.rng.uniform(RECONNECT_BASE_S / 2, max(cap, RECONNECT_BASE_S))
+
+    def _wake_up(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    def mark_down(self) -> None:
+        if self._pool_up and self.id in self.node.backends:
+            self.node.backend_down(self)
+        self._pool_up = False
+
+    def connection_closed(self, conn: BackendConnection) -> None:
+        """Called once the node has failed ``conn``'s streams."""
+        if conn is self.conn:
+            self.conn = None
+            self.mark_down()
+            self._wake_up()
+
+    def draining(self, conn: BackendConnection) -> None:
+        if conn is self.conn and self._pool_up:
+            self.node.backend_draining(self)
+
+    def lease(self, ttl_ms: int, count: int) -> None:
+        if self.id in self.node.pool:
+            view = self.node.pool.get(self.id)
+            view.lease_remaining = count
+            view.lease_expires_at = self.node.loop.time() + ttl_ms / 1000.0
+
+    def check_lifetime(self, now: float) -> None:
+        """Send our KEEPALIVE when due; close a backend silent for longer than its lifetime."""
+        conn = self.conn
+        if conn is None or conn.closed:
+            return
+        if conn.active:
+            conn.active = False
+            conn.last_seen = now
+        elif now - conn.last_seen > MAX_LIFETIME_MS / 1000.0:
+            log.warning("backend %s silent for %.0f s: reconnecting", self.id, now - conn.last_seen)
+            conn.close()
+            return
+        if now >= self.next_keepalive:
+            self.next_keepalive = now + KEEPALIVE_MS / 1000.0
+            conn.send_keepalive()
+
+    def resetup(self) -> None:
+        """Open a new connection whose SETUP asks for what the new strategy needs.
+
+        Until it is up, the old connection keeps serving; then the old one takes no new
+        streams and closes when its in-flight streams have ended.
+        """
+        if self.conn is not None:
+            self._wake_up()
+
+    def _retire(self, conn: BackendConnection) -> None:
+        conn.retired = True
+        conn.retired_at = self.node.loop.time()
+        self.node.retiring.append(conn)
+        if not conn.streams:
+            conn.close()
+
+    def retire(self) -> None:
+        """Removed from the pool: no reconnects; close once its streams have ended."""
+        self.stopped = True
+        conn, self.conn = self.conn, None
+        self._wake_up()
+        if conn is not None and not conn.closed:
+            self._retire(conn)
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.conn is not None:
+            self.conn.close()
+        if self._task is not None:
+            self._task.cancel()

@@ -1,0 +1,105 @@
+"""``lblab balancer``: parse the command line into a ``NodeConfig`` and run the node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lblab.errors import ConfigError
+
+
+def balancer_command(
+    backend: Annotated[
+        list[str],
+        typer.Option(
+            "--backend",
+            help="A backend as ID=HOST:PORT, e.g. s1=127.0.0.1:7001; repeat per backend.",
+        ),
+    ],
+    strategy: str = typer.Option(
+        "rr", "--strategy", help="Strategy name (see `lblab strategies`)."
+    ),
+    strategy_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategy-option",
+            help="A strategy option as NAME=VALUE, e.g. tie=random; repeatable.",
+        ),
+    ] = None,
+    weights: str = typer.Option(
+        "", "--weights", help="Static weights, e.g. s1=1,s2=1,s3=7 (default 1)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(7878, "--port", help="RSocket port for clients (0: any free port)."),
+    agent_port: int | None = typer.Option(
+        None, "--agent-port", help="Port for agents' load reports."
+    ),
+    admin_port: int | None = typer.Option(
+        None, "--admin-port", help="HTTP port for /metrics, /status, /strategy, /backends."
+    ),
+    picks: Annotated[
+        Path | None, typer.Option("--picks", help="Append one JSON line per pick to this file.")
+    ] = None,
+    request_timeout: str = typer.Option(
+        "30s", "--request-timeout", help="Deadline of a request at the balancer, e.g. 30s or 500ms."
+    ),
+    max_frame_bytes: int = typer.Option(
+        0xFFFFFF,
+        "--max-frame-bytes",
+        help="Largest frame body accepted (default: the 24-bit maximum).",
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the strategy's random numbers."),
+) -> None:
+    """Run the RSocket balancer node: forward each request to a backend the strategy picks."""
+    from balancer.node import BackendAddress, NodeConfig
+    from balancer.serve import run
+    from lblab.config import parse_assignments, parse_duration, parse_hostport
+
+    weight_of = _weights(parse_assignments(weights, "--weights"))
+    backends = []
+    for item in backend:
+        backend_id, sep, address = item.partition("=")
+        if not sep or not backend_id:
+            raise ConfigError(
+                f"--backend: {item!r} is not ID=HOST:PORT; write e.g. s1=127.0.0.1:7001"
+            )
+        h, p = parse_hostport(address, f"--backend {backend_id}")
+        backends.append(BackendAddress(backend_id, h, p, weight_of.pop(backend_id, 1.0)))
+    if weight_of:
+        raise ConfigError(f"--weights names {', '.join(weight_of)}, which no --backend defines")
+    options: dict[str, str] = {}
+    for item in strategy_option or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(
+                f"--strategy-option: {item!r} is not NAME=VALUE; write e.g. tie=random"
+            )
+        options[name] = value
+    config = NodeConfig(
+        backends=tuple(backends),
+        strategy=strategy,
+        strategy_options=options,
+        host=host,
+        port=port,
+        agent_port=agent_port,
+        admin_port=admin_port,
+        picks=picks,
+        request_timeout_s=parse_duration(request_timeout, "--request-timeout"),
+        max_frame_bytes=max_frame_bytes,
+        seed=seed,
+    )
+    run(config)
+
+
+def _weights(raw: dict[str, str]) -> dict[str, float]:
+    out = {}
+    for name, value in raw.items():
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ConfigError(f"--weights: {name}={value!r} is not a number") from None
+        if not out[name] > 0:
+            raise ConfigError(f"--weights: {name}={value} must be > 0")
+    return out

@@ -1,0 +1,285 @@
+"""Client side of the balancer: one ``ClientConnection`` per accepted RSocket connection.
+
+SETUP handling (what the balancer does with a client's SETUP, FIELD-NOTES "what bites"):
+the first frame must be SETUP (RESUME gets REJECTED_RESUME, anything else
+INVALID_SETUP). Version 1.x only (else UNSUPPORTED_SETUP). The LEASE flag and a resume
+token get UNSUPPORTED_SETUP: leases are per connection and the balancer issues none
+toward clients; it does not implement resumption. The data MIME must be one the
+backends speak (``ACCEPTED_DATA_MIMES``), else UNSUPPORTED_SETUP naming them, because
+payload bytes pass through untouched over backend connections whose SETUP said
+``application/json``. Any metadata MIME is accepted and its bytes pass through; only a
+composite-metadata client has its routing key read for hash strategies. The SETUP
+payload (e.g. credentials) is not forwarded: backend connections are shared, so it
+could not be; the balancer has no authentication of its own. The client's keepalive
+interval and max lifetime are honoured: its KEEPALIVEs are answered here (never
+forwarded) and a client silent for longer than its max lifetime is closed.
+
+METADATA_PUSH from a client is connection-level and has no single backend; the balancer
+broadcasts it to every connected backend (a server-side cache flush or config push
+should reach all servers).
+
+Backpressure: the receive buffer holds at most one partial frame (bounded by
+``--max-frame-bytes``). When responses pile up in the client's transport
+(``pause_writing``) or a backend it feeds is not keeping up, the balancer stops reading
+from this client until both clear; a client that lets ``CLIENT_MAX_PENDING_BYTES`` of
+responses pile up unread is disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from balancer.framing import FrameProtocol
+from lblab.errors import RemoteProtocolError
+from lblab.wire.codec import decode_frame_body, encode_frame
+from lblab.wire.codes import (
+    FLAG_IGNORE,
+    FLAG_RESPOND,
+    MAJOR_VERSION,
+    ErrorCode,
+    FrameType,
+)
+from lblab.wire.frames import Error, Setup
+from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
+
+if TYPE_CHECKING:
+    from balancer.node import BalancerNode
+
+log = logging.getLogger("lblab.balancer.frontend")
+
+ACCEPTED_DATA_MIMES = (APPLICATION_JSON,)
+"""Data MIME types a client may declare: what the backends' SETUP declares (DESIGN, wire
+contract). Payloads are forwarded untouched, so anything else would be mislabelled."""
+CLIENT_WRITE_HIGH_BYTES = 2 * 1024 * 1024
+"""Responses queued toward one client before we stop reading its requests: two 1 MB
+responses, or ~200 10 KB ones (asyncio's default 64 KiB would pause on every 1 MB)."""
+CLIENT_MAX_PENDING_BYTES = 64 * 1024 * 1024
+"""Responses queued toward one client before it is disconnected as not reading."""
+
+_STREAM_FRAMES = frozenset(
+    (FrameType.PAYLOAD, FrameType.REQUEST_N, FrameType.CANCEL, FrameType.ERROR)
+)
+_FIRST_REQUEST = FrameType.REQUEST_RESPONSE
+_LAST_REQUEST = FrameType.REQUEST_CHANNEL
+
+
+class ClientConnection(FrameProtocol):
+    __slots__ = (
+        "active",
+        "address",
+        "blockers",
+        "closed",
+        "composite_metadata",
+        "last_seen",
+        "lifetime_s",
+        "node",
+        "setup_done",
+        "streams",
+    )
+
+    def __init__(self, node: BalancerNode) -> None:
+        super().__init__(node.config.max_frame_bytes)
+        self.node = node
+        self.streams: dict[int, Any] = {}
+        self.address: str | None = None
+        self.setup_done = False
+        self.composite_metadata = False
+        self.closed = False
+        self.blockers: set[object] = set()
+        self.active = False
+        self.last_seen = node.loop.time()
+        self.lifetime_s = 60.0  # until SETUP says otherwise
+
+    # ------------------------------------------------------------ asyncio hooks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.address = peer[0] if peer else None
+        transport.set_write_buffer_limits(high=CLIENT_WRITE_HIGH_BYTES)
+        self.node.clients.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.node.client_gone(self)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.active = True
+        FrameProtocol.buffer_updated(self, nbytes)
+
+    def pause_writing(self) -> None:
+        self.block(self)
+
+    def resume_writing(self) -> None:
+        self.unblock(self)
+
+    # ------------------------------------------------------------ flow control
+
+    def block(self, reason: object) -> None:
+        """Stop reading this client until every reason has been lifted."""
+        if not self.blockers and not self.closed:
+            self.transport.pause_reading()  # type: ignore[union-attr]
+        self.blockers.add(reason)
+
+    def unblock(self, reason: object) -> None:
+        self.blockers.discard(reason)
+        if not self.blockers and not self.closed:
+            self.transport.resume_reading()  # type: ignore[union-attr]
+
+    # ------------------------------------------------------------ writes
+
+    def write(self, frame: bytes | bytearray) -> None:
+        if not self.closed:
+            self.transport.write(frame)  # type: ignore[union-attr]
+
+    def send_error(self, sid: int, code: int, message: str) -> None:
+        self.write(encode_frame(Error(stream_id=sid, error_code=code, message=message)))
+
+    def close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.close()
+
+    def protocol_error(self, exc: RemoteProtocolError) -> None:
+        """Answer with a connection-level ERROR and close this connection only."""
+        log.info("client %s: %s (0x%03x)", self.address, exc, exc.error_code)
+        if not self.closed and self.transport is not None:
+            self.transport.write(self.node.connection_error_frame(exc.error_code, str(exc)))
+            self.transport.close()
+            self.closed = True
+
+    def check_lifetime(self, now: float) -> None:
+        if self.active:
+            self.active = False
+            self.last_seen = now
+        elif now - self.last_seen > self.lifetime_s:
+            self.protocol_error(
+                RemoteProtocolError(
+                    f"no frame within the client's max lifetime of {self.lifetime_s:g} s"
+                )
+            )
+        elif (
+            self.transport is not None
+            and self.transport.get_write_buffer_size() > CLIENT_MAX_PENDING_BYTES
+        ):
+            self.protocol_error(
+                RemoteProtocolError(
+                    f"over {CLIENT_MAX_PENDING_BYTES} bytes of responses left unread"
+                )
+            )
+
+    # ------------------------------------------------------------ frames from the client
+
+    def on_frame(self, pos: int, length: int, sid: int, frame_type: int, flags: int) -> bool:
+        if self.closed:
+            return False
+        if not self.setup_done:
+            return self._on_setup(pos, length, frame_type)
+        if sid:
+            if frame_type in _STREAM_FRAMES:
+                return self.node.client_stream_frame(self, pos, length, sid, frame_type, flags)
+            if _FIRST_REQUEST <= frame_type <= _LAST_REQUEST:
+                return self.node.open_stream(self, pos, length, sid, frame_type, flags)
+            if frame_type == FrameType.EXT and flags & FLAG_IGNORE:
+                return True
+            if frame_type > FrameType.RESUME_OK and flags & FLAG_IGNORE:
+                return True  # an unknown type the sender marked ignorable
+            self.protocol_error(
+                RemoteProtocolError(f"unexpected frame type 0x{frame_type:02x} on stream {sid}")
+            )
+            return False
+        return self._connection_frame(pos, length, frame_type, flags)
+
+    def _connection_frame(self, pos: int, length: int, frame_type: int, flags: int) -> bool:
+        if frame_type == FrameType.KEEPALIVE:
+            if flags & FLAG_RESPOND:
+                frame = self.buf[pos : pos + 3 + length]
+                frame[8] &= ~FLAG_RESPOND & 0xFF  # clear R; echo position and data
+                self.transport.write(frame)  # type: ignore[union-attr]
+            return True
+        if frame_type == FrameType.METADATA_PUSH:
+            frame = bytes(self.buf[pos : pos + 3 + length])
+            for backend in self.node.backends.values():
+                conn = backend.conn
+                if conn is not None and not conn.closed:
+                    conn.write(frame, self)
+            return True
+        if frame_type == FrameType.ERROR:
+            self.close()  # the client ends the connection (e.g. CONNECTION_CLOSE)
+            return False
+        if frame_type == FrameType.RESUME:
+            self.protocol_error(
+                RemoteProtocolError(
+                    "resumption is not supported by the balancer", ErrorCode.REJECTED_RESUME
+                )
+            )
+            return False
+        if frame_type > FrameType.RESUME_OK and flags & FLAG_IGNORE:
+            return True
+        if frame_type == FrameType.SETUP:
+            message = "SETUP may only be sent once per connection"
+        elif frame_type == FrameType.LEASE:
+            message = "LEASE from a client: this connection did not negotiate leases"
+        else:
+            message = f"unexpected frame type 0x{frame_type:02x} on stream 0"
+        self.protocol_error(RemoteProtocolError(message))
+        return False
+
+    def _on_setup(self, pos: int, length: int, frame_type: int) -> bool:
+        """Validate the connection's first frame (module docstring: what is accepted)."""
+        if frame_type == FrameType.RESUME:
+            self.protocol_error(
+                RemoteProtocolError(
+                    "resumption is not supported by the balancer", ErrorCode.REJECTED_RESUME
+                )
+            )
+            return False
+        if frame_type != FrameType.SETUP:
+            self.protocol_error(
+                RemoteProtocolError(
+                    f"the first frame must be SETUP, not type 0x{frame_type:02x}",
+                    ErrorCode.INVALID_SETUP,
+                )
+            )
+            return False
+        try:
+            setup = decode_frame_body(bytes(self.buf[pos + 3 : pos + 3 + length]))
+            if not isinstance(setup, Setup):
+                raise RemoteProtocolError("malformed SETUP frame", ErrorCode.INVALID_SETUP)
+            self._check_setup(setup)
+        except RemoteProtocolError as exc:
+            if exc.error_code == ErrorCode.CONNECTION_ERROR:
+                exc = RemoteProtocolError(str(exc), ErrorCode.INVALID_SETUP)
+            self.protocol_error(exc)
+            return False
+        self.setup_done = True
+        self.lifetime_s = setup.max_lifetime_ms / 1000.0
+        self.composite_metadata = setup.metadata_mime == COMPOSITE_METADATA
+        return True
+
+    @staticmethod
+    def _check_setup(setup: Setup) -> None:
+        unsupported = ErrorCode.UNSUPPORTED_SETUP
+        if setup.major != MAJOR_VERSION:
+            raise RemoteProtocolError(
+                f"RSocket version {setup.major}.{setup.minor} is not supported; the balancer "
+                f"speaks {MAJOR_VERSION}.x",
+                unsupported,
+            )
+        if setup.lease:
+            raise RemoteProtocolError(
+                "the balancer issues no leases to clients; connect without the LEASE flag",
+                unsupported,
+            )
+        if setup.resume_token is not None:
+            raise RemoteProtocolError(
+                "resumption is not supported by the balancer; connect without a resume token",
+                unsupported,
+            )
+        if setup.data_mime not in ACCEPTED_DATA_MIMES:
+            raise RemoteProtocolError(
+                f"data MIME {setup.data_mime!r} is not supported; the backends take "
+                f"{', '.join(ACCEPTED_DATA_MIMES)}",
+                unsupported,
+            )

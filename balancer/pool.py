@@ -1,0 +1,362 @@
+"""The backend pool: in-flight accounting, health and counters around one strategy.
+
+Sans-I/O and shared by the balancer node and the simulator: the driver calls
+
+    view = pool.pick(request, now)            # None: nothing eligible -> REJECTED
+    pool.dispatch(view, request, now)         # the request was sent
+    pool.complete(view, request, outcome, now)  # exactly once per dispatch, any outcome
+
+plus ``report`` (load reports), ``set_state`` (connection up/down, draining), ``tick``
+(timers), ``add``/``remove`` and ``set_strategy``. ``now`` is monotonic seconds.
+
+Theory of operation:
+
+- In-flight accounting: ``dispatch`` files the pair ``(request_id, backend id)`` as
+  outstanding and increments ``inflight``; ``complete`` removes it and decrements. A
+  second ``complete`` for the same pair, or one without a dispatch, raises
+  ``LocalProtocolError`` (a driver bug that would otherwise leak or go negative).
+- Availability is derived, never set twice: the driver's view of the connection (UP,
+  DOWN, DRAINING) combined with passive ejection gives ``BackendView.state``: DOWN or
+  DRAINING if the driver says so, else EJECTED while an ejection lasts, else UP. Every
+  change of any backend's state calls ``strategy.on_pool_change``, as do add, remove,
+  set_strategy and each slow-start step (weights change).
+- Health policy (ejection backoff, slow start) is in ``balancer/health.py``.
+- Latency: ``last_latency_ms`` and ``latency_ewma_ms`` (time EWMA, ``tau`` =
+  ``ewma_tau_s``) are updated from successful outcomes only; failures are often fast
+  (an instant REJECTED) and would make a failing backend look attractive.
+- A backend removed with requests in flight: their completions still balance the
+  bookkeeping of the removed view, but no strategy hook runs for it.
+- Counters per backend id (``COUNTER_NAMES``): picks, errors, ejections and ties
+  (picks where the strategy reported a tie on load).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from lblab.errors import ConfigError, LocalProtocolError
+from lblab.loadreport import LoadReport
+
+from .health import HealthConfig, ejection_duration, slow_start_factor
+from .strategies.base import BackendView, Health, Outcome, RequestView, Strategy, eligible
+from .strategies.ewma import decay
+
+__all__ = [
+    "COUNTER_NAMES",
+    "BackendCounters",
+    "BackendSpec",
+    "HealthConfig",
+    "Pool",
+]
+
+COUNTER_NAMES = ("picks", "errors", "ejections", "ties")
+
+
+@dataclass(slots=True)
+class BackendCounters:
+    picks: int = 0
+    errors: int = 0
+    ejections: int = 0
+    ties: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    id: str
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ConfigError("backend: the id is empty; give each backend a name like s1")
+        if not (isinstance(self.weight, int | float) and math.isfinite(self.weight)) or (
+            self.weight <= 0
+        ):
+            raise ConfigError(
+                f"backend {self.id}: weight {self.weight!r} must be a number > 0 "
+                "(leave a backend out of the pool instead of giving it weight 0)"
+            )
+
+
+@dataclass(slots=True)
+class _Health:
+    """Per-backend health facts the pool combines into ``BackendView.state``."""
+
+    told: Health = Health.UP
+    """What the driver last said: UP, DOWN or DRAINING."""
+    ejected_until: float | None = None
+    ejections: int = 0
+    """Earlier ejections (the ``n`` of ``base * 2**n``)."""
+    back_at: float | None = None
+    """When the backend last became available again (for the backoff reset)."""
+    slow_since: float | None = None
+    ewma_at: float = 0.0
+
+
+class Pool:
+    def __init__(
+        self,
+        specs: Iterable[BackendSpec],
+        strategy: Strategy,
+        health: HealthConfig | None = None,
+        now: float = 0.0,
+    ) -> None:
+        self.health = health if health is not None else HealthConfig()
+        self.strategy = strategy
+        self.views: list[BackendView] = []
+        self.counters: dict[str, BackendCounters] = {}
+        self._by_id: dict[str, BackendView] = {}
+        self._health: dict[str, _Health] = {}
+        self._outstanding: dict[tuple[int, str], BackendView] = {}
+        self._ejected: dict[str, float] = {}
+        """Backend id -> end of its current ejection."""
+        self._slow: set[str] = set()
+        self._slow_stepped = -math.inf
+        self._next_tick = math.inf
+        for spec in specs:
+            self._insert(spec)
+        strategy.on_pool_change(self.views, now)
+
+    # -- lookup ----------------------------------------------------------------------
+
+    def get(self, backend_id: str) -> BackendView:
+        try:
+            return self._by_id[backend_id]
+        except KeyError:
+            known = ", ".join(self._by_id) or "none"
+            raise ConfigError(f"no backend {backend_id!r} in the pool (known: {known})") from None
+
+    def __contains__(self, backend_id: object) -> bool:
+        return backend_id in self._by_id
+
+    @property
+    def outstanding(self) -> int:
+        """Dispatches not yet completed, over all backends (including removed ones)."""
+        return len(self._outstanding)
+
+    # -- the request path ------------------------------------------------------------
+
+    def pick(self, request: RequestView, now: float) -> BackendView | None:
+        """The strategy's choice for ``request``, or None when no backend is eligible."""
+        if now >= self._next_tick:
+            self.tick(now)
+        strategy = self.strategy
+        ties_before = getattr(strategy, "ties", 0)
+        view = strategy.pick(self.views, request, now)
+        if view is None:
+            return None
+        if self._by_id.get(view.id) is not view or not eligible(view, request):
+            raise LocalProtocolError(
+                f"strategy {strategy.name!r} picked {view.id} ({view.state}), which is not "
+                "eligible for this request: a bug in the strategy"
+            )
+        counters = self.counters[view.id]
+        counters.picks += 1
+        if getattr(strategy, "ties", 0) != ties_before:
+            counters.ties += 1
+        return view
+
+    def dispatch(self, view: BackendView, request: RequestView, now: float) -> None:
+        key = (request.request_id, view.id)
+        if key in self._outstanding:
+            raise LocalProtocolError(
+                f"request {request.request_id} is already in flight on {view.id}"
+            )
+        self._outstanding[key] = view
+        view.inflight += 1
+        if view.lease_remaining is not None and view.lease_remaining > 0:
+            view.lease_remaining -= 1
+        if self._by_id.get(view.id) is view:
+            self.strategy.on_dispatch(view, request, now)
+
+    def complete(
+        self, view: BackendView, request: RequestView, outcome: Outcome, now: float
+    ) -> None:
+        """Account one outcome of a dispatch; exactly once per dispatch."""
+        if self._outstanding.pop((request.request_id, view.id), None) is not view:
+            raise LocalProtocolError(
+                f"request {request.request_id} on {view.id} completed without a matching "
+                "dispatch (completed twice?)"
+            )
+        view.inflight -= 1
+        view.completed += 1
+        if self._by_id.get(view.id) is not view:
+            return  # removed from the pool while in flight: bookkeeping only
+        record = self._health[view.id]
+        ejected = False
+        if outcome.ok:
+            view.consecutive_failures = 0
+            self._observe_latency(view, record, outcome.latency_ms, now)
+            if record.back_at is not None and now - record.back_at >= self.health.eject_max_s:
+                record.ejections = 0
+                record.back_at = None
+        else:
+            view.consecutive_failures += 1
+            self.counters[view.id].errors += 1
+            after = self.health.eject_after
+            if after and view.consecutive_failures >= after and record.ejected_until is None:
+                self._eject(view, record, now)
+                ejected = True
+        self.strategy.on_complete(view, request, outcome, now)
+        if ejected:
+            self.strategy.on_pool_change(self.views, now)
+
+    def _observe_latency(
+        self, view: BackendView, record: _Health, latency_ms: float, now: float
+    ) -> None:
+        view.last_latency_ms = latency_ms
+        if view.latency_ewma_ms is None:
+            view.latency_ewma_ms = latency_ms
+        else:
+            w = decay(now - record.ewma_at, self.health.ewma_tau_s)
+            view.latency_ewma_ms = w * view.latency_ewma_ms + (1.0 - w) * latency_ms
+        record.ewma_at = now
+
+    def report(self, backend_id: str, report: LoadReport, now: float) -> bool:
+        """Hand a load report to the strategy; False if no such backend is in the pool."""
+        view = self._by_id.get(backend_id)
+        if view is None:
+            return False
+        view.last_report = report
+        view.report_at = now
+        self.strategy.on_report(view, report, now)
+        return True
+
+    # -- health ----------------------------------------------------------------------
+
+    def set_state(self, backend_id: str, state: Health, now: float) -> None:
+        """The driver's news about a backend: UP (connected), DOWN (lost) or DRAINING.
+
+        EJECTED ejects it now, as ``eject_after`` failures would.
+        """
+        view = self.get(backend_id)
+        record = self._health[backend_id]
+        if state is Health.EJECTED:
+            if record.ejected_until is None:
+                self._eject(view, record, now)
+                self.strategy.on_pool_change(self.views, now)
+            return
+        record.told = state
+        if self._apply(view, record, now):
+            self.strategy.on_pool_change(self.views, now)
+
+    def _eject(self, view: BackendView, record: _Health, now: float) -> None:
+        until = now + ejection_duration(self.health, record.ejections)
+        record.ejections += 1
+        record.ejected_until = until
+        self._ejected[view.id] = until
+        self._next_tick = min(self._next_tick, until)
+        self.counters[view.id].ejections += 1
+        self._apply(view, record, now)
+
+    def _apply(self, view: BackendView, record: _Health, now: float) -> bool:
+        """Derive ``view.state``; start slow start on recovery. True if it changed."""
+        if record.told is not Health.UP:
+            state = record.told
+        elif record.ejected_until is not None:
+            state = Health.EJECTED
+        else:
+            state = Health.UP
+        if state is view.state:
+            return False
+        view.state = state
+        if state is Health.UP:
+            view.consecutive_failures = 0
+            record.back_at = now
+            self._start_slow(view, record, now)
+        return True
+
+    def _start_slow(self, view: BackendView, record: _Health, now: float) -> None:
+        factor = slow_start_factor(self.health, 0.0)
+        if factor >= 1.0:
+            return
+        record.slow_since = now
+        view.slow_start = factor
+        self._slow.add(view.id)
+        self._slow_stepped = now
+        self._next_tick = min(self._next_tick, now + self.health.slow_start_step_s)
+
+    def tick(self, now: float) -> bool:
+        """End ejections that are over and advance slow start; True if availability changed."""
+        changed = False
+        for backend_id, until in list(self._ejected.items()):
+            if until <= now:
+                del self._ejected[backend_id]
+                record = self._health[backend_id]
+                record.ejected_until = None
+                changed |= self._apply(self._by_id[backend_id], record, now)
+        reweighted = False
+        if self._slow and now - self._slow_stepped >= self.health.slow_start_step_s:
+            self._slow_stepped = now
+            for backend_id in list(self._slow):
+                view = self._by_id[backend_id]
+                since = self._health[backend_id].slow_since
+                factor = 1.0 if since is None else slow_start_factor(self.health, now - since)
+                if factor >= 1.0:
+                    self._slow.discard(backend_id)
+                    factor = 1.0
+                reweighted |= factor != view.slow_start
+                view.slow_start = factor
+        self._next_tick = min(
+            min(self._ejected.values(), default=math.inf),
+            self._slow_stepped + self.health.slow_start_step_s if self._slow else math.inf,
+        )
+        if changed or reweighted:
+            self.strategy.on_pool_change(self.views, now)
+        return changed
+
+    # -- membership ------------------------------------------------------------------
+
+    def _insert(self, spec: BackendSpec) -> BackendView:
+        if spec.id in self._by_id:
+            raise ConfigError(f"backend {spec.id!r} is given twice; backend ids must be unique")
+        view = BackendView(id=spec.id, index=len(self.views), weight=float(spec.weight))
+        self.views = [*self.views, view]  # a new list: strategies notice the identity change
+        self._by_id[spec.id] = view
+        self._health[spec.id] = _Health()
+        self.counters.setdefault(spec.id, BackendCounters())
+        return view
+
+    def add(self, spec: BackendSpec, now: float) -> BackendView:
+        """Add a backend (at the end of the list order); it starts UP, in slow start."""
+        view = self._insert(spec)
+        record = self._health[spec.id]
+        record.back_at = now
+        self._start_slow(view, record, now)
+        self.strategy.on_pool_change(self.views, now)
+        return view
+
+    def remove(self, backend_id: str, now: float) -> BackendView:
+        """Take a backend out; its in-flight requests finish (see the module docstring)."""
+        view = self.get(backend_id)
+        views = [v for v in self.views if v is not view]
+        for index, v in enumerate(views):
+            v.index = index
+        self.views = views
+        del self._by_id[backend_id]
+        del self._health[backend_id]
+        self._ejected.pop(backend_id, None)
+        self._slow.discard(backend_id)
+        self.strategy.on_pool_change(self.views, now)
+        return view
+
+    def set_strategy(self, strategy: Strategy, now: float) -> None:
+        """Swap the strategy; the new one starts with fresh state."""
+        self.strategy = strategy
+        strategy.on_pool_change(self.views, now)
+
+    def status(self) -> list[dict[str, object]]:
+        """One JSON-ready row per backend: state, load and counters (for ``GET /status``)."""
+        return [
+            {
+                "id": v.id,
+                "weight": v.weight,
+                "state": str(v.state),
+                "inflight": v.inflight,
+                "latency_ewma_ms": v.latency_ewma_ms,
+                "slow_start": v.slow_start,
+                **asdict(self.counters[v.id]),
+            }
+            for v in self.views
+        ]

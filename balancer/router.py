@@ -1,0 +1,114 @@
+"""Stream bookkeeping of the frame router: id allocation and the per-request record.
+
+A client stream (client connection, client stream id) is forwarded as a backend stream
+(backend connection, backend stream id). Each side keeps a dict from its own stream id
+to the same ``Stream`` record, so a frame from either side finds its peer in one
+lookup: REQUEST_N, CANCEL and follow-on fragments from the client go to the stream's
+backend; PAYLOAD, ERROR (and a channel's REQUEST_N / CANCEL) from the backend go back
+to the client. Both mappings are dropped together when the stream ends; late frames
+for an ended stream find nothing and are dropped.
+
+Nothing here does I/O; ``balancer/node.py`` drives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from typing import Any
+
+from balancer.strategies.base import BackendView, Interaction, RequestView
+from lblab.wire.codes import MAX_STREAM_ID, FrameType
+
+INTERACTIONS: dict[int, Interaction] = {
+    FrameType.REQUEST_RESPONSE: Interaction.REQUEST_RESPONSE,
+    FrameType.REQUEST_FNF: Interaction.FIRE_AND_FORGET,
+    FrameType.REQUEST_STREAM: Interaction.REQUEST_STREAM,
+    FrameType.REQUEST_CHANNEL: Interaction.REQUEST_CHANNEL,
+}
+REQUEST_TYPES = frozenset(INTERACTIONS)
+REPLAYABLE = frozenset((FrameType.REQUEST_RESPONSE, FrameType.REQUEST_STREAM))
+"""A REJECTED answer before any response frame is replayed elsewhere only for these:
+a channel keeps sending after its first frame, so its request cannot be kept whole."""
+
+
+class StreamIds:
+    """Stream ids the balancer opens toward one backend: odd, wrapping at 2^31, skipping live ids.
+
+    The balancer is the client of the backend connection, so its ids are odd (spec,
+    "Stream Identifiers"). After 2^30 streams the counter wraps to 1; ids still in use
+    by long-lived streams are skipped rather than reused.
+    """
+
+    __slots__ = ("_next",)
+
+    def __init__(self, first: int = 1) -> None:
+        if first <= 0 or first % 2 == 0 or first > MAX_STREAM_ID:
+            raise ValueError(f"first stream id must be odd and in 1..{MAX_STREAM_ID}, not {first}")
+        self._next = first
+
+    def allocate(self, in_use: Container[int]) -> int:
+        """The next free odd id. ``in_use`` must not hold all 2^30 odd ids (it never can:
+        every live stream holds a request buffered somewhere)."""
+        sid = self._next
+        while sid in in_use:
+            sid = sid + 2 if sid < MAX_STREAM_ID else 1
+        self._next = sid + 2 if sid < MAX_STREAM_ID else 1
+        return sid
+
+
+class Stream:
+    """One forwarded request, from its first frame until both directions have ended.
+
+    ``saved`` keeps the request's frames (as sent, backend id included) until the first
+    response frame arrives, so a REJECTED answer can be replayed on another backend.
+    ``client_open`` is the client-to-backend direction (request fragments, channel
+    payloads) and ``backend_open`` the other; the stream ends when both are closed, or
+    at once on ERROR, CANCEL, timeout or connection loss.
+    """
+
+    __slots__ = (
+        "backend",
+        "backend_open",
+        "backend_sid",
+        "client",
+        "client_open",
+        "client_sid",
+        "deadline",
+        "done",
+        "frame_type",
+        "latency_ms",
+        "request",
+        "saved",
+        "t0",
+        "view",
+    )
+
+    def __init__(
+        self,
+        client: Any,
+        client_sid: int,
+        frame_type: int,
+        request: RequestView,
+        t0: float,
+        deadline: float,
+    ) -> None:
+        self.client = client
+        self.client_sid = client_sid
+        self.frame_type = frame_type
+        self.request = request
+        self.t0 = t0
+        self.deadline = deadline
+        self.backend: Any = None
+        self.backend_sid = 0
+        self.view: BackendView | None = None
+        self.saved: list[bytes] | None = [] if frame_type in REPLAYABLE else None
+        self.latency_ms: float | None = None
+        self.client_open = True
+        self.backend_open = frame_type != FrameType.REQUEST_FNF
+        self.done = False
+
+    def __repr__(self) -> str:
+        return (
+            f"Stream(client_sid={self.client_sid}, backend_sid={self.backend_sid}, "
+            f"type={self.frame_type}, done={self.done})"
+        )

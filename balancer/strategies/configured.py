@@ -1,0 +1,74 @@
+"""The common frame of every lblab strategy: typed config, weights, available list.
+
+``ConfiguredStrategy`` adds to ``BaseStrategy`` what all registered strategies share:
+the constructor signature the registry calls (``cls(config, rng=, weights=)``), the
+validated weight overrides, and an ``AvailableList`` rebuilt on each pool change.
+Subclasses extend ``_rebuild`` to refresh their own per-pool structures (buckets,
+heaps, rings), which then happens in exactly one place.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .available import AvailableList
+from .base import BackendView, BaseStrategy
+from .weights import validate_weights, weight_of
+
+
+@dataclass(frozen=True, slots=True)
+class NoOptions:
+    """Config of a strategy that takes no options."""
+
+
+class ConfiguredStrategy(BaseStrategy):
+    Config: ClassVar[type[Any]] = NoOptions
+    full_scan: ClassVar[bool] = False
+    """True when ``pick`` looks at every available backend (documented in the module)."""
+
+    def __init__(
+        self,
+        config: Any = None,
+        *,
+        rng: random.Random | None = None,
+        weights: Mapping[str, float] | None = None,
+    ) -> None:
+        super().__init__(rng)
+        self.config = config if config is not None else self.Config()
+        self.weights = validate_weights(weights)
+        self.avail = AvailableList()
+        self.by_index: dict[int, BackendView] = {}
+        self._setup()
+
+    def _setup(self) -> None:
+        """Initialise the subclass's own state (called at the end of ``__init__``)."""
+        return None
+
+    def weight(self, view: BackendView) -> float:
+        """Static weight (override or pool's), without slow start."""
+        return weight_of(view, self.weights)
+
+    def effective_weight(self, view: BackendView) -> float:
+        """Static weight times the slow-start factor of a recovering backend."""
+        return weight_of(view, self.weights) * view.slow_start
+
+    def on_pool_change(self, backends: Sequence[BackendView], now: float) -> None:
+        self.avail.sync(backends)
+        self.by_index = {b.index: b for b in backends}
+        self._rebuild(backends, now)
+
+    def _ensure(self, backends: Sequence[BackendView], now: float) -> None:
+        """Catch up if ``pick`` is given a pool list this strategy has not seen."""
+        if backends is not self.avail.source:
+            self.on_pool_change(backends, now)
+
+    def _rebuild(self, backends: Sequence[BackendView], now: float) -> None:
+        """Refresh per-pool structures after a pool change; the default keeps none."""
+        return None
+
+    def _current(self, view: BackendView) -> bool:
+        """Is ``view`` the backend this strategy knows at that index (not a removed one)?"""
+        return self.by_index.get(view.index) is view

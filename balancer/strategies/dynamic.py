@@ -1,0 +1,59 @@
+"""``dynamic``: least estimated queued work, updated only when a response arrives.
+
+The estimate for backend i is ``queue_ms + service_ms * inflight`` from the latest load
+report it put in response metadata (``est_wait_ms`` when those fields are missing); a
+backend that has not reported yet estimates 0. Picks go to the least estimate, ties to
+the first in list order. The balancer does not adjust the estimate when it dispatches,
+so every request between two responses goes to the same backend: it herds until
+updated, as the Node.js report observed. O(log n) per pick.
+
+Variants differ only in which reports they accept: ``dynamic-immediate`` (the server
+pushes its estimate when a request arrives) and ``dynamic-hybrid`` (both).
+
+Source: S. Ingram, *CS 422 Project Report* ("dynamic", "dynamicImmediate",
+"dynamicHybrid").
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from lblab.loadreport import LoadReport
+
+from .base import BackendView
+from .least_load import LeastLoadStrategy
+
+
+def estimate_ms(report: LoadReport) -> float | None:
+    """The queued-work estimate a report carries, or None if it carries none."""
+    if (
+        report.queue_ms is not None
+        and report.service_ms is not None
+        and report.inflight is not None
+    ):
+        return report.queue_ms + report.service_ms * report.inflight
+    return report.est_wait_ms
+
+
+class Dynamic(LeastLoadStrategy):
+    name = "dynamic"
+    summary = "least server-estimated queued work, updated from response reports only (herds)"
+    uses_response_reports = True
+    accepted_sources: ClassVar[frozenset[str]] = frozenset({"response"})
+    refresh_on_dispatch = False
+    refresh_on_complete = False
+
+    def _setup(self) -> None:
+        super()._setup()
+        self.estimates: dict[str, float] = {}
+
+    def load_key(self, backend: BackendView) -> float:
+        return self.estimates.get(backend.id, 0.0)
+
+    def on_report(self, backend: BackendView, report: LoadReport, now: float) -> None:
+        if report.source not in self.accepted_sources:
+            return
+        est = estimate_ms(report)
+        if est is not None:
+            self.estimates[backend.id] = est
+            self.refresh(backend)

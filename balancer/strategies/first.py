@@ -1,0 +1,24 @@
+"""``first``: always the first available backend in list order ("noBalancing").
+
+The single-server baseline of the Node.js report: every request goes to one backend
+until it becomes unavailable. O(1) per pick (a replay walks past excluded backends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .base import BackendView, RequestView
+from .configured import ConfiguredStrategy
+
+
+class First(ConfiguredStrategy):
+    name = "first"
+    summary = "always the first available backend (no balancing)"
+
+    def pick(
+        self, backends: Sequence[BackendView], request: RequestView, now: float
+    ) -> BackendView | None:
+        self._ensure(backends, now)
+        found = self.avail.first_eligible(0, request)
+        return None if found is None else found[1]

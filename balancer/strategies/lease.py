@@ -1,0 +1,56 @@
+"""``lease``: RSocket-native; the backend with the most remaining lease allowance.
+
+A backend grants LEASE frames (``number`` requests within ``ttl``); the driver records
+them in ``BackendView.lease_remaining`` / ``lease_expires_at`` and the pool decrements
+``lease_remaining`` on each dispatch. A backend is a candidate only while it holds a
+live lease: ``lease_remaining > 0`` and ``now < lease_expires_at``. A backend that
+grants no leases (``lease_remaining is None``) is never picked: never send beyond a
+lease. Most remaining allowance wins; ties go to the first in list order.
+
+Cost: a documented full scan over the available backends (the allowance changes on
+every dispatch and expires with time). Source: RSocket protocol, "Lease Semantics".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .base import BackendView, RequestView, eligible
+from .configured import ConfiguredStrategy
+
+
+def allowance(backend: BackendView, now: float) -> int:
+    """Requests the backend's lease still allows at ``now`` (0 without a live lease)."""
+    remaining = backend.lease_remaining
+    if remaining is None or remaining <= 0:
+        return 0
+    expires = backend.lease_expires_at
+    if expires is not None and now >= expires:
+        return 0
+    return remaining
+
+
+class Lease(ConfiguredStrategy):
+    name = "lease"
+    summary = "most remaining LEASE allowance; never beyond a lease"
+    uses_leases = True
+    full_scan = True
+
+    def pick(
+        self, backends: Sequence[BackendView], request: RequestView, now: float
+    ) -> BackendView | None:
+        self._ensure(backends, now)
+        best: BackendView | None = None
+        most = 0
+        tied = False
+        for b in self.avail.items:
+            left = allowance(b, now)
+            if left <= 0 or not eligible(b, request):
+                continue
+            if left > most:
+                best, most, tied = b, left, False
+            elif left == most:
+                tied = True
+        if tied:
+            self.ties += 1
+        return best

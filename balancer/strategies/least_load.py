@@ -1,0 +1,64 @@
+"""The frame of the "least load wins" strategies: a lazy min-heap of per-backend keys.
+
+A subclass defines ``load_key(backend)`` (a comparable value, smaller is better) and
+calls ``refresh(backend)`` whenever an input of that key changes (dispatch, completion,
+report). The heap breaks ties by list index, so equal loads go to the first in list
+order, and a pick whose least load is shared counts in ``ties``. O(log n) per pick and
+per update (``minheap.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .base import BackendView, Outcome, RequestView, eligible
+from .configured import ConfiguredStrategy
+from .minheap import LazyMinHeap
+
+
+class LeastLoadStrategy(ConfiguredStrategy):
+    refresh_on_dispatch = True
+    refresh_on_complete = True
+
+    def _setup(self) -> None:
+        self.heap = LazyMinHeap()
+
+    def load_key(self, backend: BackendView) -> Any:
+        raise NotImplementedError
+
+    def refresh(self, backend: BackendView) -> None:
+        if self._current(backend) and self.heap.key(backend.index) is not None:
+            self.heap.update(backend.index, self.load_key(backend))
+
+    def _rebuild(self, backends: Sequence[BackendView], now: float) -> None:
+        self.heap.clear()
+        for b in self.avail.items:
+            self.heap.update(b.index, self.load_key(b))
+
+    def on_dispatch(self, backend: BackendView, request: RequestView, now: float) -> None:
+        if self.refresh_on_dispatch:
+            self.refresh(backend)
+
+    def on_complete(
+        self, backend: BackendView, request: RequestView, outcome: Outcome, now: float
+    ) -> None:
+        if self.refresh_on_complete:
+            self.refresh(backend)
+
+    def pick(
+        self, backends: Sequence[BackendView], request: RequestView, now: float
+    ) -> BackendView | None:
+        self._ensure(backends, now)
+        by_index = self.by_index
+
+        def accept(index: int) -> bool:
+            return eligible(by_index[index], request)
+
+        found = self.heap.minimum(accept)
+        if found is None:
+            return None
+        index, tied = found
+        if tied:
+            self.ties += 1
+        return by_index[index]

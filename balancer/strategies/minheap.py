@@ -1,0 +1,106 @@
+"""A min-heap of backend loads with lazy invalidation, for the least-load strategies.
+
+Each backend (by list ``index``) has one current key. ``update`` pushes a new entry and
+leaves the old one in place; an entry whose key is no longer the backend's current key
+is stale and dropped when it reaches the top. The heap is compacted when stale entries
+outnumber live ones two to one, so memory stays O(n) and every operation is amortized
+O(log n). Ties are broken by list index (the tuple ``(key, index)``), which gives "first
+in list order" for free.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+
+class LazyMinHeap:
+    __slots__ = ("_heap", "_key")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[Any, int]] = []
+        self._key: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._key)
+
+    def clear(self) -> None:
+        self._heap.clear()
+        self._key.clear()
+
+    def key(self, index: int) -> Any:
+        return self._key.get(index)
+
+    def update(self, index: int, key: Any) -> None:
+        if self._key.get(index) == key and index in self._key:
+            return
+        self._key[index] = key
+        heapq.heappush(self._heap, (key, index))
+        if len(self._heap) > 2 * len(self._key) + 64:
+            self._heap = [(k, i) for i, k in self._key.items()]
+            heapq.heapify(self._heap)
+
+    def discard(self, index: int) -> None:
+        self._key.pop(index, None)
+
+    def _pop_valid(self) -> tuple[Any, int] | None:
+        heap, current = self._heap, self._key
+        while heap:
+            key, index = heapq.heappop(heap)
+            if index in current and current[index] == key:
+                return key, index
+        return None
+
+    def minimum(self, accept: Callable[[int], bool]) -> tuple[int, bool] | None:
+        """``(index, tied)`` of the least key among accepted backends, or None.
+
+        ``tied`` is True when the next live entry has the same key (a tie on load). Entries
+        rejected by ``accept`` (excluded for this request) are set aside and pushed back.
+        """
+        aside: list[tuple[Any, int]] = []
+        found: tuple[Any, int] | None = None
+        seen: set[int] = set()
+        while (entry := self._pop_valid()) is not None:
+            if entry[1] in seen:  # a duplicate of a key that went away and came back
+                continue
+            seen.add(entry[1])
+            aside.append(entry)
+            if found is None:
+                if accept(entry[1]):
+                    found = entry
+            else:
+                break
+        tied = (
+            found is not None
+            and len(aside) >= 2
+            and aside[-1][0] == found[0]
+            and aside[-1] is not found
+        )
+        for entry in aside:
+            heapq.heappush(self._heap, entry)
+        return None if found is None else (found[1], tied)
+
+    def least_group(self, accept: Callable[[int], bool]) -> list[int]:
+        """Indices of all accepted backends sharing the least key, ascending.
+
+        Costs O(k log n) for k tied backends: the price of tie rules other than "first".
+        """
+        aside: list[tuple[Any, int]] = []
+        group: list[int] = []
+        least: Any = None
+        seen: set[int] = set()
+        while (entry := self._pop_valid()) is not None:
+            if entry[1] in seen:
+                continue
+            seen.add(entry[1])
+            aside.append(entry)
+            if group and entry[0] != least:
+                break
+            if accept(entry[1]):
+                if not group:
+                    least = entry[0]
+                group.append(entry[1])
+        for entry in aside:
+            heapq.heappush(self._heap, entry)
+        return sorted(group)

@@ -1,0 +1,93 @@
+"""Every strategy, registered once under its short name (ALGORITHMS.md).
+
+``make_strategy("lc", {"tie": "random"}, rng=random.Random(7))`` builds one with its
+typed, validated config. Names and options are checked here, at load; an unknown name
+or option is a ``ConfigError`` that lists what is valid.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+
+from lblab.errors import ConfigError
+
+from .awrr import AutomaticWeightedRoundRobin
+from .configured import ConfiguredStrategy
+from .dwrr import DynamicWeightedRoundRobin
+from .dwrr_latency import LatencyDynamicWeightedRoundRobin
+from .dynamic import Dynamic
+from .dynamic_hybrid import DynamicHybrid
+from .dynamic_immediate import DynamicImmediate
+from .first import First
+from .ip_hash import IpHash
+from .lc import LeastConnections
+from .lease import Lease
+from .least_time import LeastTime
+from .lrt import LeastResponseTime
+from .maglev import Maglev
+from .options import build_config
+from .p2c import PowerOfTwoChoices
+from .peak_ewma import PeakEwma
+from .r import Random
+from .ring_hash import RingHash
+from .rr import RoundRobin
+from .rsocket_weighted import RSocketWeighted
+from .wrr import WeightedRoundRobin
+from .wrr_block import BlockWeightedRoundRobin
+
+STRATEGIES: dict[str, type[ConfiguredStrategy]] = {
+    cls.name: cls
+    for cls in (
+        # the thesis five (and their variants)
+        Random,
+        RoundRobin,
+        WeightedRoundRobin,
+        BlockWeightedRoundRobin,
+        LeastConnections,
+        DynamicWeightedRoundRobin,
+        LatencyDynamicWeightedRoundRobin,
+        # from the other papers
+        First,
+        LeastResponseTime,
+        LeastTime,
+        Dynamic,
+        DynamicImmediate,
+        DynamicHybrid,
+        AutomaticWeightedRoundRobin,
+        PowerOfTwoChoices,
+        # from the best balancers
+        PeakEwma,
+        RSocketWeighted,
+        IpHash,
+        RingHash,
+        Maglev,
+        Lease,
+    )
+}
+
+
+def strategy_names() -> list[str]:
+    """Registered names, in the order of ALGORITHMS.md."""
+    return list(STRATEGIES)
+
+
+def strategy_class(name: str) -> type[ConfiguredStrategy]:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}"
+        ) from None
+
+
+def make_strategy(
+    name: str,
+    options: Mapping[str, object] | None = None,
+    rng: random.Random | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> ConfiguredStrategy:
+    """A fresh strategy ``name`` with ``options`` (strings, or TOML values) applied."""
+    cls = strategy_class(name)
+    config = build_config(cls.Config, options, name)
+    return cls(config, rng=rng, weights=weights)

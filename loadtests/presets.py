@@ -1,0 +1,27 @@
+"""Named bundles of run parameters: the TOML files in ``loadtests/presets/``.
+
+``quick`` (a first look in minutes), ``thesis`` (the published design), ``tiny`` (CI),
+``ingram`` and ``martins`` (the other papers' experiments). Each file is a config layer
+in the shape ``loadtests.runconfig`` documents; a config file or flags override it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lblab.config import load_toml
+from lblab.errors import ConfigError
+
+PRESET_DIR = Path(__file__).with_name("presets")
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    path = PRESET_DIR / f"{name}.toml"
+    if not path.is_file():
+        raise ConfigError(f"unknown preset {name!r}; presets are {', '.join(preset_names())}")
+    return load_toml(path)

@@ -1,0 +1,82 @@
+"""The run's progress display: a bar for the whole run, one for the current phase.
+
+On a terminal it is a live ``rich`` display with the phase's requests per second and
+failures; elsewhere (CI logs, ansible) it prints one line per finished phase instead,
+so logs stay readable.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+
+class RunProgress:
+    def __init__(self, total_phases: int, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.live = self.console.is_terminal
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            disable=not self.live,
+            transient=False,
+        )
+        self._run: TaskID = self._progress.add_task("run", total=total_phases)
+        self._phase: TaskID | None = None
+        self._label = ""
+        self._seconds = 1.0
+
+    def __enter__(self) -> RunProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def skip(self, n: int = 1) -> None:
+        """Phases already done (a resumed run)."""
+        self._progress.advance(self._run, n)
+
+    def start_phase(self, label: str, seconds: float) -> None:
+        self._label, self._seconds = label, max(1.0, seconds)
+        if self._phase is not None:
+            self._progress.remove_task(self._phase)
+        self._phase = self._progress.add_task(label, total=self._seconds)
+
+    def update_phase(self, elapsed: float, requests: int, failures: int) -> None:
+        if self._phase is None:
+            return
+        rate = requests / elapsed if elapsed > 0 else 0.0
+        self._progress.update(
+            self._phase,
+            completed=min(elapsed, self._seconds),
+            description=f"{self._label}  {rate:7.0f} req/s  {failures} failed",
+        )
+
+    def end_phase(self, status: str, requests: int, failures: int, seconds: float) -> None:
+        self._progress.advance(self._run)
+        line = (
+            f"{self._label}: {status}, {requests} requests, {failures} failed, "
+            f"{requests / seconds if seconds > 0 else 0:.0f} req/s"
+        )
+        if self.live:
+            self._progress.console.log(line)
+        else:
+            self.console.print(line, highlight=False)

@@ -1,0 +1,122 @@
+"""Exact per-request records, captured from Locust's request event.
+
+Locust's CSV writer loses the last second of a run (FIELD-NOTES), so each Locust process
+(standalone or worker) keeps its own columns in memory and writes them as immutable
+chunk files ``requests-<host>-<pid>-<seq>.parquet`` into the phase's records folder,
+every ``FLUSH_S`` seconds and at stop. A crash loses at most that much. Next to them it
+keeps ``progress-<host>-<pid>.json`` (requests and failures so far) for the runner's
+progress bar. The runner merges all chunks of a phase, whoever wrote them.
+
+One row per request sent: ``t_sent`` (epoch s; the due time in the open model),
+``latency_ms``, ``ok``, ``error_kind``, ``package_bytes``, ``work_bytes``, ``server``
+(from the response, for successes), ``cell`` (the drawn cell, for mixed scenarios).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FLUSH_S = 2.0
+COLUMNS = (
+    "t_sent",
+    "latency_ms",
+    "ok",
+    "error_kind",
+    "package_bytes",
+    "work_bytes",
+    "server",
+    "cell",
+)
+RECORD_SCHEMA = pa.schema(
+    [
+        ("t_sent", pa.float64()),
+        ("latency_ms", pa.float64()),
+        ("ok", pa.bool_()),
+        ("error_kind", pa.string()),
+        ("package_bytes", pa.int64()),
+        ("work_bytes", pa.int64()),
+        ("server", pa.string()),
+        ("cell", pa.string()),
+    ]
+)
+
+
+class RequestRecorder:
+    """Column buffers for one Locust process; ``flush`` writes what it has as one chunk."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self._tag = f"{socket.gethostname()}-{os.getpid()}"
+        self._seq = 0
+        self._cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+        self.requests = 0
+        self.failures = 0
+
+    def add(
+        self,
+        t_sent: float,
+        latency_ms: float,
+        error_kind: str | None,
+        package_bytes: int,
+        work_bytes: int,
+        server: str | None,
+        cell: str,
+    ) -> None:
+        c = self._cols
+        c["t_sent"].append(t_sent)
+        c["latency_ms"].append(latency_ms)
+        c["ok"].append(error_kind is None)
+        c["error_kind"].append(error_kind)
+        c["package_bytes"].append(package_bytes)
+        c["work_bytes"].append(work_bytes)
+        c["server"].append(server)
+        c["cell"].append(cell)
+        self.requests += 1
+        if error_kind is not None:
+            self.failures += 1
+
+    def flush(self) -> None:
+        """Write buffered rows as a new chunk (atomically) and the progress file."""
+        if self._cols["t_sent"]:
+            table = pa.Table.from_pydict(self._cols, schema=RECORD_SCHEMA)
+            self._cols = {c: [] for c in COLUMNS}
+            name = f"requests-{self._tag}-{self._seq:05d}.parquet"
+            self._seq += 1
+            tmp = self.folder / f".{name}.tmp"
+            pq.write_table(table, tmp)
+            os.replace(tmp, self.folder / name)
+        self.write_progress()
+
+    def write_progress(self) -> None:
+        tmp = self.folder / f".progress-{self._tag}.tmp"
+        tmp.write_text(json.dumps({"requests": self.requests, "failures": self.failures}))
+        os.replace(tmp, self.folder / f"progress-{self._tag}.json")
+
+
+def read_records(folder: Path) -> pa.Table:
+    """All chunks of a phase, merged (empty table with the record schema if none)."""
+    chunks = sorted(folder.glob("requests-*.parquet"))
+    if not chunks:
+        return RECORD_SCHEMA.empty_table()
+    return pa.concat_tables([pq.read_table(p, schema=RECORD_SCHEMA) for p in chunks])
+
+
+def read_progress(folder: Path) -> tuple[int, int]:
+    """(requests, failures) summed over the phase's Locust processes, as last written."""
+    requests = failures = 0
+    for path in folder.glob("progress-*.json"):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # being replaced right now; the next poll reads it
+        requests += data["requests"]
+        failures += data["failures"]
+    return requests, failures

@@ -1,0 +1,535 @@
+"""The experiment's configuration: built-in defaults <- preset <- config file <- flags.
+
+Every layer is a plain TOML-shaped dict; ``resolve`` merges them (tables merge key by
+key, everything else replaces) and checks the result once into frozen dataclasses, so a
+bad value is a ``ConfigError`` naming the field before any process starts. ``to_toml``
+prints the resolved config in the same shape, so ``--print-config > my.toml`` gives a
+file that ``--config my.toml`` reproduces exactly.
+
+Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
+
+    preset = "quick"                       # start from a preset (a config file may say it)
+    [run]      name, strategies, scenarios, duration, warmup, replications, seed,
+               request_timeout, locust_workers, out
+    [load]     model = "closed"|"open", users, spawn_rate, think_time = [min, max],
+               rate, arrival = "constant"|"poisson", count
+    [testbed]  kind = "local"|"external", balancer = "HOST:PORT", admin = "HOST:PORT",
+               agent_interval, balancer_args = [...]
+    [[servers]]           id, cpu_quota, workers, delay_ms, max_inflight
+    [weights]             s1 = 1, ...
+    [strategy_options.lc] tie = "random"
+    [scenario_defs.NAME]  cells = ["sp+sr", ...] or [[...cells]] name/package/work,
+                          plus any [load] key to override for this scenario
+    [[timeline]]          at, action = kill|restart|drain|add|remove, server,
+                          scenarios = [...] (default: all), and for add: cpu_quota, weight...
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from lblab.config import parse_duration, parse_hostport, parse_size
+from lblab.errors import ConfigError
+from loadtests.openloop import ARRIVALS
+from loadtests.scenarios import CELLS, Cell, Scenario, builtin_scenario
+
+TESTBEDS = ("local", "external")
+ACTIONS = ("kill", "restart", "drain", "add", "remove")
+MODELS = ("closed", "open")
+
+DEFAULTS: dict[str, Any] = {
+    "run": {
+        "name": "run",
+        "strategies": ["r", "rr", "wrr", "lc", "dwrr"],
+        "scenarios": [*CELLS, "variation"],
+        "duration": "20m",
+        "warmup": "30s",
+        "replications": 3,
+        "seed": 1,
+        "request_timeout": "30s",
+        "locust_workers": 0,
+        "out": "",
+    },
+    "load": {
+        "model": "closed",
+        "users": 50,
+        "spawn_rate": 10,
+        "think_time": [0, 0],
+        "rate": 0,
+        "arrival": "constant",
+        "count": 0,
+    },
+    "testbed": {
+        "kind": "local",
+        "balancer": "",
+        "admin": "",
+        "agent_interval": 0.25,
+        "balancer_args": [],
+    },
+    "servers": [
+        {"id": "s1", "cpu_quota": 0.25},
+        {"id": "s2", "cpu_quota": 0.25},
+        {"id": "s3", "cpu_quota": 1.0},
+    ],
+    "weights": {"s1": 1, "s2": 1, "s3": 4},
+    "strategy_options": {},
+    "scenario_defs": {},
+    "timeline": [],
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadConfig:
+    model: str = "closed"
+    users: int = 50
+    spawn_rate: float = 10.0
+    think_time: tuple[float, float] = (0.0, 0.0)
+    rate: float = 0.0
+    arrival: str = "constant"
+    count: int = 0  # open model: this many requests instead of a duration (0: by duration)
+
+    def __post_init__(self) -> None:
+        _one_of("load.model", self.model, MODELS)
+        _one_of("load.arrival", self.arrival, ARRIVALS)
+        if self.users < 1:
+            raise ConfigError(f"load.users: {self.users} must be 1 or more")
+        if self.spawn_rate <= 0:
+            raise ConfigError(f"load.spawn_rate: {self.spawn_rate} must be above 0 users/s")
+        lo, hi = self.think_time
+        if not 0 <= lo <= hi:
+            raise ConfigError(f"load.think_time: {list(self.think_time)} needs 0 <= min <= max")
+        if self.model == "open" and self.rate <= 0:
+            raise ConfigError("load.rate: the open model needs a rate above 0 requests/s")
+        if self.count < 0:
+            raise ConfigError(f"load.count: {self.count} must be 0 (by duration) or more")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSpec:
+    id: str
+    cpu_quota: float | None = None
+    workers: int | None = None
+    delay_ms: float | None = None
+    max_inflight: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.id or not self.id.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(f"servers: id {self.id!r} must be letters, digits, - or _")
+        if self.cpu_quota is not None and not 0 < self.cpu_quota <= 64:
+            raise ConfigError(f"servers.{self.id}.cpu_quota: {self.cpu_quota} must be in (0, 64]")
+
+    def argv(self) -> list[str]:
+        """``lblab server`` flags for this spec (id and port are the testbed's)."""
+        out = []
+        for flag, value in (
+            ("--cpu-quota", self.cpu_quota),
+            ("--workers", self.workers),
+            ("--delay-ms", self.delay_ms),
+            ("--max-inflight", self.max_inflight),
+        ):
+            if value is not None:
+                out += [flag, str(value)]
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimelineEvent:
+    at: float
+    action: str
+    server: str
+    scenarios: tuple[str, ...] = ()  # empty: every scenario
+    spec: ServerSpec | None = None  # for "add" of a server not in [[servers]]
+    weight: float = 1.0
+
+    def applies_to(self, scenario: str) -> bool:
+        return not self.scenarios or scenario in self.scenarios
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TestbedConfig:
+    kind: str = "local"
+    balancer: tuple[str, int] | None = None
+    admin: tuple[str, int] | None = None
+    agent_interval: float = 0.25
+    balancer_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    name: str
+    strategies: tuple[str, ...]
+    scenarios: tuple[Scenario, ...]
+    loads: Mapping[str, LoadConfig]  # scenario name -> its load
+    duration: float
+    warmup: float
+    replications: int
+    seed: int
+    request_timeout: float
+    locust_workers: int
+    out: str
+    testbed: TestbedConfig
+    servers: tuple[ServerSpec, ...]
+    weights: Mapping[str, float]
+    strategy_options: Mapping[str, Mapping[str, str]]
+    timeline: tuple[TimelineEvent, ...]
+    raw: Mapping[str, Any] = field(repr=False)  # the merged dict, for manifest and printing
+
+    def to_toml(self) -> str:
+        return dumps_toml(self.raw)
+
+
+# ------------------------------------------------------------------ merging
+
+
+# Tables that describe one whole thing: a layer that gives them replaces them.
+WHOLE_TABLES = frozenset({"weights"})
+
+
+def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Tables merge key by key (except ``WHOLE_TABLES``); arrays and scalars in ``over``
+    replace those in ``base``."""
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if (
+            isinstance(value, Mapping)
+            and isinstance(out.get(key), Mapping)
+            and key not in WHOLE_TABLES
+        ):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+KNOWN_KEYS = {
+    "preset": None,
+    "run": DEFAULTS["run"],
+    "load": DEFAULTS["load"],
+    "testbed": DEFAULTS["testbed"],
+    "servers": None,
+    "weights": None,
+    "strategy_options": None,
+    "scenario_defs": None,
+    "timeline": None,
+}
+
+
+def check_keys(layer: Mapping[str, Any], source: str) -> None:
+    """Unknown sections or keys are typos: name them and the valid ones."""
+    for key, value in layer.items():
+        if key not in KNOWN_KEYS:
+            raise ConfigError(
+                f"{source}: unknown section [{key}]; sections are {', '.join(KNOWN_KEYS)}"
+            )
+        known = KNOWN_KEYS[key]
+        if known is not None:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{source}: [{key}] must be a table")
+            for sub in value:
+                if sub not in known:
+                    raise ConfigError(
+                        f"{source}: unknown key {key}.{sub}; keys of [{key}] are {', '.join(known)}"
+                    )
+
+
+# ------------------------------------------------------------------ checking
+
+
+def _one_of(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+
+
+def _int(name: str, value: Any, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigError(f"{name}: {value!r} is not a whole number")
+    try:
+        n = int(value)
+    except ValueError:
+        raise ConfigError(f"{name}: {value!r} is not a whole number") from None
+    if n < minimum:
+        raise ConfigError(f"{name}: {n} must be {minimum} or more")
+    return n
+
+
+def _float(name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: {value!r} is not a number") from None
+
+
+def _names(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{name}: give a non-empty list of names, e.g. [\"rr\", \"lc\"]")
+    if len(set(value)) != len(value):
+        raise ConfigError(f"{name}: {value} names something twice")
+    return tuple(value)
+
+
+def _load(raw: Mapping[str, Any], where: str) -> LoadConfig:
+    think = raw.get("think_time", [0, 0])
+    if isinstance(think, int | float | str):
+        think = [think, think]
+    if not isinstance(think, list) or len(think) != 2:
+        raise ConfigError(f"{where}.think_time: give [min, max] seconds, e.g. [0.5, 1.5]")
+    return LoadConfig(
+        model=raw.get("model", "closed"),
+        users=_int(f"{where}.users", raw.get("users", 50), 1),
+        spawn_rate=_float(f"{where}.spawn_rate", raw.get("spawn_rate", 10)),
+        think_time=(
+            parse_duration(think[0], f"{where}.think_time"),
+            parse_duration(think[1], f"{where}.think_time"),
+        ),
+        rate=_float(f"{where}.rate", raw.get("rate", 0)),
+        arrival=raw.get("arrival", "constant"),
+        count=_int(f"{where}.count", raw.get("count", 0)),
+    )
+
+
+def _cell(raw: Any, where: str) -> Cell:
+    if isinstance(raw, str):
+        if raw not in CELLS:
+            raise ConfigError(f"{where}: unknown cell {raw!r}; cells are {', '.join(CELLS)}")
+        return CELLS[raw]
+    if not isinstance(raw, Mapping) or not {"package", "work"} <= set(raw):
+        raise ConfigError(f"{where}: a custom cell needs package and work, e.g. {{package = \"66KB\", work = \"10KB\"}}")
+    package = parse_size(raw["package"], f"{where}.package")
+    work = parse_size(raw["work"], f"{where}.work")
+    return Cell(str(raw.get("name", f"{package}B+{work}B")), package, work)
+
+
+def _server(raw: Any, where: str) -> ServerSpec:
+    if not isinstance(raw, Mapping) or "id" not in raw:
+        raise ConfigError(f"{where}: each server needs an id, e.g. {{id = \"s1\", cpu_quota = 0.25}}")
+    unknown = set(raw) - {"id", "cpu_quota", "workers", "delay_ms", "max_inflight"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown server keys {sorted(unknown)}")
+    return ServerSpec(
+        id=str(raw["id"]),
+        cpu_quota=None if raw.get("cpu_quota") is None else _float(f"{where}.cpu_quota", raw["cpu_quota"]),
+        workers=None if raw.get("workers") is None else _int(f"{where}.workers", raw["workers"], 1),
+        delay_ms=None if raw.get("delay_ms") is None else _float(f"{where}.delay_ms", raw["delay_ms"]),
+        max_inflight=None
+        if raw.get("max_inflight") is None
+        else _int(f"{where}.max_inflight", raw["max_inflight"], 1),
+    )
+
+
+def _known_strategies() -> tuple[str, ...] | None:
+    """The balancer's registry names, or None when the registry is not importable here."""
+    try:
+        from balancer.strategies.registry import strategy_names
+    except ImportError:
+        return None
+    return tuple(strategy_names())
+
+
+def build(raw: Mapping[str, Any]) -> RunConfig:
+    """Check a merged config dict into a ``RunConfig`` (raises ConfigError)."""
+    run, testbed_raw = raw["run"], raw["testbed"]
+    strategies = _names("run.strategies", run["strategies"])
+    known = _known_strategies()
+    if known is not None:
+        for s in strategies:
+            if s not in known:
+                raise ConfigError(
+                    f"run.strategies: unknown strategy {s!r}; valid names are {', '.join(known)}"
+                )
+
+    defs = raw.get("scenario_defs", {})
+    scenarios, loads = [], {}
+    for name in _names("run.scenarios", run["scenarios"]):
+        if name in defs:
+            d = defs[name]
+            cells = d.get("cells")
+            if not isinstance(cells, list) or not cells:
+                raise ConfigError(f"scenario_defs.{name}.cells: give a non-empty list of cells")
+            scenarios.append(
+                Scenario(name, tuple(_cell(c, f"scenario_defs.{name}.cells") for c in cells))
+            )
+            overrides = {k: v for k, v in d.items() if k != "cells"}
+            unknown = set(overrides) - set(DEFAULTS["load"])
+            if unknown:
+                raise ConfigError(
+                    f"scenario_defs.{name}: unknown keys {sorted(unknown)}; besides cells it "
+                    f"takes load keys ({', '.join(DEFAULTS['load'])})"
+                )
+            loads[name] = _load(merge(raw["load"], overrides), f"scenario_defs.{name}")
+        else:
+            scenarios.append(builtin_scenario(name))
+            # [load] is checked only where it is used (martins sets the rate per scenario).
+            loads[name] = _load(raw["load"], "load")
+
+    servers = tuple(_server(s, f"servers[{i}]") for i, s in enumerate(raw.get("servers", [])))
+    ids = [s.id for s in servers]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"servers: ids {ids} repeat one")
+
+    weights_raw = raw.get("weights", {})
+    weights = {k: _float(f"weights.{k}", v) for k, v in weights_raw.items()}
+    for k, w in weights.items():
+        if w <= 0:
+            raise ConfigError(f"weights.{k}: {w} must be above 0")
+
+    options = raw.get("strategy_options", {})
+    if not all(isinstance(v, Mapping) for v in options.values()):
+        raise ConfigError("strategy_options: use one table per strategy, e.g. [strategy_options.lc]")
+
+    kind = testbed_raw["kind"]
+    _one_of("testbed.kind", kind, TESTBEDS)
+    balancer = admin = None
+    if testbed_raw.get("balancer"):
+        balancer = parse_hostport(testbed_raw["balancer"], "testbed.balancer")
+    if testbed_raw.get("admin"):
+        admin = parse_hostport(testbed_raw["admin"], "testbed.admin")
+    if kind == "external" and balancer is None:
+        raise ConfigError(
+            "testbed.kind = external needs testbed.balancer = HOST:PORT (or --balancer)"
+        )
+    if kind == "external" and admin is None and len(strategies) > 1:
+        raise ConfigError(
+            "an external testbed without testbed.admin (--admin HOST:PORT) cannot switch "
+            "strategies: give the admin address or run one strategy"
+        )
+    if kind == "local" and not servers:
+        raise ConfigError("the local testbed needs at least one [[servers]] entry")
+    testbed = TestbedConfig(
+        kind=kind,
+        balancer=balancer,
+        admin=admin,
+        agent_interval=_float("testbed.agent_interval", testbed_raw.get("agent_interval", 0.25)),
+        balancer_args=tuple(str(a) for a in testbed_raw.get("balancer_args", [])),
+    )
+
+    timeline = []
+    scenario_names = {s.name for s in scenarios}
+    for i, ev in enumerate(raw.get("timeline", [])):
+        where = f"timeline[{i}]"
+        if not isinstance(ev, Mapping) or not {"at", "action", "server"} <= set(ev):
+            raise ConfigError(f"{where}: needs at, action and server, e.g. {{at = \"10s\", action = \"kill\", server = \"s2\"}}")
+        _one_of(f"{where}.action", ev["action"], ACTIONS)
+        server = str(ev["server"])
+        spec = None
+        if ev["action"] == "add" and server not in ids:
+            spec = _server({"id": server, **{k: v for k, v in ev.items() if k in ("cpu_quota", "workers", "delay_ms", "max_inflight")}}, where)
+        elif server not in ids:
+            raise ConfigError(f"{where}.server: {server!r} is not one of the servers {ids}")
+        only = tuple(ev.get("scenarios", ()))
+        for s in only:
+            if s not in scenario_names:
+                raise ConfigError(f"{where}.scenarios: {s!r} is not a scenario of this run")
+        timeline.append(
+            TimelineEvent(
+                at=parse_duration(ev["at"], f"{where}.at"),
+                action=ev["action"],
+                server=server,
+                scenarios=only,
+                spec=spec,
+                weight=_float(f"{where}.weight", ev.get("weight", 1.0)),
+            )
+        )
+    if timeline and kind == "external":
+        raise ConfigError("timeline events need the local testbed (the runner owns those processes)")
+
+    duration = parse_duration(run["duration"], "run.duration")
+    warmup = parse_duration(run["warmup"], "run.warmup")
+    if duration <= 0 and not all(l.model == "open" and l.count for l in loads.values()):
+        raise ConfigError("run.duration must be above 0 (only open-loop phases with a count may omit it)")
+    name = str(run["name"])
+    if not name or "/" in name:
+        raise ConfigError(f"run.name: {name!r} must be a non-empty name without '/'")
+    return RunConfig(
+        name=name,
+        strategies=strategies,
+        scenarios=tuple(scenarios),
+        loads=loads,
+        duration=duration,
+        warmup=warmup,
+        replications=_int("run.replications", run["replications"], 1),
+        seed=_int("run.seed", run["seed"]),
+        request_timeout=parse_duration(run["request_timeout"], "run.request_timeout"),
+        locust_workers=_int("run.locust_workers", run["locust_workers"]),
+        out=str(run.get("out", "")),
+        testbed=testbed,
+        servers=servers,
+        weights=weights,
+        strategy_options={k: {a: str(b) for a, b in v.items()} for k, v in options.items()},
+        timeline=tuple(timeline),
+        raw=raw,
+    )
+
+
+def resolve(
+    preset: Mapping[str, Any] | None,
+    config_file: Mapping[str, Any] | None,
+    flags: Mapping[str, Any],
+) -> RunConfig:
+    """defaults <- preset <- config file <- flags, checked."""
+    raw: dict[str, Any] = merge(DEFAULTS, {})
+    for layer, source in ((preset, "preset"), (config_file, "config file"), (flags, "flags")):
+        if layer:
+            check_keys(layer, source)
+            raw = merge(raw, {k: v for k, v in layer.items() if k != "preset"})
+    return build(raw)
+
+
+def with_out(config: RunConfig, out: str) -> RunConfig:
+    return replace(config, out=out, raw=merge(config.raw, {"run": {"out": out}}))
+
+
+# ------------------------------------------------------------------ TOML output
+
+
+def dumps_toml(data: Mapping[str, Any]) -> str:
+    """TOML for config-shaped dicts: scalars, lists of scalars, tables, arrays of tables."""
+    lines: list[str] = []
+    _emit_table(data, [], lines)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def _key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def _is_table_array(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, Mapping) for x in v)
+
+
+def _emit_table(data: Mapping[str, Any], path: list[str], lines: list[str]) -> None:
+    scalars = {
+        k: v for k, v in data.items() if not isinstance(v, Mapping) and not _is_table_array(v)
+    }
+    for k, v in scalars.items():
+        lines.append(f"{_key(k)} = {_value(v)}")
+    for k, v in data.items():
+        if isinstance(v, Mapping):
+            sub = [*path, _key(k)]
+            lines += ["", f"[{'.'.join(sub)}]"]
+            _emit_table(v, sub, lines)
+        elif _is_table_array(v):
+            for item in v:
+                lines += ["", f"[[{'.'.join([*path, _key(k)])}]]"]
+                for ik, iv in item.items():
+                    lines.append(f"{_key(ik)} = {_value(iv)}")

@@ -1,0 +1,425 @@
+"""The experiment runner behind ``lblab run``: every scenario x strategy x replication.
+
+Theory of operation. The plan is a list of phases, ordered replication-major; within a
+replication, scenario by scenario, and within a scenario the strategies back to back
+(so the strategies compared on one cell run minutes apart, not an hour), with the
+strategy order rotated by one per replication (so no strategy always goes first, right
+after a warm cache or a heavy cell). The testbed starts once; between phases the
+strategy is switched with the balancer's ``PUT /strategy`` (fresh strategy state, warm
+backend connections and agent streams, no restart cost and no reconnect transient at
+the start of a phase); a timeline that altered the pool is undone first.
+
+Each phase runs a fresh headless Locust (``loadgen``). When it ends, its request records
+become ``parts/requests/<phase>.parquet`` at once; its picks and CPU samples become parts
+a little later (the balancer flushes its picks file once a second) or at the end of the
+run. ``manifest.json`` is rewritten atomically at every step, with each phase's status
+(pending, running, done, failed, interrupted). Ctrl-C stops Locust and the testbed by
+process group, keeps what was measured, marks the running phase interrupted, and exits
+130; ``--resume`` reruns from the first phase that is not done.
+
+Warm-up: rows of the first ``warmup`` seconds of each phase (from its first request) are
+kept and marked ``warmup = true`` in all three tables; analyses filter them out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lblab.results import MANIFEST, consolidate, to_arrow, write_part
+from loadtests import loadgen
+from loadtests.collect import WindowSource
+from loadtests.loadspec import LoadSpec
+from loadtests.progress import RunProgress
+from loadtests.records import read_progress, read_records
+from loadtests.runconfig import RunConfig
+from loadtests.testbed import ExternalTestbed, LocalTestbed, make_testbed
+from loadtests.timeline import Timeline
+
+EXIT_OK, EXIT_PHASE_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+TICK_S = 0.25
+FLUSH_GRACE_S = 2.5  # the balancer flushes picks at least once a second, agents per sample
+PHASE_SLACK_S = 30.0  # beyond the expected end (answers, Locust start-up) before "stuck"
+SOFTWARE = ("lblab", "rsocket", "locust", "gevent", "pyarrow", "pandas", "psutil", "uvloop")
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    index: int
+    scenario: str
+    strategy: str
+    replication: int
+
+    @property
+    def key(self) -> str:
+        safe = re.sub(r"[^A-Za-z0-9+_.-]", "_", f"{self.scenario}-{self.strategy}")
+        return f"r{self.replication}-{self.index:03d}-{safe}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario} {self.strategy} rep {self.replication}"
+
+
+def plan(config: RunConfig) -> list[Phase]:
+    phases: list[Phase] = []
+    n = len(config.strategies)
+    for rep in range(1, config.replications + 1):
+        shift = (rep - 1) % n
+        order = config.strategies[shift:] + config.strategies[:shift]
+        for scenario in config.scenarios:
+            for strategy in order:
+                phases.append(Phase(len(phases), scenario.name, strategy, rep))
+    return phases
+
+
+class Manifest:
+    """``manifest.json``, rewritten atomically on every change."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path, self.data = path, data
+
+    def save(self) -> None:
+        tmp = self.path.with_name(".manifest.json.tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, default=str))
+        os.replace(tmp, self.path)
+
+    def phase(self, p: Phase) -> dict[str, Any]:
+        return self.data["phases"][p.index]
+
+    def update_phase(self, p: Phase, **fields: Any) -> None:
+        self.phase(p).update(fields)
+        self.save()
+
+
+def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Manifest:
+    phases = plan(config)
+    data = {
+        "run_id": run_dir.name,
+        "simulated": False,
+        "status": "running",
+        "config_given": given,
+        "config": config.raw,
+        "scenarios": [
+            {
+                "name": s.name,
+                "cells": [
+                    {"name": c.name, "package_bytes": c.package_bytes, "work_bytes": c.work_bytes}
+                    for c in s.cells
+                ],
+                "load": _load_dict(config, s.name),
+            }
+            for s in config.scenarios
+        ],
+        "order": "replication, then scenario, then strategies rotated by one per replication",
+        "strategy_switch": "PUT /strategy on a running balancer (fresh strategy state)",
+        "warmup": {"seconds": config.warmup, "rows": "kept, marked warmup=true"},
+        "software": software_versions(),
+        "host": host_facts(),
+        "seeds": {"run": config.seed, "phase": "seed + phase index"},
+        "started": time.time(),
+        "ended": None,
+        "attempts": [],
+        "phases": [
+            {
+                "key": p.key,
+                "scenario": p.scenario,
+                "strategy": p.strategy,
+                "replication": p.replication,
+                "seed": config.seed + p.index,
+                "status": "pending",
+            }
+            for p in phases
+        ],
+    }
+    return Manifest(run_dir / MANIFEST, data)
+
+
+def _load_dict(config: RunConfig, scenario: str) -> dict[str, Any]:
+    load = config.loads[scenario]
+    return {
+        "model": load.model,
+        "users": load.users,
+        "spawn_rate": load.spawn_rate,
+        "think_time": list(load.think_time),
+        "rate": load.rate,
+        "arrival": load.arrival,
+        "count": load.count,
+        "duration_s": config.duration,
+        "warmup_s": config.warmup,
+    }
+
+
+def software_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in SOFTWARE:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    try:
+        out["git_commit"] = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).parent,
+        ).stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        out["git_commit"] = None
+    return out
+
+
+def host_facts() -> dict[str, Any]:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+    }
+
+
+class PhaseFailed(RuntimeError):
+    pass
+
+
+class Runner:
+    def __init__(self, config: RunConfig, run_dir: Path, manifest: Manifest) -> None:
+        self.config, self.run_dir, self.manifest = config, run_dir, manifest
+        self.phases = plan(config)
+        self.testbed: LocalTestbed | ExternalTestbed = make_testbed(config, run_dir)
+        self.picks = WindowSource(run_dir / "raw", "picks*.jsonl")
+        self.cpu = WindowSource(run_dir / "raw", "cpu-*.jsonl")
+        self.locust: loadgen.LocustRun | None = None
+
+    # ------------------------------------------------------------ the run
+
+    def execute(self) -> int:
+        m = self.manifest
+        todo = [p for p in self.phases if m.phase(p)["status"] != "done"]
+        m.data["attempts"].append({"started": time.time(), "phases_to_run": len(todo)})
+        m.data["status"] = "running"
+        m.save()
+        code = EXIT_OK
+        current: Phase | None = None
+        previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        progress = RunProgress(len(self.phases))
+        try:
+            with progress:
+                progress.skip(len(self.phases) - len(todo))
+                if todo:
+                    self.testbed.start(todo[0].strategy)
+                    m.data["testbed"] = self.testbed.facts()
+                    m.data["cpu_limit_method"] = m.data["testbed"]["cpu_limit_method"]
+                    m.save()
+                for phase in todo:
+                    current = phase
+                    ok = self.run_phase(phase, progress)
+                    current = None
+                    if not ok:
+                        code = EXIT_PHASE_FAILED
+                        if self.testbed.check_alive():
+                            self.testbed.restore()
+                    self.collect_due()
+        except KeyboardInterrupt:
+            code = EXIT_INTERRUPTED
+            if current is not None:
+                m.update_phase(current, status="interrupted", end=time.time())
+        finally:
+            with _ignoring_interrupts():
+                if self.locust is not None:
+                    self.locust.stop()
+                self.testbed.stop()
+                self.collect_all()
+                consolidate(self.run_dir)
+                m.data["ended"] = time.time()
+                m.data["attempts"][-1]["ended"] = m.data["ended"]
+                m.data["status"] = {
+                    EXIT_OK: "done",
+                    EXIT_PHASE_FAILED: "failed",
+                    EXIT_INTERRUPTED: "interrupted",
+                }[code]
+                m.save()
+            signal.signal(signal.SIGTERM, previous_sigterm)
+        return code
+
+    def run_phase(self, phase: Phase, progress: RunProgress) -> bool:
+        """Run one phase; True when it produced its records."""
+        cfg, m = self.config, self.manifest
+        load = cfg.loads[phase.scenario]
+        records = self.run_dir / "raw" / "phases" / phase.key
+        # A rerun after an interruption starts clean: no records or parts of the last try.
+        if records.exists():
+            shutil.rmtree(records)
+        for table in ("requests", "picks", "cpu"):
+            (self.run_dir / "parts" / table / f"{phase.key}.parquet").unlink(missing_ok=True)
+        workers = cfg.locust_workers
+        spec = LoadSpec(
+            run_id=self.run_dir.name,
+            scenario=next(s for s in cfg.scenarios if s.name == phase.scenario),
+            strategy=phase.strategy,
+            replication=phase.replication,
+            model=load.model,
+            think_time=load.think_time,
+            rate=load.rate,
+            arrival=load.arrival,
+            count=load.count or None,
+            duration=cfg.warmup + cfg.duration,
+            generators=max(1, workers),
+            request_timeout=cfg.request_timeout,
+            seed=cfg.seed + phase.index,
+            records_dir=str(records),
+        )
+        length = cfg.warmup + cfg.duration
+        expected = loadgen.expected_seconds(spec, load, length)
+        progress.start_phase(phase.label, expected)
+        start = time.time()
+        m.update_phase(phase, status="running", start=start, end=None, error=None)
+        status, error = "done", None
+        timeline = Timeline(
+            [e for e in cfg.timeline if e.applies_to(phase.scenario)],
+            self.testbed,  # type: ignore[arg-type]
+        )
+        try:
+            if self.testbed.changed:
+                self.testbed.restore()
+            dead = self.testbed.check_alive()
+            if dead:
+                raise PhaseFailed(f"not running before the phase: {', '.join(dead)}")
+            self.testbed.set_strategy(phase.strategy)
+            host, port = self.testbed.address
+            self.locust = loadgen.start(
+                spec, load, host, port, length, workers, self.run_dir / "logs" / "locust.log"
+            )
+            deadline = time.monotonic() + expected + cfg.request_timeout + PHASE_SLACK_S
+            t0 = time.monotonic()
+            while not self.locust.finished():
+                elapsed = time.monotonic() - t0
+                timeline.fire_due(elapsed)
+                progress.update_phase(elapsed, *read_progress(records))
+                if time.monotonic() > deadline:
+                    raise PhaseFailed(f"Locust did not finish within {deadline - t0:.0f}s")
+                time.sleep(TICK_S)
+            code = self.locust.main.popen.returncode
+            if code != 0:
+                raise PhaseFailed(
+                    f"Locust exited with code {code}; see {self.run_dir / 'logs' / 'locust.log'}"
+                )
+        except (PhaseFailed, OSError, RuntimeError) as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            if self.locust is not None:
+                self.locust.stop()
+                self.locust = None
+        end = time.time()
+        table = read_records(records)
+        requests = table.num_rows
+        failures = requests - pc.sum(table["ok"]).as_py() if requests else 0
+        load_start = pc.min(table["t_sent"]).as_py() if requests else start
+        if requests:
+            write_part(self.run_dir, "requests", phase.key, self._label(table, phase, load_start))
+        elif status == "done":
+            status, error = "failed", "no requests were recorded"
+        m.update_phase(
+            phase,
+            status=status,
+            error=error,
+            end=end,
+            load_start=load_start,
+            requests=requests,
+            failures=failures,
+            locust_requests=loadgen.locust_request_count(records),
+            timeline=timeline.log,
+        )
+        progress.end_phase(status, requests, failures, end - start)
+        return status == "done"
+
+    def _label(self, table: pa.Table, phase: Phase, load_start: float) -> pa.Table:
+        n = table.num_rows
+        labels = {
+            "run_id": pa.array([self.run_dir.name] * n, pa.string()),
+            "scenario": pa.array([phase.scenario] * n, pa.string()),
+            "strategy": pa.array([phase.strategy] * n, pa.string()),
+            "replication": pa.array([phase.replication] * n, pa.int32()),
+        }
+        for i, (name, col) in enumerate(labels.items()):
+            table = table.add_column(i, name, col)
+        warm = pc.less(table["t_sent"], load_start + self.config.warmup)
+        return table.append_column("warmup", warm)
+
+    # ------------------------------------------------------------ picks and cpu
+
+    def collect_due(self) -> None:
+        """Collect phases whose picks and samples are surely flushed by now."""
+        self._collect(time.time() - FLUSH_GRACE_S)
+
+    def collect_all(self) -> None:
+        self._collect(float("inf"))
+
+    def _collect(self, before: float) -> None:
+        self.picks.poll()
+        self.cpu.poll()
+        parts = self.run_dir / "parts"
+        for p in self.phases:
+            entry = self.manifest.phase(p)
+            if entry["status"] not in ("done", "failed") or entry["end"] > before:
+                continue
+            if (parts / "picks" / f"{p.key}.parquet").exists() and (
+                parts / "cpu" / f"{p.key}.parquet"
+            ).exists():
+                continue
+            counts = {}
+            for table, source, cols in (
+                ("picks", self.picks, ("t", "server", "inflight_at_pick")),
+                ("cpu", self.cpu, ("t", "server", "cpu_percent")),
+            ):
+                rows = [
+                    {c: r.get(c) for c in cols}
+                    for r in source.window(entry["start"], entry["end"])
+                ]
+                counts[table] = len(rows)
+                if rows:
+                    warm_end = entry.get("load_start", entry["start"]) + self.config.warmup
+                    labelled = [
+                        {
+                            "run_id": self.run_dir.name,
+                            "scenario": p.scenario,
+                            "strategy": p.strategy,
+                            "replication": p.replication,
+                            **r,
+                            "warmup": r["t"] < warm_end,
+                        }
+                        for r in rows
+                    ]
+                    write_part(self.run_dir, table, p.key, to_arrow(table, labelled))
+            self.manifest.update_phase(p, picks=counts["picks"], cpu_samples=counts["cpu"])
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _ignoring_interrupts() -> Any:
+    """Cleanup must finish: a second Ctrl-C during it is ignored, not half-obeyed."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)

@@ -1,0 +1,78 @@
+"""The end of a run: the HTML report if ``analysis.report`` can build it, else a table.
+
+The plain summary (per strategy x scenario: requests, ok %, p50/p95 latency, successful
+requests per second) reads only ``requests.parquet`` and excludes warm-up rows, so it
+works for any run directory, even when the analysis part is missing or fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def summary_rows(run_dir: Path) -> list[dict[str, object]]:
+    import pandas as pd
+
+    df = pd.read_parquet(run_dir / "requests.parquet")
+    if df.empty:
+        return []
+    if "warmup" in df:
+        df = df[~df["warmup"].fillna(False).astype(bool)]
+    rows = []
+    for (strategy, scenario), g in df.groupby(["strategy", "scenario"], sort=False):
+        span = g["t_sent"].max() - g["t_sent"].min()
+        ok = g[g["ok"]]
+        rows.append(
+            {
+                "strategy": strategy,
+                "scenario": scenario,
+                "requests": len(g),
+                "ok_pct": 100.0 * len(ok) / len(g),
+                "p50_ms": float(ok["latency_ms"].quantile(0.5)) if len(ok) else float("nan"),
+                "p95_ms": float(ok["latency_ms"].quantile(0.95)) if len(ok) else float("nan"),
+                "ok_per_s": len(ok) / span if span > 0 else float("nan"),
+            }
+        )
+    return rows
+
+
+def print_summary(run_dir: Path, console: Console) -> None:
+    table = Table(title=f"{run_dir.name}: measured part of each phase (warm-up excluded)")
+    for col in ("strategy", "scenario", "requests", "ok %", "p50 ms", "p95 ms", "ok req/s"):
+        table.add_column(col, justify="left" if col in ("strategy", "scenario") else "right")
+    for r in summary_rows(run_dir):
+        table.add_row(
+            str(r["strategy"]),
+            str(r["scenario"]),
+            str(r["requests"]),
+            f"{r['ok_pct']:.1f}",
+            f"{r['p50_ms']:.1f}",
+            f"{r['p95_ms']:.1f}",
+            f"{r['ok_per_s']:.0f}",
+        )
+    console.print(table)
+
+
+def finish(run_dir: Path, console: Console) -> Path | None:
+    """Build the report; on any trouble print the summary and say why. Returns its path."""
+    reason = None
+    try:
+        report = importlib.import_module("analysis.report")
+    except ImportError as exc:
+        reason = f"analysis.report is not available ({exc})"
+    else:
+        try:
+            path = report.build_report(run_dir)
+        except Exception as exc:  # the run's data stands without its report
+            reason = f"build_report failed: {type(exc).__name__}: {exc}"
+        else:
+            print_summary(run_dir, console)
+            console.print(f"report: {path}")
+            return Path(path) if path else None
+    print_summary(run_dir, console)
+    console.print(f"report unavailable: {reason}", style="yellow")
+    return None

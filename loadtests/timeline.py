@@ -1,0 +1,54 @@
+"""Scenario timeline events: failures and scaling at given times within a phase.
+
+``at`` counts from the phase's start (warm-up included). The runner's phase loop calls
+``Timeline.fire_due(elapsed)`` on every tick; each event fires once, and what happened
+(with the epoch time, so the analysis can mark it on charts) goes into the manifest.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from loadtests.runconfig import ServerSpec, TimelineEvent
+
+
+class PoolActions(Protocol):
+    def kill(self, sid: str) -> None: ...
+    def restart(self, sid: str) -> None: ...
+    def drain(self, sid: str) -> None: ...
+    def add(self, sid: str, spec: ServerSpec | None = None, weight: float = 1.0) -> None: ...
+    def remove(self, sid: str) -> None: ...
+
+
+class Timeline:
+    def __init__(self, events: list[TimelineEvent], pool: PoolActions) -> None:
+        self._pending = sorted(events, key=lambda e: e.at)
+        self._pool = pool
+        self.log: list[dict[str, Any]] = []
+
+    def fire_due(self, elapsed: float) -> None:
+        while self._pending and self._pending[0].at <= elapsed:
+            event = self._pending.pop(0)
+            entry: dict[str, Any] = {
+                "at": event.at,
+                "t": time.time(),
+                "action": event.action,
+                "server": event.server,
+            }
+            try:
+                match event.action:
+                    case "kill":
+                        self._pool.kill(event.server)
+                    case "restart":
+                        self._pool.restart(event.server)
+                    case "drain":
+                        self._pool.drain(event.server)
+                    case "add":
+                        self._pool.add(event.server, event.spec, event.weight)
+                    case "remove":
+                        self._pool.remove(event.server)
+                entry["ok"] = True
+            except Exception as exc:  # recorded in the manifest; the phase goes on
+                entry.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+            self.log.append(entry)

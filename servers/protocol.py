@@ -1,0 +1,533 @@
+"""The server side of one RSocket connection, on ``lblab.wire`` and asyncio.
+
+Why not rsocket-py's server API: the server's own CPU per request counts against its
+quota, so framework overhead would read as "work" in the experiments (rsocket-py
+serves ~2.3k req/s on a whole core, FIELD-NOTES); and this needs exact control of what
+rsocket-py makes awkward: REJECTED at once beyond ``--max-inflight``, LEASE sized to
+capacity, METADATA_PUSH on arrival, SETUP data. The tests drive it with rsocket-py's
+client, so compliance is checked against the field's library.
+
+Theory of operation: ``data_received`` feeds the frame decoder; every whole frame is
+handled at once on the loop. A request is admitted or refused (REJECTED: draining, at
+max-inflight, no valid lease) without waiting; admitted work goes to the service slots
+(``WorkService``, threads) and its completion comes back to the loop through
+``call_soon_threadsafe``. Nothing here blocks: the loop only decodes, admits and writes.
+
+- request-response: one PAYLOAD(NEXT|COMPLETE) or one ERROR.
+- fire-and-forget: the same work, no answer.
+- request-stream: ``items`` units of the same work (body field, default 3), one at a time,
+  each only while the requester's REQUEST_N credit allows; CANCEL stops it.
+- request-channel: each inbound payload is one unit of work whose result is sent back
+  (credit permitting). Inbound credit is granted ``CHANNEL_WINDOW`` items at a time; the
+  channel completes after the requester's COMPLETE and the last answer.
+- Fragments (FOLLOWS) are reassembled per stream, up to ``MAX_REASSEMBLED_BYTES``.
+  Answers are small JSON and are never fragmented.
+- KEEPALIVE with RESPOND is answered; a connection silent for the SETUP's max lifetime
+  is closed with CONNECTION_ERROR.
+- LEASE (SETUP with the lease flag): the connection gets ``number_of_requests`` = free
+  capacity (``max_inflight - inflight``, split over lease connections) valid for
+  ``LEASE_TTL_MS``. It is renewed every ``LEASE_RENEW_S`` and, as capacity frees, as
+  soon as the unused part of the lease falls to half the free capacity. A request
+  without a valid lease is REJECTED. Draining grants a lease of 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections import deque
+from concurrent.futures import Future
+
+import orjson
+
+from lblab.errors import ApplicationError, RemoteProtocolError
+from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
+from lblab.wire.codes import MAX_REQUEST_N, ErrorCode, FrameType
+from lblab.wire.frames import (
+    Cancel,
+    Error,
+    Ext,
+    Frame,
+    Keepalive,
+    Lease,
+    MetadataPush,
+    Payload,
+    RequestChannel,
+    RequestFnf,
+    RequestN,
+    RequestResponse,
+    RequestStream,
+    Resume,
+    Setup,
+)
+from lblab.wire.metadata import APPLICATION_JSON
+from servers.service import WorkResult
+from servers.state import ServerState, report_metadata
+
+log = logging.getLogger(__name__)
+
+LEASE_TTL_MS = 3000
+LEASE_RENEW_S = 1.0
+CHANNEL_WINDOW = 16
+"""Inbound channel items granted at a time; re-granted when half are consumed."""
+MAX_REASSEMBLED_BYTES = 64 * 1024 * 1024
+"""A fragmented request above this closes the connection: 64x the largest matrix package."""
+REPORT_PATHS = frozenset({"response", "push"})
+
+Request = RequestResponse | RequestFnf | RequestStream | RequestChannel
+Fragmentable = Request | Payload
+
+
+class _Stream:
+    """One admitted request or stream on this connection."""
+
+    __slots__ = (
+        "body",
+        "busy",
+        "cancelled",
+        "consumed",
+        "credit",
+        "emitted",
+        "ended",
+        "future",
+        "inbound",
+        "inbound_done",
+        "kind",
+    )
+
+    def __init__(self, kind: FrameType, body: bytes, credit: int) -> None:
+        self.kind = kind
+        self.body = body
+        self.credit = credit
+        self.busy = False
+        self.cancelled = False
+        self.ended = False
+        self.emitted = 0
+        self.consumed = 0
+        self.future: Future[WorkResult] | None = None
+        self.inbound: deque[tuple[bytes, float]] = deque()
+        self.inbound_done = False
+
+
+class _Partial:
+    """The fragments of one frame so far."""
+
+    __slots__ = ("data", "first", "has_metadata", "metadata", "size")
+
+    def __init__(self, first: Fragmentable) -> None:
+        self.first = first
+        self.data: list[bytes] = []
+        self.metadata: list[bytes] = []
+        self.has_metadata = False
+        self.size = 0
+
+    def add(self, frame: Fragmentable) -> None:
+        if frame.metadata is not None:
+            self.has_metadata = True
+            self.metadata.append(frame.metadata)
+            self.size += len(frame.metadata)
+        self.data.append(frame.data)
+        self.size += len(frame.data)
+
+    def assemble(self, last: Fragmentable) -> Fragmentable:
+        changes: dict[str, object] = {
+            "data": b"".join(self.data),
+            "metadata": b"".join(self.metadata) if self.has_metadata else None,
+            "follows": False,
+        }
+        if isinstance(self.first, Payload) and isinstance(last, Payload):
+            changes["complete"] = self.first.complete or last.complete
+            changes["next"] = self.first.next or last.next
+        elif isinstance(self.first, RequestChannel) and isinstance(last, Payload):
+            changes["complete"] = self.first.complete or last.complete
+        return dataclasses.replace(self.first, **changes)  # type: ignore[arg-type]
+
+
+class ServerConnection(asyncio.Protocol):
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder()
+        self._closed = False
+        self._setup_done = False
+        self._reports_response = False
+        self._streams: dict[int, _Stream] = {}
+        self._frags: dict[int, _Partial] = {}
+        self._last_recv = 0.0
+        self._lifetime_s = 0.0
+        self._lifetime_timer: asyncio.TimerHandle | None = None
+        self._lease_timer: asyncio.TimerHandle | None = None
+        self._lease = False
+        self._lease_left = 0
+        self._lease_expires = 0.0
+
+    # ------------------------------------------------------------ transport events
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport subclass
+        self._last_recv = self._loop.time()
+        self.state.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        for timer in (self._lifetime_timer, self._lease_timer):
+            if timer is not None:
+                timer.cancel()
+        self.state.connections.discard(self)
+        self.state.push_connections.discard(self)
+        self.state.lease_connections.discard(self)
+        for sid, st in list(self._streams.items()):
+            self._cancel(sid, st)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self._last_recv = self._loop.time()
+        decoder = self._decoder
+        try:
+            decoder.receive_data(data)
+            while not self._closed:
+                frame = decoder.next_frame()
+                if frame is NEED_DATA:
+                    break
+                self._on_frame(frame)  # type: ignore[arg-type]
+        except RemoteProtocolError as exc:
+            log.warning("closing a connection: %s", exc)
+            self.close_with_error(exc.error_code, str(exc))
+
+    # ------------------------------------------------------------ writing
+
+    def write(self, frame: Frame) -> None:
+        if not self._closed:
+            self._transport.write(encode_frame(frame))  # type: ignore[union-attr]
+
+    def write_raw(self, data: bytes) -> None:
+        if not self._closed:
+            self._transport.write(data)  # type: ignore[union-attr]
+
+    def close_with_error(self, code: ErrorCode, message: str) -> None:
+        self.write(Error(stream_id=0, error_code=code, message=message))
+        self._closed = True
+        if self._transport is not None:
+            self._transport.close()
+
+    # ------------------------------------------------------------ frames
+
+    def _on_frame(self, frame: Frame) -> None:
+        if not self._setup_done:
+            self._on_setup(frame)
+            return
+        if isinstance(frame, Fragmentable) and (frame.follows or frame.stream_id in self._frags):
+            assembled = self._reassemble(frame)
+            if assembled is None:
+                return
+            frame = assembled
+        match frame:
+            case RequestResponse():
+                self._on_request(frame, FrameType.REQUEST_RESPONSE, 1)
+            case RequestFnf():
+                self._on_request(frame, FrameType.REQUEST_FNF, 1)
+            case RequestStream():
+                self._on_request(frame, FrameType.REQUEST_STREAM, frame.initial_n)
+            case RequestChannel():
+                self._on_request(frame, FrameType.REQUEST_CHANNEL, frame.initial_n)
+            case Payload():
+                self._on_inbound_payload(frame)
+            case RequestN():
+                self._on_request_n(frame)
+            case Cancel():
+                st = self._streams.get(frame.stream_id)
+                if st is not None:
+                    self._cancel(frame.stream_id, st)
+            case Error():
+                self._on_error(frame)
+            case Keepalive():
+                if frame.respond:
+                    self.write(Keepalive(respond=False, data=frame.data))
+            case Setup():
+                self.close_with_error(ErrorCode.CONNECTION_ERROR, "SETUP sent twice")
+            case Resume():
+                self.close_with_error(ErrorCode.REJECTED_RESUME, "resumption is not supported")
+            case MetadataPush() | Lease() | Ext():
+                pass  # nothing for a server to act on: it sends no requests and has no extensions
+
+    def _on_setup(self, frame: Frame) -> None:
+        if isinstance(frame, Resume):
+            self.close_with_error(ErrorCode.REJECTED_RESUME, "resumption is not supported")
+            return
+        if not isinstance(frame, Setup):
+            self.close_with_error(
+                ErrorCode.INVALID_SETUP,
+                f"the first frame must be SETUP, not {frame.frame_type.name}",
+            )
+            return
+        if frame.major != 1:
+            self.close_with_error(
+                ErrorCode.UNSUPPORTED_SETUP,
+                f"protocol version {frame.major}.{frame.minor} is not supported (1.x is)",
+            )
+            return
+        if frame.resume_token is not None:
+            self.close_with_error(ErrorCode.UNSUPPORTED_SETUP, "resumption is not supported")
+            return
+        self._setup_done = True
+        paths = _report_paths(frame)
+        self._reports_response = "response" in paths
+        if "push" in paths:
+            self.state.push_connections.add(self)
+        self._lifetime_s = frame.max_lifetime_ms / 1000.0
+        self._lifetime_timer = self._loop.call_later(self._lifetime_s, self._check_lifetime)
+        if frame.lease:
+            self._lease = True
+            self.state.lease_connections.add(self)
+            self.grant_lease()
+            self._lease_timer = self._loop.call_later(LEASE_RENEW_S, self._renew_lease)
+
+    def _reassemble(self, frame: Fragmentable) -> Fragmentable | None:
+        sid = frame.stream_id
+        partial = self._frags.get(sid)
+        if partial is None:
+            self._frags[sid] = partial = _Partial(frame)
+        elif not isinstance(frame, Payload):
+            raise RemoteProtocolError(
+                f"stream {sid}: a new {frame.frame_type.name} arrived before the last fragment "
+                "of the previous frame"
+            )
+        partial.add(frame)
+        if partial.size > MAX_REASSEMBLED_BYTES:
+            raise RemoteProtocolError(
+                f"stream {sid}: fragmented frame exceeds {MAX_REASSEMBLED_BYTES} bytes"
+            )
+        if frame.follows:
+            return None
+        del self._frags[sid]
+        return partial.assemble(frame)
+
+    # ------------------------------------------------------------ requests
+
+    def _on_request(self, frame: Request, kind: FrameType, credit: int) -> None:
+        sid = frame.stream_id
+        if sid in self._streams:
+            self.close_with_error(ErrorCode.CONNECTION_ERROR, f"stream id {sid} is already in use")
+            return
+        reason = self.state.refusal() or self._lease_refusal()
+        if reason is not None:
+            self.state.rejected += 1
+            if kind is not FrameType.REQUEST_FNF:
+                self.write(Error(stream_id=sid, error_code=ErrorCode.REJECTED, message=reason))
+            return
+        arrived = time.perf_counter()
+        if self._lease:
+            self._lease_left -= 1
+        self.state.admit()
+        st = _Stream(kind, frame.data, credit)
+        self._streams[sid] = st
+        if kind is FrameType.REQUEST_CHANNEL:
+            st.inbound.append((frame.data, arrived))
+            st.inbound_done = isinstance(frame, RequestChannel) and frame.complete
+            if not st.inbound_done:
+                self.write(RequestN(stream_id=sid, n=CHANNEL_WINDOW))
+            self._pump_channel(sid, st)
+        else:
+            self._submit(sid, st, frame.data, arrived)
+
+    def _lease_refusal(self) -> str | None:
+        if not self._lease:
+            return None
+        if self._lease_left <= 0:
+            return "lease exhausted: wait for the next LEASE frame"
+        if self._loop.time() > self._lease_expires:
+            return "lease expired: wait for the next LEASE frame"
+        return None
+
+    def _submit(self, sid: int, st: _Stream, body: bytes, arrived: float) -> None:
+        st.busy = True
+        future = self.state.service.submit(body, arrived)
+        st.future = future
+        future.add_done_callback(lambda f: self._from_worker(sid, st, f))
+
+    def _from_worker(self, sid: int, st: _Stream, future: Future[WorkResult]) -> None:
+        """Runs in the worker thread (or on the loop, for a cancelled future)."""
+        try:
+            self._loop.call_soon_threadsafe(self._on_work_done, sid, st, future)
+        except RuntimeError:
+            log.debug("stream %d finished after the event loop closed; answer dropped", sid)
+
+    def _on_work_done(self, sid: int, st: _Stream, future: Future[WorkResult]) -> None:
+        st.busy, st.future = False, None
+        if future.cancelled() or st.cancelled or self._closed:
+            self._end(sid, st)
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._end(sid, st)
+            self.state.failed += 1
+            if st.kind is not FrameType.REQUEST_FNF:
+                self.write(
+                    Error(
+                        stream_id=sid,
+                        error_code=ErrorCode.APPLICATION_ERROR,
+                        message=_message(exc, self.state.id),
+                    )
+                )
+            elif not isinstance(exc, ApplicationError):
+                log.error("fire-and-forget work failed", exc_info=exc)
+            return
+        result = future.result()
+        self.state.record(result)
+        match st.kind:
+            case FrameType.REQUEST_RESPONSE | FrameType.REQUEST_FNF:
+                self._end(sid, st)
+                if st.kind is FrameType.REQUEST_RESPONSE:
+                    self._answer(sid, result, complete=True)
+            case FrameType.REQUEST_STREAM:
+                st.emitted += 1
+                st.credit -= 1
+                last = st.emitted >= result.items
+                if last:
+                    self._end(sid, st)
+                self._answer(sid, result, complete=last, item=st.emitted)
+                if not last and st.credit > 0:
+                    self._submit(sid, st, st.body, time.perf_counter())
+            case FrameType.REQUEST_CHANNEL:
+                st.emitted += 1
+                st.credit -= 1
+                self._answer(sid, result, complete=False, item=st.emitted)
+                self._pump_channel(sid, st)
+
+    def _answer(self, sid: int, result: WorkResult, *, complete: bool, item: int = 0) -> None:
+        body = {
+            "server": self.state.id,
+            "work_bytes": result.work_bytes,
+            "service_ms": round(result.service_ms, 3),
+            "queue_ms": round(result.queue_ms, 3),
+            "inflight": self.state.inflight,
+        }
+        if item:
+            body["item"] = item
+        metadata = (
+            report_metadata(self.state.report("response", result))
+            if self._reports_response
+            else None
+        )
+        self.write(
+            Payload(
+                stream_id=sid,
+                data=orjson.dumps(body),
+                metadata=metadata,
+                next=True,
+                complete=complete,
+            )
+        )
+
+    def _pump_channel(self, sid: int, st: _Stream) -> None:
+        if st.busy or st.ended:
+            return
+        if st.inbound and st.credit > 0:
+            body, arrived = st.inbound.popleft()
+            st.consumed += 1
+            if not st.inbound_done and st.consumed % (CHANNEL_WINDOW // 2) == 0:
+                self.write(RequestN(stream_id=sid, n=CHANNEL_WINDOW // 2))
+            self._submit(sid, st, body, arrived)
+        elif st.inbound_done and not st.inbound:
+            self._end(sid, st)
+            self.write(Payload(stream_id=sid, complete=True))
+
+    def _on_inbound_payload(self, frame: Payload) -> None:
+        st = self._streams.get(frame.stream_id)
+        if st is None or st.kind is not FrameType.REQUEST_CHANNEL or st.inbound_done:
+            return  # late frame of a stream that ended or was cancelled
+        if frame.next:
+            st.inbound.append((frame.data, time.perf_counter()))
+        if frame.complete:
+            st.inbound_done = True
+        self._pump_channel(frame.stream_id, st)
+
+    def _on_request_n(self, frame: RequestN) -> None:
+        st = self._streams.get(frame.stream_id)
+        if st is None:
+            return
+        st.credit = min(MAX_REQUEST_N, st.credit + frame.n)
+        if st.kind is FrameType.REQUEST_STREAM and not st.busy and not st.ended:
+            self._submit(frame.stream_id, st, st.body, time.perf_counter())
+        elif st.kind is FrameType.REQUEST_CHANNEL:
+            self._pump_channel(frame.stream_id, st)
+
+    def _on_error(self, frame: Error) -> None:
+        if frame.stream_id == 0:
+            log.info("peer closed the connection with %s: %s", frame.error_code, frame.message)
+            self._closed = True
+            self._transport.close()  # type: ignore[union-attr]
+            return
+        st = self._streams.get(frame.stream_id)
+        if st is not None:
+            self._cancel(frame.stream_id, st)
+
+    def _cancel(self, sid: int, st: _Stream) -> None:
+        st.cancelled = True
+        if st.busy and st.future is not None:
+            st.future.cancel()  # skips the work if no slot took it yet; else it runs out
+        elif not st.busy:
+            self._end(sid, st)
+
+    def _end(self, sid: int, st: _Stream) -> None:
+        if st.ended:
+            return
+        st.ended = True
+        self._streams.pop(sid, None)
+        self.state.release()
+
+    # ------------------------------------------------------------ timers and leases
+
+    def _check_lifetime(self) -> None:
+        idle = self._loop.time() - self._last_recv
+        if idle >= self._lifetime_s:
+            self.close_with_error(
+                ErrorCode.CONNECTION_ERROR,
+                f"no frame for {idle:.1f}s, beyond the SETUP max lifetime of {self._lifetime_s:.1f}s",
+            )
+        elif not self._closed:
+            self._lifetime_timer = self._loop.call_later(
+                self._lifetime_s - idle, self._check_lifetime
+            )
+
+    def grant_lease(self) -> None:
+        n = self.state.lease_share()
+        self._lease_left = n
+        self._lease_expires = self._loop.time() + LEASE_TTL_MS / 1000.0
+        self.write(Lease(ttl_ms=LEASE_TTL_MS, number_of_requests=n))
+
+    def capacity_freed(self) -> None:
+        share = self.state.lease_share()
+        if share > 0 and self._lease_left * 2 <= share:
+            self.grant_lease()
+
+    def _renew_lease(self) -> None:
+        if self._closed:
+            return
+        self.grant_lease()
+        self._lease_timer = self._loop.call_later(LEASE_RENEW_S, self._renew_lease)
+
+
+def _report_paths(setup: Setup) -> frozenset[str]:
+    """The report paths a SETUP asks for: JSON data ``{"reports": ["response", "push"]}``."""
+    if setup.data_mime != APPLICATION_JSON or not setup.data:
+        return frozenset()
+    try:
+        fields = orjson.loads(setup.data)
+    except orjson.JSONDecodeError:
+        return frozenset()
+    reports = fields.get("reports") if isinstance(fields, dict) else None
+    if not isinstance(reports, list):
+        return frozenset()
+    return REPORT_PATHS.intersection(r for r in reports if isinstance(r, str))
+
+
+def _message(exc: BaseException, server_id: str) -> str:
+    if isinstance(exc, ApplicationError):
+        return str(exc)
+    log.error("work failed", exc_info=exc)
+    return f"server {server_id} failed: {type(exc).__name__}: {exc}"

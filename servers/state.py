@@ -1,0 +1,138 @@
+"""What one server process knows across its connections: load, drain state, load reports.
+
+``inflight`` counts requests (and open streams) admitted and not finished, over all
+connections: that is what ``--max-inflight`` bounds and what reports carry. A stream or
+channel holds one unit for its whole life. Reports (``LoadReport``):
+
+- ``response`` (in response metadata): ``inflight`` after this request left, its own
+  ``queue_ms`` and ``service_ms``, and ``est_wait_ms`` for a new arrival.
+- ``push`` (METADATA_PUSH on arrival): ``inflight`` including the arrival, the mean
+  ``service_ms`` and ``est_wait_ms``.
+
+``est_wait_ms = mean_service_ms * max(0, inflight - workers + 1) / workers``: the work
+queued ahead of a new request spread over the service slots (0 while a slot is free).
+``mean_service_ms`` is an EWMA over completions (alpha 0.2). ``qps`` is completions per
+second over the last full one-second window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from lblab.loadreport import LoadReport, ReportSource
+from lblab.wire.codec import encode_frame
+from lblab.wire.frames import MetadataPush
+from lblab.wire.metadata import LOAD_REPORT, encode_composite
+from servers.service import WorkResult, WorkService
+
+if TYPE_CHECKING:
+    from servers.protocol import ServerConnection
+
+SERVICE_EWMA_ALPHA = 0.2
+QPS_WINDOW_S = 1.0
+
+
+def report_metadata(report: LoadReport) -> bytes:
+    """Composite metadata holding one load report entry."""
+    return encode_composite([(LOAD_REPORT, report.to_json())])
+
+
+class ServerState:
+    def __init__(self, server_id: str, max_inflight: int, service: WorkService) -> None:
+        self.id = server_id
+        self.max_inflight = max_inflight
+        self.service = service
+        self.inflight = 0
+        self.draining = False
+        self.drained = asyncio.Event()
+        self.connections: set[ServerConnection] = set()
+        self.push_connections: set[ServerConnection] = set()
+        self.lease_connections: set[ServerConnection] = set()
+        self.completed = 0
+        self.rejected = 0
+        self.failed = 0
+        self.mean_service_ms: float | None = None
+        self.qps = 0.0
+        self._window_start = time.monotonic()
+        self._window_count = 0
+
+    # ------------------------------------------------------------ admission
+
+    def refusal(self) -> str | None:
+        """Why a new request must be REJECTED now, or None to admit it."""
+        if self.draining:
+            return f"server {self.id} is draining (shutting down); retry elsewhere"
+        if self.inflight >= self.max_inflight:
+            return (
+                f"server {self.id} is at its max-inflight of {self.max_inflight}; retry elsewhere"
+            )
+        return None
+
+    def admit(self) -> None:
+        self.inflight += 1
+        if self.push_connections:
+            frame = encode_frame(MetadataPush(metadata=report_metadata(self.report("push"))))
+            for conn in self.push_connections:
+                conn.write_raw(frame)
+
+    def release(self) -> None:
+        """One admitted request or stream is over (answered, failed, cancelled or lost)."""
+        self.inflight -= 1
+        for conn in self.lease_connections:
+            conn.capacity_freed()
+        if self.draining and self.inflight == 0:
+            self.drained.set()
+
+    def record(self, result: WorkResult) -> None:
+        """One unit of work completed: update the service-time mean and the qps window."""
+        self.completed += 1
+        mean = self.mean_service_ms
+        self.mean_service_ms = (
+            result.service_ms
+            if mean is None
+            else mean + SERVICE_EWMA_ALPHA * (result.service_ms - mean)
+        )
+        self._window_count += 1
+        now = time.monotonic()
+        if now - self._window_start >= QPS_WINDOW_S:
+            self.qps = self._window_count / (now - self._window_start)
+            self._window_start, self._window_count = now, 0
+
+    def begin_drain(self) -> None:
+        self.draining = True
+        for conn in self.lease_connections:
+            conn.grant_lease()
+        if self.inflight == 0:
+            self.drained.set()
+
+    # ------------------------------------------------------------ reports and leases
+
+    def est_wait_ms(self) -> float:
+        if self.mean_service_ms is None:
+            return 0.0
+        workers = self.service.workers
+        return self.mean_service_ms * max(0, self.inflight - workers + 1) / workers
+
+    def report(self, source: ReportSource, result: WorkResult | None = None) -> LoadReport:
+        return LoadReport(
+            server=self.id,
+            source=source,
+            t=time.time(),
+            qps=self.qps,
+            inflight=self.inflight,
+            queue_ms=None if result is None else round(result.queue_ms, 3),
+            service_ms=round(result.service_ms, 3)
+            if result is not None
+            else (None if self.mean_service_ms is None else round(self.mean_service_ms, 3)),
+            est_wait_ms=round(self.est_wait_ms(), 3),
+        )
+
+    def lease_share(self) -> int:
+        """Requests one lease connection may send: free capacity split over lease connections."""
+        if self.draining:
+            return 0
+        free = max(0, self.max_inflight - self.inflight)
+        n = max(1, len(self.lease_connections))
+        return max(free // n, 1 if free else 0)

@@ -1,0 +1,145 @@
+"""The JSON work a server does per request (DESIGN.md, "Wire contract").
+
+A request body is ``{"work_bytes": W, "pad": "..."}`` (a request-stream may add
+``"items": N``). The work is: parse the body, take the document whose JSON encoding is
+exactly W bytes (built once per size and cached), ``json.dumps`` it and ``json.loads``
+the result. The stdlib ``json`` module is the work on purpose: it is what the thesis
+measured; the server's own framing uses orjson.
+
+The document is a list of small uniform records (ints, floats, strings, a bool, a short
+list) padded to the exact size, so the cost per byte is the same at every size: about
+25-35 ns/B on these machines (1 MB: ~30 ms on one unthrottled core), which makes work
+volume a linear knob.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from lblab.errors import ApplicationError
+
+MAX_WORK_BYTES = 16_000_000
+"""Cap on ``work_bytes``. A document's Python objects take ~8x its encoded size and
+``loads`` builds a second copy, so 16 MB of work peaks near 300 MB; the thesis matrix
+tops out at 1 MB."""
+MAX_STREAM_ITEMS = 10_000
+DEFAULT_STREAM_ITEMS = 3
+CACHE_BUDGET_BYTES = 48_000_000
+"""Encoded bytes of documents kept in the cache (the matrix's 10 KB + 100 KB + 1 MB fit)."""
+
+_FRAME = {"records": [], "pad": ""}
+_FRAME_BYTES = len(json.dumps(_FRAME))  # 26: '{"records": [], "pad": ""}'
+_SEPARATOR_BYTES = 2  # ", " between list items with json.dumps' default separators
+
+
+@dataclass(frozen=True, slots=True)
+class WorkRequest:
+    work_bytes: int
+    items: int = DEFAULT_STREAM_ITEMS
+    """How many items a request-stream emits (ignored by the other interactions)."""
+
+
+def parse_work_request(body: bytes) -> WorkRequest:
+    """Parse and check a request body; ``ApplicationError`` names what is wrong."""
+    try:
+        fields = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApplicationError(
+            f'request body is not valid JSON ({exc}); send {{"work_bytes": <int>, "pad": "..."}}'
+        ) from None
+    if not isinstance(fields, dict):
+        raise ApplicationError(
+            f"request body must be a JSON object with work_bytes, not {type(fields).__name__}"
+        )
+    if "work_bytes" not in fields:
+        raise ApplicationError('work_bytes is missing: send {"work_bytes": <int>, "pad": "..."}')
+    work_bytes = _int_field(fields, "work_bytes", 0, MAX_WORK_BYTES)
+    items = DEFAULT_STREAM_ITEMS
+    if "items" in fields:
+        items = _int_field(fields, "items", 1, MAX_STREAM_ITEMS)
+    return WorkRequest(work_bytes, items)
+
+
+def _int_field(fields: dict[str, Any], name: str, low: int, high: int) -> int:
+    value = fields[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApplicationError(f"{name} must be an integer, got {json.dumps(value)[:40]}")
+    if value < low:
+        raise ApplicationError(f"{name} must be >= {low}, got {value}")
+    if value > high:
+        raise ApplicationError(f"{name} {value} exceeds this server's cap of {high}")
+    return value
+
+
+def _record(i: int) -> dict[str, Any]:
+    return {
+        "id": i,
+        "name": f"item-{i:08d}",
+        "price": round(i * 1.37, 2),
+        "qty": i % 97,
+        "active": i % 3 == 0,
+        "tags": ["alpha", "beta", "gamma"],
+    }
+
+
+def build_document(work_bytes: int) -> Any:
+    """A JSON value whose ``json.dumps`` encoding is exactly ``work_bytes`` long (>= 1)."""
+    if work_bytes < 1:
+        raise ValueError(f"work_bytes must be >= 1, not {work_bytes}")
+    if work_bytes < _FRAME_BYTES:
+        return 0 if work_bytes == 1 else "x" * (work_bytes - 2)
+    records: list[dict[str, Any]] = []
+    size = _FRAME_BYTES
+    while True:
+        record = _record(len(records))
+        extra = len(json.dumps(record)) + (_SEPARATOR_BYTES if records else 0)
+        if size + extra > work_bytes:
+            break
+        records.append(record)
+        size += extra
+    return {"records": records, "pad": "x" * (work_bytes - size)}
+
+
+class DocumentCache:
+    """Documents by size, least recently used evicted past a budget of encoded bytes.
+
+    Shared by the worker threads, hence the lock (held only for dict operations; a miss
+    builds outside it, so two threads may build the same size once each, harmlessly).
+    """
+
+    def __init__(self, budget_bytes: int = CACHE_BUDGET_BYTES) -> None:
+        self._docs: OrderedDict[int, Any] = OrderedDict()
+        self._bytes = 0
+        self._budget = budget_bytes
+        self._lock = threading.Lock()
+
+    def get(self, work_bytes: int) -> Any:
+        with self._lock:
+            doc = self._docs.get(work_bytes)
+            if doc is not None:
+                self._docs.move_to_end(work_bytes)
+                return doc
+        doc = build_document(work_bytes)
+        with self._lock:
+            if work_bytes not in self._docs:
+                self._docs[work_bytes] = doc
+                self._bytes += work_bytes
+                while self._bytes > self._budget and len(self._docs) > 1:
+                    size, _ = self._docs.popitem(last=False)
+                    self._bytes -= size
+        return doc
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+
+def do_work(body: bytes, cache: DocumentCache) -> WorkRequest:
+    """The whole per-request work: parse the body, then dumps + loads of the document."""
+    request = parse_work_request(body)
+    if request.work_bytes:
+        json.loads(json.dumps(cache.get(request.work_bytes)))
+    return request

@@ -1,0 +1,200 @@
+"""``lblab reproduce ingram|cheetah|martins``: tables on stdout, charts and JSON in ``--out``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from lblab.errors import ConfigError
+
+
+def _ints(text: str, field: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"{field}: {text!r} is not a comma list of numbers, e.g. 10,100,500"
+        ) from None
+    if not values or min(values) < 1:
+        raise ConfigError(f"{field}: {text!r} needs numbers of 1 or more, e.g. 10,100,500")
+    return values
+
+
+def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in valid]
+    if bad or not names:
+        raise ConfigError(f"{field}: {bad or text!r} not among {', '.join(valid)}")
+    return names
+
+
+def _print_table(title: str, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(
+            c, justify="left" if c in {"algorithm", "strategy", "note", "nodes"} else "right"
+        )
+    for row in rows:
+        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+    Console(width=200).print(table)
+
+
+def _emit(
+    fmt: str, title: str, rows: list[dict[str, Any]], columns: Sequence[str], out: Path | None
+) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(rows, indent=2))
+    elif fmt == "table":
+        _print_table(title, rows, columns)
+    else:
+        raise ConfigError(f"--format: {fmt!r} is not table or json")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        name = title.split()[0].lower()
+        (out / f"{name}.json").write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def _progress(fmt: str):  # -> Callable[[str], None] | None
+    if fmt != "table":
+        return None
+    return lambda msg: typer.echo(f"  running {msg} ...", err=True)
+
+
+def ingram(
+    requests: Annotated[str, typer.Option(help="Request counts, comma separated.")] = "10,100,500",
+    algorithms: Annotated[str, typer.Option(help="Algorithms to run.")] = (
+        "first,rr,r,lc,dynamic,dynamic-immediate,dynamic-hybrid"
+    ),
+    seeds: Annotated[int, typer.Option(min=1, help="Seeds averaged for the random algorithm.")] = 5,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    out: Annotated[
+        Path | None, typer.Option(help="Also write ingram.json and a chart here.")
+    ] = None,
+) -> None:
+    """Ingram's 5 FIFO servers (250/500/100/200/700 ms), requests 25 ms apart."""
+    from simulator.reproduce.ingram import ALGORITHMS, reproduce_ingram
+
+    rows = reproduce_ingram(
+        _ints(requests, "--requests"), _names(algorithms, ALGORITHMS, "--algorithms"), seeds
+    )
+    data = [r.as_dict() for r in rows]
+    columns = ("algorithm", "paper_name", "requests", "total_ms", "paper_total_ms",
+               "total_diff_pct", "average_ms", "paper_average_ms", "average_diff_pct", "note")  # fmt: skip
+    _emit(fmt, "Ingram (CS 422): simulated vs published", data, columns, out)
+    if out is not None:
+        from simulator.reproduce.ingram import ingram_chart
+
+        ingram_chart(rows, out / "ingram.png")
+
+
+def cheetah(
+    servers: Annotated[
+        int, typer.Option(help="Servers in the imbalance study (paper: 468).")
+    ] = 468,
+    active: Annotated[
+        str, typer.Option(help="Active connections per point (paper: 20K..200K).")
+    ] = "20000,50000,100000",
+    duration: Annotated[str, typer.Option(help="Connection duration model.")] = "lognormal:1s,1.0",
+    study: Annotated[str, typer.Option(help="Which studies to run.")] = "imbalance,broken",
+    seed: Annotated[int, typer.Option()] = 1,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    out: Annotated[Path, typer.Option(help="Charts and JSON here.")] = Path(
+        "results/reproduce-cheetah"
+    ),
+) -> None:
+    """Cheetah: imbalance of RR/P2C/least-loaded/hash, and connections broken by scaling."""
+    from simulator.reproduce import cheetah as ch
+    from simulator.service import LogNormal, parse_service
+
+    studies = _names(study, ("imbalance", "broken"), "--study")
+    model = parse_service(duration, "--duration")
+    if not isinstance(model, LogNormal):
+        raise ConfigError("--duration: give a lognormal model, e.g. lognormal:1s,1.0")
+    out.mkdir(parents=True, exist_ok=True)
+    progress = _progress(fmt)
+    if "imbalance" in studies:
+        rows = ch.imbalance_study(
+            servers, _ints(active, "--active"), duration=model, seed=seed, progress=progress
+        )
+        hash_excess = {r.active: r.excess_pct for r in rows if r.strategy == "maglev"}
+        data = [
+            {
+                "strategy": r.strategy,
+                "servers": r.servers,
+                "active": r.active,
+                "max_over_mean": round(r.imbalance, 4),
+                "excess_pct": round(r.excess_pct, 2),
+                "better_than_hash_x": round(hash_excess[r.active] / r.excess_pct, 1)
+                if r.active in hash_excess and r.excess_pct > 0
+                else None,
+                "paper_x": ch.PAPER_IMBALANCE_FACTORS.get(r.strategy),
+            }
+            for r in rows
+        ]
+        _emit(fmt, "Imbalance (Cheetah Fig. 2b)", data, tuple(data[0]), out)
+        ch.imbalance_chart(rows, out / "imbalance.png")
+    if "broken" in studies:
+        rows_b = ch.broken_study(seed=seed, progress=progress)
+        data = [
+            {
+                "strategy": r.strategy,
+                "connections": r.connections,
+                "broken": r.broken,
+                "broken_pct": round(r.broken_pct, 3),
+                "peak_pct_per_s": round(r.peak_pct_per_s, 2),
+                "paper_peak_pct": ch.PAPER_BROKEN_PCT.get(r.strategy),
+            }
+            for r in rows_b
+        ]
+        _emit(fmt, "Broken connections (Cheetah Fig. 9)", data, tuple(data[0]), out)
+        ch.broken_chart(rows_b, out / "broken.png")
+    if fmt == "table":
+        typer.echo(f"charts in {out}")
+
+
+def martins(
+    sim: Annotated[
+        bool,
+        typer.Option(
+            "--sim/--live", help="Simulate (the live run is `lblab run --preset martins`)."
+        ),
+    ] = True,
+    rates: Annotated[str, typer.Option(help="Request rates, req/s.")] = "10,50,100,150,200",
+    algorithms: Annotated[str, typer.Option(help="Algorithms to run.")] = "rr,lc,lrt",
+    seconds: Annotated[float, typer.Option(min=0.1, help="Seconds of arrivals per point.")] = 20.0,
+    seeds: Annotated[int, typer.Option(min=1, help="Replications averaged per point.")] = 3,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    out: Annotated[Path, typer.Option(help="Chart and JSON here.")] = Path(
+        "results/reproduce-martins"
+    ),
+) -> None:
+    """Martins et al.: 10 nodes x 5 workers, homogeneous vs heterogeneous, RR/LC/LRT."""
+    from simulator.reproduce.martins import ALGORITHMS, martins_chart, reproduce_martins
+
+    if not sim:
+        raise ConfigError("the live Martins experiment runs with `lblab run --preset martins`")
+    rows = reproduce_martins(
+        _ints(rates, "--rates"),
+        _names(algorithms, ALGORITHMS, "--algorithms"),
+        seconds,
+        seeds,
+        progress=_progress(fmt),
+    )
+    data = [r.as_dict() for r in rows]
+    _emit(fmt, "Martins average service time (Fig. 15 / 18)", data, tuple(data[0]), out)
+    martins_chart(rows, out / "martins.png")
+    if fmt == "table":
+        typer.echo(f"chart in {out / 'martins.png'}")
+
+
+def register_reproductions(app: typer.Typer) -> None:
+    app.command("ingram")(ingram)
+    app.command("cheetah")(cheetah)
+    app.command("martins")(martins)

@@ -1,0 +1,511 @@
+"""The simulated run: clients, links and servers in SimPy, the balancer's Pool in the middle.
+
+Theory of operation. The balancer here is the real ``balancer.pool.Pool`` with a real
+strategy from the registry: the simulator is only a driver, like the asyncio balancer
+node, and passes SimPy's ``env.now`` as ``now``. A request's life:
+
+    client send --client_delay--> balancer: pool.pick -> pool.dispatch
+      --server_delay--> server queue/workers (push report back, if the strategy wants it)
+      --server_delay--> balancer: report (response metadata), pool.complete
+          REJECTED and tries left: pick again, excluding servers already tried
+      --client_delay--> client: one row in the requests table
+
+A deadline (from the client's send) ends a request as ``timeout``: the balancer
+completes it in the pool at that moment and drops the late response; the server still
+does the work, as a real one would. Deadlines fall in send order, so one watchdog
+timer walks a FIFO of requests instead of a timer per request.
+
+An agent samples every server each ``report_period``: utilisation (busy fraction of the
+workers, the cpu table's ``cpu_percent``) and qps; strategies that use agent reports get
+them ``report_delay`` later. All times in tables are ``EPOCH + env.now``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import simpy
+
+from balancer.pool import BackendSpec, Pool
+from balancer.strategies.base import Outcome, RequestView, Strategy
+from balancer.strategies.registry import make_strategy
+from lblab.loadreport import LoadReport
+from simulator.clock import LATE, At
+from simulator.config import EPOCH, SimConfig, rng_stream
+from simulator.model import Job, SimServer
+from simulator.record import ERROR_CODE, NO_ERROR, RequestRows, SampleRows
+from simulator.workload import ClosedUsers, ShapeSampler
+
+_PENDING, _DISPATCHED, _DONE = 0, 1, 2
+_NAN = float("nan")
+_REJECTED = ERROR_CODE["rejected"]
+_TIMEOUT = ERROR_CODE["timeout"]
+
+
+class _Request:
+    __slots__ = (
+        "deadline",
+        "dispatches",
+        "exclude",
+        "id",
+        "key",
+        "package",
+        "queue_s",
+        "request",
+        "server",
+        "service_s",
+        "state",
+        "t_dispatch",
+        "t_sent",
+        "tries",
+        "view",
+        "work",
+    )
+
+    def __init__(self, rid: int, t_sent: float, package: int, work: int, key: bytes | None):
+        self.id = rid
+        self.t_sent = t_sent
+        self.deadline = 0.0
+        self.package = package
+        self.work = work
+        self.key = key
+        self.tries = 0
+        self.dispatches = 0
+        self.exclude: frozenset[str] = frozenset()
+        self.view: Any = None
+        self.request: RequestView | None = None
+        self.t_dispatch = 0.0
+        self.state = _PENDING
+        self.server = -1
+        self.queue_s = _NAN
+        self.service_s = _NAN
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    config: SimConfig
+    requests: pa.Table
+    picks: pa.Table
+    cpu: pa.Table
+    servers: tuple[str, ...]
+    sim_seconds: float
+    wall_seconds: float
+    events: int
+    counters: dict[str, Any]
+
+    @property
+    def requests_per_wall_second(self) -> float:
+        return self.requests.num_rows / max(self.wall_seconds, 1e-9)
+
+
+class Simulation:
+    """One replication of one strategy. ``run()`` returns the tables."""
+
+    def __init__(self, config: SimConfig, strategy: Strategy | None = None) -> None:
+        self.cfg = cfg = config
+        rep = cfg.replication
+        self.env = env = simpy.Environment()
+        self._rng_arrivals = rng_stream(cfg.seed, rep, "arrivals")
+        self._rng_keys = rng_stream(cfg.seed, rep, "keys")
+        self._shape = ShapeSampler(cfg.cells, rng_stream(cfg.seed, rep, "shapes"))
+        service_rng = rng_stream(cfg.seed, rep, "service")
+
+        self.servers: list[SimServer] = []
+        self._delay: list[float] = []
+        specs = []
+        for group in cfg.servers:
+            for _ in range(group.count):
+                i = len(self.servers)
+                sid = f"s{i + 1}"
+                self.servers.append(
+                    SimServer(
+                        env,
+                        i,
+                        sid,
+                        group.service,
+                        group.workers,
+                        group.speed,
+                        group.capacity,
+                        service_rng,
+                        self._server_done,
+                    )
+                )
+                self._delay.append(cfg.server_delay if group.delay is None else group.delay)
+                specs.append(BackendSpec(id=sid, weight=group.weight))
+        self.names = tuple(s.id for s in self.servers)
+        if strategy is None:
+            strategy = make_strategy(
+                cfg.strategy,
+                dict(cfg.strategy_options),
+                rng=rng_stream(cfg.seed, rep, "strategy"),
+                weights={s.id: s.weight for s in specs},
+            )
+        self.strategy = strategy
+        self.pool = Pool(specs, strategy, now=0.0)
+        self._index = {v.id: i for i, v in enumerate(self.pool.views)}
+        self._response_reports = bool(getattr(strategy, "uses_response_reports", False))
+        self._push_reports = bool(getattr(strategy, "uses_push_reports", False))
+        self._agent_reports = bool(getattr(strategy, "uses_agent_reports", False))
+
+        self.rows = RequestRows()
+        self.picks = SampleRows("i")
+        self.cpu = SampleRows("d")
+        self._sent = 0
+        self._finished = 0
+        self._picks_seen = 0
+        self._next_send = 0.0
+        self._watch: deque[_Request] = deque()
+        self._watch_armed = False
+        self._keys = (
+            [f"key-{i}".encode() for i in range(cfg.routing_keys)] if cfg.routing_keys else None
+        )
+
+    # ---- clients -------------------------------------------------------------------
+
+    def _start_clients(self) -> None:
+        arrivals = self.cfg.arrivals
+        if isinstance(arrivals, ClosedUsers):
+            for _ in range(min(arrivals.users, self.cfg.requests)):
+                self._send()
+        else:
+            self._send()
+            self._next_arrival()
+
+    def _next_arrival(self) -> None:
+        if self._sent < self.cfg.requests:
+            # Absolute send times: evenly spaced sends land exactly on k / rate.
+            self._next_send += self.cfg.arrivals.gap(self._rng_arrivals)  # type: ignore[union-attr]
+            At(self.env, self._next_send - self.env._now, None, self._on_arrival_timer, LATE)
+
+    def _on_arrival_timer(self, _: At) -> None:
+        self._send()
+        self._next_arrival()
+
+    def _on_think_done(self, _: At) -> None:
+        if self._sent < self.cfg.requests:
+            self._send()
+
+    def _send(self) -> None:
+        now = self.env._now
+        package, work = self._shape()
+        key = self._rng_keys.choice(self._keys) if self._keys else None
+        req = _Request(self._sent, now, package, work, key)
+        self._sent += 1
+        if self.cfg.deadline is not None:
+            req.deadline = now + self.cfg.deadline
+            self._watch.append(req)
+            if not self._watch_armed:
+                self._arm_watchdog()
+        if self.cfg.client_delay:
+            At(self.env, self.cfg.client_delay, req, self._at_balancer)
+        else:
+            self._route(req)
+
+    def _client_done(self, req: _Request, ok: bool, error: int) -> None:
+        if req.state == _DONE:
+            return
+        req.state = _DONE
+        rows = self.rows
+        rows.request_id.append(req.id)
+        rows.t_sent.append(EPOCH + req.t_sent)
+        rows.latency_ms.append((self.env._now - req.t_sent) * 1000.0)
+        rows.ok.append(ok)
+        rows.error.append(error)
+        rows.package_bytes.append(req.package)
+        rows.work_bytes.append(req.work)
+        rows.server.append(req.server)
+        rows.attempts.append(req.dispatches)
+        rows.queue_ms.append(req.queue_s * 1000.0)
+        rows.service_ms.append(req.service_s * 1000.0)
+        self._finished += 1
+        req.view = req.request = None
+        watch = self._watch
+        while watch and watch[0].state == _DONE:
+            watch.popleft()  # keeps the deadline FIFO as short as the oldest live request
+        arrivals = self.cfg.arrivals
+        if isinstance(arrivals, ClosedUsers) and self._sent < self.cfg.requests:
+            think = arrivals.think_time(self._rng_arrivals)
+            if think > 0:
+                At(self.env, think, None, self._on_think_done, LATE)
+            else:
+                self._send()
+
+    def _on_client_reply(self, event: At) -> None:
+        req, ok, error = event._value
+        self._client_done(req, ok, error)
+
+    def _reply(self, req: _Request, ok: bool, error: int) -> None:
+        if self.cfg.client_delay:
+            At(self.env, self.cfg.client_delay, (req, ok, error), self._on_client_reply)
+        else:
+            self._client_done(req, ok, error)
+
+    # ---- deadlines -----------------------------------------------------------------
+
+    def _arm_watchdog(self) -> None:
+        watch = self._watch
+        while watch and watch[0].state == _DONE:
+            watch.popleft()
+        if watch:
+            self._watch_armed = True
+            delay = max(watch[0].deadline - self.env._now, 0.0)
+            At(self.env, delay, None, self._on_watchdog)
+        else:
+            self._watch_armed = False
+
+    def _on_watchdog(self, _: At) -> None:
+        now = self.env._now
+        watch = self._watch
+        while watch and (watch[0].state == _DONE or watch[0].deadline <= now):
+            req = watch.popleft()
+            if req.state == _DISPATCHED:
+                self.pool.complete(
+                    req.view,
+                    req.request,
+                    Outcome(
+                        ok=False,
+                        latency_ms=(now - req.t_dispatch) * 1000.0,
+                        error_kind="timeout",
+                    ),
+                    now,
+                )
+            if req.state != _DONE:
+                self._client_done(req, False, _TIMEOUT)
+        self._arm_watchdog()
+
+    # ---- balancer ------------------------------------------------------------------
+
+    def _at_balancer(self, event: At) -> None:
+        req: _Request = event._value
+        if req.state != _DONE:
+            self._route(req)
+
+    def _route(self, req: _Request) -> None:
+        now = self.env._now
+        request = RequestView(
+            request_id=req.id,
+            package_bytes=req.package,
+            routing_key=req.key,
+            exclude=req.exclude,
+            attempt=req.tries,
+        )
+        view = self.pool.pick(request, now)
+        if view is None:
+            # No eligible backend: the balancer answers REJECTED at once (DESIGN.md).
+            self._reply(req, False, _REJECTED)
+            return
+        i = self._index[view.id]
+        every = self.cfg.picks_every
+        if every:
+            self._picks_seen += 1
+            if self._picks_seen % every == 0:
+                self.picks.t.append(EPOCH + now)
+                self.picks.server.append(i)
+                self.picks.value.append(view.inflight)
+        self.pool.dispatch(view, request, now)
+        req.dispatches += 1
+        req.view, req.request, req.t_dispatch, req.state, req.server = (
+            view,
+            request,
+            now,
+            _DISPATCHED,
+            i,
+        )
+        job = Job(req, req.work, req.package, now)
+        delay = self._delay[i]
+        if delay:
+            job.arrived = now + delay
+            At(self.env, delay, job, self._at_server)
+        else:
+            self._server_arrive(self.servers[i], job)
+
+    def _at_server(self, event: At) -> None:
+        job: Job = event._value
+        self._server_arrive(self.servers[job.req.server], job)
+
+    def _server_arrive(self, server: SimServer, job: Job) -> None:
+        if not server.accepts():
+            self._to_balancer(server, job, False, None)
+            return
+        server.arrive(job)
+        if self._push_reports:
+            report = LoadReport(
+                server=server.id,
+                source="push",
+                t=EPOCH + self.env._now,
+                inflight=server.load,
+                est_wait_ms=server.est_wait_ms(),
+            )
+            self._deliver_report(server.index, report, self._delay[server.index])
+
+    def _server_done(self, server: SimServer, job: Job) -> None:
+        report = None
+        if self._response_reports:
+            report = LoadReport(
+                server=server.id,
+                source="response",
+                t=EPOCH + self.env._now,
+                inflight=server.load,
+                queue_ms=job.queue_s * 1000.0,
+                service_ms=job.service_s * 1000.0,
+                est_wait_ms=server.est_wait_ms(),
+            )
+        self._to_balancer(server, job, True, report)
+
+    def _to_balancer(
+        self, server: SimServer, job: Job, ok: bool, report: LoadReport | None
+    ) -> None:
+        delay = self._delay[server.index]
+        if delay:
+            At(self.env, delay, (job, ok, report), self._on_response_timer)
+        else:
+            self._on_response(job, ok, report)
+
+    def _on_response_timer(self, event: At) -> None:
+        self._on_response(*event._value)
+
+    def _on_response(self, job: Job, ok: bool, report: LoadReport | None) -> None:
+        req: _Request = job.req
+        if req.state != _DISPATCHED or req.request is None:
+            return  # timed out already: the balancer has dropped this stream
+        now = self.env._now
+        view = req.view
+        if report is not None:
+            self.pool.report(view.id, report, now)
+        outcome = Outcome(
+            ok=ok,
+            latency_ms=(now - req.t_dispatch) * 1000.0,
+            error_kind=None if ok else "rejected",
+        )
+        req.state = _PENDING
+        self.pool.complete(view, req.request, outcome, now)
+        if ok:
+            req.queue_s, req.service_s = job.queue_s, job.service_s
+            self._reply(req, True, NO_ERROR)
+            return
+        req.tries += 1
+        if req.tries < self.cfg.max_tries:
+            req.exclude = req.exclude | {view.id}
+            self._route(req)
+        else:
+            self._reply(req, False, _REJECTED)
+
+    # ---- agents, health clock -------------------------------------------------------
+
+    def _deliver_report(self, index: int, report: LoadReport, delay: float) -> None:
+        if delay:
+            At(self.env, delay, (index, report), self._on_report_timer)
+        else:
+            self.pool.report(self.names[index], report, self.env._now)
+
+    def _on_report_timer(self, event: At) -> None:
+        index, report = event._value
+        self.pool.report(self.names[index], report, self.env._now)
+
+    def _sample(self, _: At | None = None) -> None:
+        now = self.env._now
+        period = self.cfg.report_period
+        cpu = self.cpu
+        reports = []
+        for s, (busy0, done0) in zip(self.servers, self._last_sample, strict=True):
+            busy = s.busy_time()
+            util = (busy - busy0) / (period * s.workers)
+            qps = (s.completed - done0) / period
+            self._last_sample[s.index] = (busy, s.completed)
+            cpu.t.append(EPOCH + now)
+            cpu.server.append(s.index)
+            cpu.value.append(100.0 * util)
+            if self._agent_reports:
+                reports.append(
+                    LoadReport(
+                        server=s.id,
+                        source="agent",
+                        t=EPOCH + now,
+                        cpu_util=util,
+                        qps=qps,
+                        inflight=s.load,
+                    )
+                )
+        if reports:
+            delay = self.cfg.report_delay
+            if delay:
+                At(self.env, delay, reports, self._on_agent_batch)
+            else:
+                self._apply_agent(reports)
+        if self._finished < self.cfg.requests:
+            At(self.env, period, None, self._sample)
+
+    def _on_agent_batch(self, event: At) -> None:
+        self._apply_agent(event._value)
+
+    def _apply_agent(self, reports: Sequence[LoadReport]) -> None:
+        now = self.env._now
+        for r in reports:
+            self.pool.report(r.server, r, now)
+
+    def _tick(self, _: At) -> None:
+        self.pool.tick(self.env._now)
+        if self._finished < self.cfg.requests:
+            At(self.env, self.cfg.tick_period, None, self._tick)
+
+    # ---- run ---------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        wall0 = time.perf_counter()
+        self._last_sample = [(0.0, 0)] * len(self.servers)
+        self._start_clients()
+        At(self.env, self.cfg.report_period, None, self._sample)
+        At(self.env, self.cfg.tick_period, None, self._tick)
+        events = 0
+        env = self.env
+        step = env.step
+        try:
+            while True:
+                step()
+                events += 1
+        except simpy.core.EmptySchedule:
+            pass
+        if self._finished != self.cfg.requests:
+            raise RuntimeError(
+                f"simulation ended with {self.cfg.requests - self._finished} requests unfinished"
+            )
+        wall = time.perf_counter() - wall0
+        cfg = self.cfg
+        key = {
+            "run_id": cfg.run_id,
+            "scenario": cfg.scenario,
+            "strategy": cfg.strategy,
+            "replication": cfg.replication,
+        }
+        counters = getattr(self.pool, "counters", {})
+        return SimResult(
+            config=cfg,
+            requests=self.rows.table(key, self.names),
+            picks=self.picks.table("picks", "inflight_at_pick", key, self.names),
+            cpu=self.cpu.table("cpu", "cpu_percent", key, self.names),
+            servers=self.names,
+            sim_seconds=env.now,
+            wall_seconds=wall,
+            events=events,
+            counters=_plain(counters),
+        )
+
+
+def _plain(value: Any) -> Any:
+    """Counters as JSON-able data, whatever shape the pool keeps them in."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _plain(getattr(value, k)) for k in value.__dataclass_fields__}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, int | float | str | bool | type(None)) else str(value)
+
+
+def simulate(config: SimConfig) -> SimResult:
+    return Simulation(config).run()

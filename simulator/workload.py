@@ -1,0 +1,86 @@
+"""What the simulated clients send, and when.
+
+Request shapes follow the thesis matrix (DESIGN.md, "Scenarios"): package size
+s/m/l = 100 B / 10 KB / 1 MB and work volume s/m/l = 10 KB / 100 KB / 1 MB, named
+``sp+sr`` ... ``lp+lr``; ``variation`` draws one of the nine cells per request. A
+reproduction may pass its own cells (Martins: 66 KB / 1 MB / 17 MB objects).
+
+Arrivals are open (``rate`` requests per second, evenly spaced or Poisson; latency
+counts from the intended send time) or closed (``users`` each waiting ``think``
+seconds after a response before sending again).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from lblab.errors import ConfigError
+
+PACKAGE_BYTES = {"s": 100, "m": 10_000, "l": 1_000_000}
+WORK_BYTES = {"s": 10_000, "m": 100_000, "l": 1_000_000}
+SCENARIOS = (*(f"{p}p+{w}r" for p in PACKAGE_BYTES for w in WORK_BYTES), "variation")
+
+Cell = tuple[int, int]
+"""``(package_bytes, work_bytes)``."""
+
+
+def scenario_cells(name: str) -> tuple[Cell, ...]:
+    """The request shapes of a named scenario (one cell, or all nine for ``variation``)."""
+    if name == "variation":
+        return tuple((PACKAGE_BYTES[p], WORK_BYTES[w]) for p in PACKAGE_BYTES for w in WORK_BYTES)
+    if name in SCENARIOS:
+        return ((PACKAGE_BYTES[name[0]], WORK_BYTES[name[3]]),)
+    raise ConfigError(f"scenario: {name!r} is unknown; scenarios are {', '.join(SCENARIOS)}")
+
+
+class ShapeSampler:
+    """Draws ``(package_bytes, work_bytes)`` per request, uniformly over the cells."""
+
+    __slots__ = ("_cells", "_choice", "_single")
+
+    def __init__(self, cells: tuple[Cell, ...], rng: random.Random) -> None:
+        if not cells:
+            raise ConfigError("workload: at least one request shape is needed")
+        self._cells = cells
+        self._single = cells[0] if len(cells) == 1 else None
+        self._choice = rng.choice
+
+    def __call__(self) -> Cell:
+        return self._single or self._choice(self._cells)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenArrivals:
+    rate: float
+    """Requests per second."""
+    poisson: bool = True
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0:
+            raise ConfigError(f"rate: {self.rate} must be > 0 requests per second")
+
+    def gap(self, rng: random.Random) -> float:
+        return rng.expovariate(self.rate) if self.poisson else 1.0 / self.rate
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedUsers:
+    users: int
+    think: float
+    """Mean think time in seconds."""
+    exponential_think: bool = False
+
+    def __post_init__(self) -> None:
+        if self.users < 1:
+            raise ConfigError(f"users: {self.users} must be at least 1")
+        if self.think < 0:
+            raise ConfigError(f"think: {self.think} must be 0 or more seconds")
+
+    def think_time(self, rng: random.Random) -> float:
+        if self.exponential_think and self.think > 0:
+            return rng.expovariate(1.0 / self.think)
+        return self.think
+
+
+Arrivals = OpenArrivals | ClosedUsers

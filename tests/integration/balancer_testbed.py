@@ -1,0 +1,170 @@
+"""Helpers for the balancer's integration tests: real processes on loopback, rsocket-py clients.
+
+Every process binds port 0 and is found through its ``lblab-ready`` line; every wait
+has a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from rsocket.helpers import single_transport_provider
+from rsocket.rsocket_client import RSocketClient
+from rsocket.transports.tcp import TransportTCP
+
+from lblab.procs import Child, lblab_command, spawn, stop
+from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
+from lblab.wire.frames import Frame, Setup
+from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
+
+ROOT = Path(__file__).resolve().parents[2]
+ECHO_BACKEND = ROOT / "benchmarks" / "echo_backend.py"
+
+
+def start_echo(name: str, log_dir: Path, *extra: str) -> Child:
+    argv = [sys.executable, str(ECHO_BACKEND), "--id", name, "--port", "0", *extra]
+    return spawn(name, argv, log_path=log_dir / f"{name}.log")
+
+
+def start_server(name: str, log_dir: Path, *extra: str) -> Child:
+    argv = lblab_command("server", "--id", name, "--port", "0", *extra)
+    return spawn(name, argv, log_path=log_dir / f"{name}.log")
+
+
+def start_balancer(
+    backends: Sequence[Child], log_dir: Path, *extra: str, name: str = "balancer"
+) -> Child:
+    args = ["balancer", "--port", "0", "--admin-port", "0", "--agent-port", "0"]
+    for b in backends:
+        args += ["--backend", f"{b.ready['id']}=127.0.0.1:{b.ready['port']}"]
+    return spawn(name, lblab_command(*args, *extra), log_path=log_dir / f"{name}.log")
+
+
+@contextlib.contextmanager
+def processes(*children: Child) -> Iterator[list[Child]]:
+    """Stop every child (SIGTERM, then SIGKILL) when the block ends."""
+    kids = list(children)
+    try:
+        yield kids
+    finally:
+        for child in reversed(kids):
+            stop(child, timeout=5)
+
+
+@contextlib.asynccontextmanager
+async def rsocket_client(
+    port: int,
+    *,
+    fragment_size: int | None = None,
+    metadata_mime: str = COMPOSITE_METADATA,
+) -> AsyncIterator[RSocketClient]:
+    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
+    transport = TransportTCP(reader, writer, read_buffer_size=65536)
+    async with RSocketClient(
+        single_transport_provider(transport),
+        data_encoding=APPLICATION_JSON,
+        metadata_encoding=metadata_mime,
+        fragment_size_bytes=fragment_size,
+    ) as client:
+        yield client
+
+
+def admin(child: Child, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """One admin HTTP request to the balancer; (status, parsed body)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{child.ready['admin_port']}{path}", data=data, method=method
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            raw = resp.read()
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        raw, status = exc.read(), exc.code
+    text = raw.decode()
+    return status, (json.loads(text) if text.startswith(("{", "[")) else text)
+
+
+def status_of(child: Child) -> dict[str, Any]:
+    code, body = admin(child, "GET", "/status")
+    assert code == 200, body
+    return body
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns a truthy value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- raw frames
+
+
+def client_setup(**overrides: Any) -> Setup:
+    fields: dict[str, Any] = {
+        "keepalive_ms": 10_000,
+        "max_lifetime_ms": 60_000,
+        "metadata_mime": COMPOSITE_METADATA,
+        "data_mime": APPLICATION_JSON,
+    }
+    fields.update(overrides)
+    return Setup(**fields)
+
+
+class RawClient:
+    """A blocking socket speaking frames through ``lblab.wire`` (for bad-input tests)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.decoder = FrameDecoder()
+
+    def send(self, *frames: Frame) -> None:
+        self.sock.sendall(b"".join(encode_frame(f) for f in frames))
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv(self, timeout: float = 5.0) -> Frame | None:
+        """The next frame, or None once the peer closed the connection."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self.decoder.next_frame()
+            if frame is not NEED_DATA:
+                return frame  # type: ignore[return-value]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError("no frame from the balancer in time")
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(65536)
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            self.decoder.receive_data(chunk)
+
+    def closed(self, timeout: float = 5.0) -> bool:
+        """True once the peer closes (frames before that are skipped)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.recv(deadline - time.monotonic()) is None:
+                return True
+        return False
+
+    def close(self) -> None:
+        self.sock.close()

@@ -1,0 +1,199 @@
+"""The simulator: determinism, conservation, queueing theory, the results contract, config."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+
+import pyarrow.parquet as pq
+import pytest
+
+from balancer.strategies.registry import make_strategy
+from lblab.errors import ConfigError
+from lblab.loadreport import LoadReport
+from lblab.results import ERROR_KINDS, TABLES, missing_columns
+from simulator.config import EPOCH, ServerGroup, SimConfig, config_from_mapping
+from simulator.output import write_run
+from simulator.run import Simulation, simulate
+from simulator.service import Exponential, Fixed, JsonCost, fit_cost_model, parse_service
+from simulator.workload import ClosedUsers, OpenArrivals, scenario_cells
+
+
+def small(**kw) -> SimConfig:
+    base = {"strategy": "p2c", "servers": 4, "requests": 3000, "rate": 300, "service": "exp:10ms"}
+    return config_from_mapping(base | kw)
+
+
+def test_same_seed_gives_identical_tables_and_another_seed_does_not():
+    a, b = simulate(small(seed=7)), simulate(small(seed=7))
+    for name in TABLES:
+        assert getattr(a, name).equals(getattr(b, name)), name
+    c = simulate(small(seed=8))
+    assert not a.requests.equals(c.requests)
+
+
+def test_every_request_ends_once_ok_or_with_a_known_error():
+    # One slow server with room for 2, a deadline, rejections replayed elsewhere.
+    cfg = SimConfig(
+        strategy="rr",
+        servers=(
+            ServerGroup(count=1, service=Fixed(0.5), capacity=2),
+            ServerGroup(count=2, service=Exponential(0.02)),
+        ),
+        requests=2000,
+        arrivals=OpenArrivals(rate=120.0),
+        deadline=1.0,
+        server_delay=0.002,
+        client_delay=0.001,
+        max_tries=2,
+    )
+    sim = Simulation(cfg)
+    result = sim.run()
+    t = result.requests.to_pandas()
+    assert len(t) == cfg.requests
+    assert sorted(t["request_id"]) == list(range(cfg.requests))
+    assert sim.pool.outstanding == 0  # every dispatch was completed exactly once
+    assert set(t.loc[~t["ok"], "error_kind"]) <= set(ERROR_KINDS)
+    assert t.loc[t["ok"], "error_kind"].isna().all()
+    assert (t["attempts"] > 1).any(), "rejections should have been replayed"
+    assert (t.loc[t["ok"], "latency_ms"] <= 1000.0 + 1e-6).all()
+    assert (t["t_sent"] >= EPOCH).all()
+
+
+def test_deadline_turns_a_stuck_server_into_timeouts():
+    cfg = small(strategy="first", servers=1, requests=200, rate=100, service="fixed:100ms", deadline="500ms")
+    t = simulate(cfg).requests.to_pandas()
+    assert (t["error_kind"] == "timeout").sum() > 100
+    assert (t.loc[t["error_kind"] == "timeout", "latency_ms"].round(6) == 500.0).all()
+
+
+def test_mm1_mean_response_and_utilisation_match_theory():
+    # M/M/1 with lambda = 50/s, mu = 100/s: W = 1 / (mu - lambda) = 20 ms, rho = 0.5.
+    cfg = small(strategy="first", servers=1, requests=40_000, rate=50, service="exp:10ms", seed=3)
+    result = simulate(cfg)
+    lat = result.requests.column("latency_ms").to_numpy()
+    assert lat.mean() == pytest.approx(20.0, rel=0.08)
+    cpu = result.cpu.column("cpu_percent").to_numpy()
+    assert cpu.mean() == pytest.approx(50.0, rel=0.05)
+    # Little's law: mean number in system L = lambda * W = 1.0.
+    assert 50 * lat.mean() / 1000 == pytest.approx(1.0, rel=0.08)
+
+
+def test_closed_users_never_exceed_their_concurrency():
+    cfg = SimConfig(
+        strategy="lc",
+        servers=(ServerGroup(count=3, service=Exponential(0.01)),),
+        requests=1500,
+        arrivals=ClosedUsers(users=4, think=0.005),
+    )
+    result = simulate(cfg)
+    assert result.requests.num_rows == 1500
+    assert max(result.picks.column("inflight_at_pick").to_pylist()) < 4
+
+
+def test_tables_meet_the_results_contract_and_land_on_disk(tmp_path):
+    results = [simulate(small(requests=500)), simulate(replace(small(requests=500), strategy="rr"))]
+    counts = write_run(tmp_path, results)
+    assert counts == {"requests": 1000, "cpu": pytest.approx(counts["cpu"]), "picks": 1000}
+    for name in TABLES:
+        table = pq.read_table(tmp_path / f"{name}.parquet")
+        assert missing_columns(name, table.column_names) == [], name
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["simulated"] is True
+    assert manifest["config"][0]["servers"][0]["service"] == "exp:10ms"
+    assert set(manifest["seeds"]) == {"p2c/r0", "rr/r0"}
+
+
+def test_picks_can_be_sampled_or_switched_off():
+    assert simulate(small(requests=1000, picks_every=10)).picks.num_rows == 100
+    assert simulate(small(requests=1000, picks_every=0)).picks.num_rows == 0
+
+
+class _ReportProbe:
+    """A real strategy that also records the agent reports the pool hands it."""
+
+    def __init__(self) -> None:
+        self.inner = make_strategy("rr", rng=random.Random(1))
+        self.reports: list[tuple[float, LoadReport]] = []
+        self.name, self.summary = "rr", "probe"
+        self.uses_agent_reports = True
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def on_report(self, backend, report, now):
+        self.reports.append((now, report))
+
+
+def test_agent_reports_arrive_with_the_configured_staleness():
+    probe = _ReportProbe()
+    cfg = small(strategy="rr", requests=2000, rate=400, report_period="100ms", report_delay="30ms")
+    Simulation(cfg, strategy=probe).run()  # type: ignore[arg-type]
+    assert probe.reports
+    ages = {round(now - (r.t - EPOCH), 6) for now, r in probe.reports}
+    assert ages == {0.03}
+    utils = [r.cpu_util for _, r in probe.reports]
+    assert all(0.0 <= u <= 1.0 for u in utils) and max(utils) > 0.1
+
+
+@pytest.mark.parametrize(
+    ("spec", "mean"),
+    [("fixed:250ms", 0.25), ("exp:10ms", 0.01), ("bimodal:1ms,501ms,0.1", 0.051), ("lognormal:50ms,1.5", 0.05)],
+)
+def test_service_specs_parse_and_round_trip(spec, mean):
+    model = parse_service(spec)
+    assert model.mean_s == pytest.approx(mean)
+    assert parse_service(model.spec()) == model
+
+
+@pytest.mark.parametrize("spec", ["exp", "exp:-1ms", "bimodal:1ms,2ms,1.5", "json:b=1", "zipf:3", "fixed:soon"])
+def test_bad_service_specs_name_the_problem(spec):
+    with pytest.raises(ConfigError, match="service"):
+        parse_service(spec)
+
+
+def test_bad_settings_are_config_errors():
+    with pytest.raises(ConfigError, match="unknown settings"):
+        config_from_mapping({"servres": 3})
+    with pytest.raises(ConfigError, match="either rate"):
+        config_from_mapping({"rate": 10, "users": 3})
+    with pytest.raises(ConfigError, match="scenario"):
+        config_from_mapping({"scenario": "xl+xr"})
+    with pytest.raises(ConfigError, match="unknown strategy"):
+        simulate(config_from_mapping({"strategy": "nope", "requests": 5}))
+
+
+def test_toml_style_server_groups_build_heterogeneous_pools():
+    cfg = config_from_mapping(
+        {
+            "servers": [
+                {"count": 2, "service": "exp:10ms"},
+                {"count": 1, "service": "exp:10ms", "speed": 7, "weight": 7},
+            ],
+            "strategy": "rr",
+            "requests": 3000,
+            "rate": 400,
+            "scenario": "variation",
+        }
+    )
+    assert cfg.server_count == 3 and len(cfg.cells) == 9
+    t = simulate(cfg).requests.to_pandas()
+    by_server = t.groupby("server")["service_ms"].mean()
+    assert by_server["s3"] < by_server["s1"] / 4  # the big server is ~7x faster
+    assert set(zip(t["package_bytes"], t["work_bytes"], strict=True)) <= set(scenario_cells("variation"))
+
+
+def test_cost_model_fit_recovers_known_coefficients():
+    rng = random.Random(5)
+    truth = JsonCost(0.0004, 2e-8, 5e-9)
+    work, package, service = [], [], []
+    for _ in range(300):
+        w, p = rng.choice([10_000, 100_000, 1_000_000]), rng.choice([100, 10_000, 1_000_000])
+        work.append(w)
+        package.append(p)
+        service.append(truth.sample(rng, w, p) * 1000 * rng.uniform(0.97, 1.03))
+    fit = fit_cost_model(work, package, service)
+    assert fit.model.b == pytest.approx(truth.b, rel=0.05)
+    assert fit.model.c == pytest.approx(truth.c, rel=0.1)
+    assert fit.r2 > 0.98
