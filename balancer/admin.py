@@ -50,7 +50,7 @@ class HttpError(Exception):
         self.status = status
 
 
-async def start_admin(node: BalancerNode, host: str, port: int) -> asyncio.AbstractServer:
+async def start_admin(node: BalancerNode, host: str, port: int) -> asyncio.Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             status, content_type, body = await asyncio.wait_for(
@@ -158,16 +158,27 @@ def _json_object(body: bytes) -> dict[str, Any]:
 
 def status(node: BalancerNode) -> dict[str, Any]:
     rows = node.pool.status()
+    now = node.loop.time()
     for row in rows:
-        backend = node.backends.get(str(row["id"]))
+        backend_id = str(row["id"])
+        backend = node.backends.get(backend_id)
         if backend is not None:
             row["address"] = backend.address.address
             row["connected"] = backend.conn is not None and not backend.conn.closed
+        view = node.pool.get(backend_id)
+        report = view.last_report
+        row["last_report"] = (
+            None
+            if report is None or view.report_at is None
+            else {"source": report.source, "age_s": round(now - view.report_at, 3)}
+        )
+        row["lease_remaining"] = view.lease_remaining
     return {
         "strategy": node.strategy.name,
         "options": node.strategy_options,
         "backends": rows,
         "clients": len(node.clients),
+        "paused_clients": sum(1 for c in node.clients if c.blockers),
         "outstanding": node.pool.outstanding,
         **node.stats,
     }

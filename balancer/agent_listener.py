@@ -108,5 +108,5 @@ class AgentConnection(asyncio.Protocol):
                 pass  # METADATA_PUSH, KEEPALIVE answers, frames of refused streams: ignored
 
 
-async def start_agent_listener(node: BalancerNode, host: str, port: int) -> asyncio.AbstractServer:
+async def start_agent_listener(node: BalancerNode, host: str, port: int) -> asyncio.Server:
     return await node.loop.create_server(lambda: AgentConnection(node), host, port)

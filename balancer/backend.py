@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from balancer.framing import FrameProtocol
+from balancer.outbox import RoutedConnection
 from balancer.router import StreamIds
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import encode_frame
@@ -64,12 +64,10 @@ _RR = FrameType.REQUEST_RESPONSE
 _CHANNEL = FrameType.REQUEST_CHANNEL
 
 
-class BackendConnection(FrameProtocol):
+class BackendConnection(RoutedConnection):
     __slots__ = (
-        "active",
         "backend",
         "blocked_clients",
-        "closed",
         "draining",
         "ids",
         "last_seen",
@@ -81,23 +79,21 @@ class BackendConnection(FrameProtocol):
     )
 
     def __init__(self, backend: Backend) -> None:
-        super().__init__(backend.node.config.max_frame_bytes)
+        super().__init__(backend.node.config.max_frame_bytes, backend.node.outbox)
         self.backend = backend
         self.node = backend.node
         self.streams: dict[int, Any] = {}
         self.ids = StreamIds()
         self.paused = False
         self.blocked_clients: set[Any] = set()
-        self.closed = False
         self.draining = False
         self.retired = False
         self.retired_at = 0.0
-        self.active = False
         self.last_seen = self.node.loop.time()
 
     # ------------------------------------------------------------ asyncio hooks
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+    def connection_made(self, transport: Any) -> None:  # a uvloop TCPTransport
         self.transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(high=BACKEND_WRITE_HIGH_BYTES)
         reports, lease = self.node.setup_wants()
@@ -120,10 +116,6 @@ class BackendConnection(FrameProtocol):
         self.node.backend_lost(self.backend, self, reason)
         self.backend.connection_closed(self)
 
-    def buffer_updated(self, nbytes: int) -> None:
-        self.active = True
-        FrameProtocol.buffer_updated(self, nbytes)
-
     def pause_writing(self) -> None:
         """The backend is not keeping up: stop reading from the clients that feed it."""
         self.paused = True
@@ -143,22 +135,16 @@ class BackendConnection(FrameProtocol):
 
     def write(self, frame: bytes | bytearray, client: Any) -> None:
         """Forward a client's frame; a client writing into a paused backend is paused too."""
-        self.transport.write(frame)  # type: ignore[union-attr]
+        self.send(frame)
         if self.paused and client not in self.blocked_clients:
             self.blocked_clients.add(client)
             client.block(self)
 
     def send_cancel(self, backend_sid: int) -> None:
-        if not self.closed:
-            self.transport.write(self.node.cancel_frame(backend_sid))  # type: ignore[union-attr]
+        self.send(self.node.cancel_frame(backend_sid))
 
     def send_keepalive(self) -> None:
-        if not self.closed:
-            self.transport.write(encode_frame(Keepalive(respond=True)))  # type: ignore[union-attr]
-
-    def close(self) -> None:
-        if not self.closed and self.transport is not None:
-            self.transport.close()
+        self.send(encode_frame(Keepalive(respond=True)))
 
     # ------------------------------------------------------------ frames from the backend
 
@@ -172,7 +158,7 @@ class BackendConnection(FrameProtocol):
             frame = self.buf[pos : pos + 3 + length]
             _pack_u32(frame, 3, stream.client_sid)
             if frame_type == _PAYLOAD:
-                stream.client.write(frame)
+                stream.client.send(frame)
                 if stream.latency_ms is None:
                     stream.latency_ms = (self.node.loop.time() - stream.t0) * 1000.0
                     stream.saved = None
@@ -187,9 +173,9 @@ class BackendConnection(FrameProtocol):
                 code = _unpack_u32(frame, 9)[0] if length >= 10 else ErrorCode.APPLICATION_ERROR
                 self.node.backend_error(stream, self, code, frame)
             elif frame_type == FrameType.REQUEST_N:
-                stream.client.write(frame)
+                stream.client.send(frame)
             elif frame_type == FrameType.CANCEL:
-                stream.client.write(frame)
+                stream.client.send(frame)
                 stream.client_open = False
                 if not stream.backend_open:
                     self.node.finish(stream, True, None)
@@ -206,8 +192,8 @@ class BackendConnection(FrameProtocol):
         if frame_type == FrameType.KEEPALIVE:
             if flags & FLAG_RESPOND:
                 frame = self.buf[pos : pos + 3 + length]
-                frame[8] &= ~(FLAG_RESPOND & 0xFF)
-                self.transport.write(frame)  # type: ignore[union-attr]
+                frame[8] &= ~FLAG_RESPOND & 0xFF  # clear R; echo position and data
+                self.send(frame)
         elif frame_type == FrameType.LEASE:
             if length >= 14:
                 ttl_ms = _unpack_u32(self.buf, body)[0]
@@ -237,7 +223,7 @@ class BackendConnection(FrameProtocol):
     def _server_request(self, sid: int, frame_type: int) -> bool:
         """The balancer routes client requests only; a backend's own request is refused."""
         if frame_type != FrameType.REQUEST_FNF:
-            self.transport.write(  # type: ignore[union-attr]
+            self.send(
                 encode_frame(
                     Error(
                         stream_id=sid,
@@ -250,9 +236,8 @@ class BackendConnection(FrameProtocol):
 
     def protocol_error(self, exc: RemoteProtocolError) -> None:
         log.warning("backend %s broke the protocol: %s", self.backend.id, exc)
-        if self.transport is not None and not self.closed:
-            self.transport.write(self.node.connection_error_frame(exc.error_code, str(exc)))
-            self.transport.close()
+        self.send(self.node.connection_error_frame(exc.error_code, str(exc)))
+        self.close()
 
 
 class Backend:
@@ -298,7 +283,8 @@ class Backend:
             if not self._first.done():
                 self._first.set_result(None)
             if conn is None:
-                self.mark_down()
+                if self.conn is None:  # (a failed re-SETUP leaves the old connection serving)
+                    self.mark_down()
                 await asyncio.sleep(self._backoff())
                 continue
             old, self.conn = self.conn, conn
@@ -332,15 +318,15 @@ class Backend:
 
     def _backoff(self) -> float:
         cap = min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2 ** min(self.attempts, 16))
-        return self.node.rng.uniform(RECONNECT_BASE_S / 2, max(cap, RECONNECT_BASE_S))
+        return self.node.jitter.uniform(RECONNECT_BASE_S / 2, max(cap, RECONNECT_BASE_S))
 
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
     def mark_down(self) -> None:
-        if self._pool_up and self.id in self.node.backends:
-            self.node.backend_down(self)
+        if self.id in self.node.backends:
+            self.node.backend_down(self)  # idempotent in the pool
         self._pool_up = False
 
     def connection_closed(self, conn: BackendConnection) -> None:

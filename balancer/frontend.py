@@ -27,11 +27,10 @@ responses pile up unread is disconnected.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from balancer.framing import FrameProtocol
+from balancer.outbox import RoutedConnection
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import decode_frame_body, encode_frame
 from lblab.wire.codes import (
@@ -65,12 +64,10 @@ _FIRST_REQUEST = FrameType.REQUEST_RESPONSE
 _LAST_REQUEST = FrameType.REQUEST_CHANNEL
 
 
-class ClientConnection(FrameProtocol):
+class ClientConnection(RoutedConnection):
     __slots__ = (
-        "active",
         "address",
         "blockers",
-        "closed",
         "composite_metadata",
         "last_seen",
         "lifetime_s",
@@ -80,21 +77,19 @@ class ClientConnection(FrameProtocol):
     )
 
     def __init__(self, node: BalancerNode) -> None:
-        super().__init__(node.config.max_frame_bytes)
+        super().__init__(node.config.max_frame_bytes, node.outbox)
         self.node = node
         self.streams: dict[int, Any] = {}
         self.address: str | None = None
         self.setup_done = False
         self.composite_metadata = False
-        self.closed = False
         self.blockers: set[object] = set()
-        self.active = False
         self.last_seen = node.loop.time()
         self.lifetime_s = 60.0  # until SETUP says otherwise
 
     # ------------------------------------------------------------ asyncio hooks
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+    def connection_made(self, transport: Any) -> None:  # a uvloop TCPTransport
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.address = peer[0] if peer else None
@@ -104,10 +99,6 @@ class ClientConnection(FrameProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.node.client_gone(self)
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.active = True
-        FrameProtocol.buffer_updated(self, nbytes)
 
     def pause_writing(self) -> None:
         self.block(self)
@@ -130,24 +121,15 @@ class ClientConnection(FrameProtocol):
 
     # ------------------------------------------------------------ writes
 
-    def write(self, frame: bytes | bytearray) -> None:
-        if not self.closed:
-            self.transport.write(frame)  # type: ignore[union-attr]
-
     def send_error(self, sid: int, code: int, message: str) -> None:
-        self.write(encode_frame(Error(stream_id=sid, error_code=code, message=message)))
-
-    def close(self) -> None:
-        if not self.closed and self.transport is not None:
-            self.transport.close()
+        self.send(encode_frame(Error(stream_id=sid, error_code=code, message=message)))
 
     def protocol_error(self, exc: RemoteProtocolError) -> None:
         """Answer with a connection-level ERROR and close this connection only."""
         log.info("client %s: %s (0x%03x)", self.address, exc, exc.error_code)
         if not self.closed and self.transport is not None:
-            self.transport.write(self.node.connection_error_frame(exc.error_code, str(exc)))
-            self.transport.close()
-            self.closed = True
+            self.send(self.node.connection_error_frame(exc.error_code, str(exc)))
+            self.close()
 
     def check_lifetime(self, now: float) -> None:
         if self.active:
@@ -196,14 +178,14 @@ class ClientConnection(FrameProtocol):
             if flags & FLAG_RESPOND:
                 frame = self.buf[pos : pos + 3 + length]
                 frame[8] &= ~FLAG_RESPOND & 0xFF  # clear R; echo position and data
-                self.transport.write(frame)  # type: ignore[union-attr]
+                self.send(frame)
             return True
         if frame_type == FrameType.METADATA_PUSH:
-            frame = bytes(self.buf[pos : pos + 3 + length])
+            push = bytes(self.buf[pos : pos + 3 + length])
             for backend in self.node.backends.values():
                 conn = backend.conn
                 if conn is not None and not conn.closed:
-                    conn.write(frame, self)
+                    conn.write(push, self)
             return True
         if frame_type == FrameType.ERROR:
             self.close()  # the client ends the connection (e.g. CONNECTION_CLOSE)

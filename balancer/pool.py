@@ -252,6 +252,7 @@ class Pool:
 
     def _apply(self, view: BackendView, record: _Health, now: float) -> bool:
         """Derive ``view.state``; start slow start on recovery. True if it changed."""
+        state: Health
         if record.told is not Health.UP:
             state = record.told
         elif record.ejected_until is not None:

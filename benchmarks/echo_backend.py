@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -25,16 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reactivestreams.subscriber import DefaultSubscriber  # noqa: E402
-from rsocket.error_codes import ErrorCode  # noqa: E402
-from rsocket.exceptions import RSocketProtocolError  # noqa: E402
-from rsocket.payload import Payload  # noqa: E402
-from rsocket.request_handler import BaseRequestHandler  # noqa: E402
-from rsocket.rsocket_server import RSocketServer  # noqa: E402
-from rsocket.streams.stream_from_async_generator import StreamFromAsyncGenerator  # noqa: E402
-from rsocket.transports.tcp import TransportTCP  # noqa: E402
+from reactivestreams.subscriber import DefaultSubscriber
+from rsocket.error_codes import ErrorCode
+from rsocket.exceptions import RSocketProtocolError
+from rsocket.payload import Payload
+from rsocket.request_handler import BaseRequestHandler
+from rsocket.rsocket_server import RSocketServer
+from rsocket.streams.stream_from_async_generator import StreamFromAsyncGenerator
+from rsocket.transports.tcp import TransportTCP
 
-from lblab.procs import announce_ready  # noqa: E402
+from lblab.procs import announce_ready
 
 READ_BUFFER_BYTES = 65536
 """rsocket-py reads 1024 bytes at a time by default; 64 KiB is 2.4x faster for 1 MB (FIELD-NOTES)."""
@@ -94,11 +95,18 @@ def handler_factory(state: EchoState) -> type[BaseRequestHandler]:
             n = int(payload.data) if payload.data and payload.data.isdigit() else 3
 
             async def items():  # type: ignore[no-untyped-def]
+                # rsocket-py stops pulling after the item flagged complete, so the
+                # generator never finishes by itself: account it done before that item.
+                ended = False
                 try:
                     for i in range(n):
+                        if i == n - 1:
+                            ended = True
+                            state.done()
                         yield Payload(f"{state.id}:{i}".encode()), i == n - 1
                 finally:
-                    state.done()
+                    if not ended:
+                        state.done()
 
             return StreamFromAsyncGenerator(items)
 
@@ -125,12 +133,16 @@ def handler_factory(state: EchoState) -> type[BaseRequestHandler]:
                     queue.put_nowait(None)
 
             async def echo():  # type: ignore[no-untyped-def]
+                ended = False
                 try:
                     while (item := await queue.get()) is not None:
                         yield Payload(item.data, state.id.encode()), False
+                    ended = True
+                    state.done()
                     yield Payload(b"end", state.id.encode()), True
                 finally:
-                    state.done()
+                    if not ended:
+                        state.done()
 
             return StreamFromAsyncGenerator(echo), Inbound()
 
@@ -162,16 +174,17 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    announce_ready("server", id=args.id, port=server.sockets[0].getsockname()[1], cpu_limit="none", cgroup=None)
+    announce_ready(
+        "server", id=args.id, port=server.sockets[0].getsockname()[1], cpu_limit="none", cgroup=None
+    )
     await stop.wait()
     state.draining = True
     server.close()
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(state.idle.wait(), 10)
-    except TimeoutError:
-        pass
     for conn in connections:
-        await conn.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(conn.close(), 1)  # rsocket-py's close can wait on a dead peer
 
 
 def main() -> None:

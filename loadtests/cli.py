@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
         preset: str = typer.Option(
             None, "--preset", help="quick | thesis | tiny | ingram | martins (default: quick)"
         ),
-        config: Path = typer.Option(None, "--config", help="TOML file; flags override it."),
+        config: str = typer.Option(None, "--config", help="TOML file; flags override it."),
         strategies: str = typer.Option(None, help="Comma list, e.g. r,rr,wrr,lc,dwrr."),
         scenarios: str = typer.Option(None, help="Comma list, e.g. sp+sr,lp+lr,variation."),
         duration: str = typer.Option(None, help="Measured time per phase, e.g. 20m."),
@@ -49,6 +49,9 @@ def register(app: typer.Typer) -> None:
         replications: int = typer.Option(None, help="Repetitions of the whole matrix."),
         out: str = typer.Option(None, help="Run directory (default results/<name>-<time>)."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
+        no_report: bool = typer.Option(
+            False, "--no-report", help="Print the summary table only (no HTML report)."
+        ),
         print_config: bool = typer.Option(
             False, "--print-config", help="Print the resolved config as TOML and exit."
         ),
@@ -74,14 +77,15 @@ def register(app: typer.Typer) -> None:
         from loadtests.runner import EXIT_PHASE_FAILED, Manifest, Runner, new_manifest
 
         console = Console(stderr=True)
-        given = {
+        flags = flags_layer(
+            strategies=strategies, scenarios=scenarios, duration=duration, warmup=warmup,
+            replications=replications, seed=seed, locust_workers=locust_workers, out=out,
+            users=users, testbed=testbed, balancer=balancer, admin=admin,
+        )  # fmt: skip
+        given: dict[str, Any] = {
             "preset": preset,
-            "config_file": str(config) if config else None,
-            "flags": flags_layer(
-                strategies=strategies, scenarios=scenarios, duration=duration, warmup=warmup,
-                replications=replications, seed=seed, locust_workers=locust_workers, out=out,
-                users=users, testbed=testbed, balancer=balancer, admin=admin,
-            ),  # fmt: skip
+            "config_file": config,
+            "flags": flags,
         }
         if resume:
             if not out:
@@ -94,9 +98,9 @@ def register(app: typer.Typer) -> None:
             cfg = runconfig.build(manifest.data["config"])
             console.print(f"resuming {run_dir} (its own config; other flags are ignored)")
         else:
-            file_layer = load_toml(config) if config else None
+            file_layer = load_toml(Path(config)) if config else None
             preset_name = preset or (file_layer or {}).get("preset") or "quick"
-            cfg = runconfig.resolve(load_preset(preset_name), file_layer, given["flags"])
+            cfg = runconfig.resolve(load_preset(preset_name), file_layer, flags)
             if print_config:
                 sys.stdout.write(cfg.to_toml())
                 return
@@ -118,6 +122,8 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_PHASE_FAILED) from None
         if code == 130:
             console.print(f"interrupted; continue with: lblab run --resume --out {run_dir}")
+        elif no_report:
+            summary.print_summary(run_dir, console)
         else:
             summary.finish(run_dir, console)
         raise typer.Exit(code)

@@ -25,7 +25,13 @@ class EchoProtocol(asyncio.Protocol):
     def __init__(self, server_id: str, reject_every: int, hold_every: int) -> None:
         self.decoder = FrameDecoder()
         self.reply = json.dumps(
-            {"server": server_id, "work_bytes": 0, "service_ms": 0.0, "queue_ms": 0.0, "inflight": 0}
+            {
+                "server": server_id,
+                "work_bytes": 0,
+                "service_ms": 0.0,
+                "queue_ms": 0.0,
+                "inflight": 0,
+            }
         ).encode()
         self.reject_every, self.hold_every = reject_every, hold_every
         self.seen = 0
@@ -65,7 +71,9 @@ class EchoProtocol(asyncio.Protocol):
                 elif isinstance(frame, Keepalive) and frame.respond:
                     out.append(encode_frame(Keepalive(respond=False, data=frame.data)))
         except RemoteProtocolError as exc:
-            out.append(encode_frame(Error(stream_id=0, error_code=exc.error_code, message=str(exc))))
+            out.append(
+                encode_frame(Error(stream_id=0, error_code=exc.error_code, message=str(exc)))
+            )
             self.transport.write(b"".join(out))
             self.transport.close()
             return

@@ -42,7 +42,9 @@ def parse_host(host: str | None) -> tuple[str, int]:
 
 
 def spec_of(environment: Any) -> LoadSpec:
-    text = getattr(environment.parsed_options, "lblab_spec", "") if environment.parsed_options else ""
+    text = (
+        getattr(environment.parsed_options, "lblab_spec", "") if environment.parsed_options else ""
+    )
     if not text:
         raise ConfigError("no load spec: pass --lblab-spec JSON (the runner does this)")
     return LoadSpec.from_json(text)

@@ -30,7 +30,6 @@ import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from lblab.config import parse_duration, parse_hostport, parse_size
@@ -268,7 +267,7 @@ def _names(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{name}: give a non-empty list of names, e.g. [\"rr\", \"lc\"]")
+        raise ConfigError(f'{name}: give a non-empty list of names, e.g. ["rr", "lc"]')
     if len(set(value)) != len(value):
         raise ConfigError(f"{name}: {value} names something twice")
     return tuple(value)
@@ -300,7 +299,9 @@ def _cell(raw: Any, where: str) -> Cell:
             raise ConfigError(f"{where}: unknown cell {raw!r}; cells are {', '.join(CELLS)}")
         return CELLS[raw]
     if not isinstance(raw, Mapping) or not {"package", "work"} <= set(raw):
-        raise ConfigError(f"{where}: a custom cell needs package and work, e.g. {{package = \"66KB\", work = \"10KB\"}}")
+        raise ConfigError(
+            f'{where}: a custom cell needs package and work, e.g. {{package = "66KB", work = "10KB"}}'
+        )
     package = parse_size(raw["package"], f"{where}.package")
     work = parse_size(raw["work"], f"{where}.work")
     return Cell(str(raw.get("name", f"{package}B+{work}B")), package, work)
@@ -308,15 +309,19 @@ def _cell(raw: Any, where: str) -> Cell:
 
 def _server(raw: Any, where: str) -> ServerSpec:
     if not isinstance(raw, Mapping) or "id" not in raw:
-        raise ConfigError(f"{where}: each server needs an id, e.g. {{id = \"s1\", cpu_quota = 0.25}}")
+        raise ConfigError(f'{where}: each server needs an id, e.g. {{id = "s1", cpu_quota = 0.25}}')
     unknown = set(raw) - {"id", "cpu_quota", "workers", "delay_ms", "max_inflight"}
     if unknown:
         raise ConfigError(f"{where}: unknown server keys {sorted(unknown)}")
     return ServerSpec(
         id=str(raw["id"]),
-        cpu_quota=None if raw.get("cpu_quota") is None else _float(f"{where}.cpu_quota", raw["cpu_quota"]),
+        cpu_quota=None
+        if raw.get("cpu_quota") is None
+        else _float(f"{where}.cpu_quota", raw["cpu_quota"]),
         workers=None if raw.get("workers") is None else _int(f"{where}.workers", raw["workers"], 1),
-        delay_ms=None if raw.get("delay_ms") is None else _float(f"{where}.delay_ms", raw["delay_ms"]),
+        delay_ms=None
+        if raw.get("delay_ms") is None
+        else _float(f"{where}.delay_ms", raw["delay_ms"]),
         max_inflight=None
         if raw.get("max_inflight") is None
         else _int(f"{where}.max_inflight", raw["max_inflight"], 1),
@@ -381,7 +386,9 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
 
     options = raw.get("strategy_options", {})
     if not all(isinstance(v, Mapping) for v in options.values()):
-        raise ConfigError("strategy_options: use one table per strategy, e.g. [strategy_options.lc]")
+        raise ConfigError(
+            "strategy_options: use one table per strategy, e.g. [strategy_options.lc]"
+        )
 
     kind = testbed_raw["kind"]
     _one_of("testbed.kind", kind, TESTBEDS)
@@ -414,12 +421,24 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
     for i, ev in enumerate(raw.get("timeline", [])):
         where = f"timeline[{i}]"
         if not isinstance(ev, Mapping) or not {"at", "action", "server"} <= set(ev):
-            raise ConfigError(f"{where}: needs at, action and server, e.g. {{at = \"10s\", action = \"kill\", server = \"s2\"}}")
+            raise ConfigError(
+                f'{where}: needs at, action and server, e.g. {{at = "10s", action = "kill", server = "s2"}}'
+            )
         _one_of(f"{where}.action", ev["action"], ACTIONS)
         server = str(ev["server"])
         spec = None
         if ev["action"] == "add" and server not in ids:
-            spec = _server({"id": server, **{k: v for k, v in ev.items() if k in ("cpu_quota", "workers", "delay_ms", "max_inflight")}}, where)
+            spec = _server(
+                {
+                    "id": server,
+                    **{
+                        k: v
+                        for k, v in ev.items()
+                        if k in ("cpu_quota", "workers", "delay_ms", "max_inflight")
+                    },
+                },
+                where,
+            )
         elif server not in ids:
             raise ConfigError(f"{where}.server: {server!r} is not one of the servers {ids}")
         only = tuple(ev.get("scenarios", ()))
@@ -437,12 +456,16 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
             )
         )
     if timeline and kind == "external":
-        raise ConfigError("timeline events need the local testbed (the runner owns those processes)")
+        raise ConfigError(
+            "timeline events need the local testbed (the runner owns those processes)"
+        )
 
     duration = parse_duration(run["duration"], "run.duration")
     warmup = parse_duration(run["warmup"], "run.warmup")
-    if duration <= 0 and not all(l.model == "open" and l.count for l in loads.values()):
-        raise ConfigError("run.duration must be above 0 (only open-loop phases with a count may omit it)")
+    if duration <= 0 and not all(load.model == "open" and load.count for load in loads.values()):
+        raise ConfigError(
+            "run.duration must be above 0 (only open-loop phases with a count may omit it)"
+        )
     name = str(run["name"])
     if not name or "/" in name:
         raise ConfigError(f"run.name: {name!r} must be a non-empty name without '/'")

@@ -172,13 +172,16 @@ def software_versions() -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             out[name] = None
     try:
-        out["git_commit"] = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).parent,
-        ).stdout.strip() or None
+        out["git_commit"] = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=Path(__file__).parent,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.TimeoutExpired):
         out["git_commit"] = None
     return out
@@ -239,6 +242,9 @@ class Runner:
             code = EXIT_INTERRUPTED
             if current is not None:
                 m.update_phase(current, status="interrupted", end=time.time())
+        except BaseException:
+            code = EXIT_PHASE_FAILED  # e.g. the testbed did not start; the caller reports it
+            raise
         finally:
             with _ignoring_interrupts():
                 if self.locust is not None:
@@ -388,8 +394,7 @@ class Runner:
                 ("cpu", self.cpu, ("t", "server", "cpu_percent")),
             ):
                 rows = [
-                    {c: r.get(c) for c in cols}
-                    for r in source.window(entry["start"], entry["end"])
+                    {c: r.get(c) for c in cols} for r in source.window(entry["start"], entry["end"])
                 ]
                 counts[table] = len(rows)
                 if rows:

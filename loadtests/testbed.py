@@ -15,6 +15,8 @@ Files each local process writes, under the run directory:
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,14 +67,14 @@ class LocalTestbed:
     def start(self, strategy: str) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.raw.mkdir(parents=True, exist_ok=True)
+        for spec in self.config.servers:
+            self.servers[spec.id] = ServerProcess(spec, self.config.weights.get(spec.id, 1.0))
         try:
-            for spec in self.config.servers:
-                proc = ServerProcess(spec, self.config.weights.get(spec.id, 1.0))
-                self.servers[spec.id] = proc
-                self._start_server(proc)
+            # Each start waits for a ready line (about 1 s of interpreter start-up): start
+            # the servers together, then the balancer, then the agents together.
+            _all(self._start_server, self.servers.values())
             self._start_balancer(strategy)
-            for proc in self.servers.values():
-                self._start_agent(proc)
+            _all(self._start_agent, self.servers.values())
         except BaseException:
             self.stop()
             raise
@@ -275,14 +277,20 @@ class ExternalTestbed:
     def facts(self) -> dict[str, Any]:
         return {
             "kind": "external",
-            "balancer": "%s:%d" % self.address,
+            "balancer": "{}:{}".format(*self.address),
             "admin": None if self.admin is None else self.admin.base,
             "cpu_limit_method": "external",
         }
+
+
+def _all(start: Callable[[ServerProcess], None], procs: Iterable[ServerProcess]) -> None:
+    """Run ``start`` for every process at once; re-raise the first failure."""
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for future in [pool.submit(start, p) for p in procs]:
+            future.result()
 
 
 def make_testbed(config: RunConfig, run_dir: Path) -> LocalTestbed | ExternalTestbed:
     if config.testbed.kind == "external":
         return ExternalTestbed(config, run_dir)
     return LocalTestbed(config, run_dir)
-

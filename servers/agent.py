@@ -76,7 +76,7 @@ class CpuSource(Protocol):
 
 class PidSource:
     def __init__(self, pid: int) -> None:
-        import psutil
+        import psutil  # type: ignore[import-untyped]
 
         self._psutil = psutil
         try:

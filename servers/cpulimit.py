@@ -10,9 +10,10 @@ exit it moves back to the root groups and removes both directories; groups left 
 killed server (its pid gone, no tasks) are removed by the next server that starts.
 
 duty cycle (fallback, anywhere): a token bucket over the process's own CPU time. The
-budget refills at ``share`` CPU-seconds per wall second, holds at most one 10 ms
-period's worth, and every worker checks it before and after a request's work and
-sleeps off any debt, so the process averages ``share`` of a CPU. A request's work
+budget refills at ``share`` CPU-seconds per wall second, is charged the CPU the process
+used, holds at most one 10 ms period's worth of credit, and every worker settles it
+before and after a request's work (so idle gaps and work fall in separate intervals)
+and sleeps off any debt, so the process averages ``share`` of a CPU. A request's work
 cannot be cut into slices mid-``json.dumps``, so a long request runs at full speed and
 then pays its debt before it answers: its service time is stretched to ``cpu / share``
 as under a quota, only coarser. It counts all the process's CPU (framing included),
@@ -39,6 +40,7 @@ CGROUP_CPU_ROOT = Path("/sys/fs/cgroup/cpu")
 CGROUP_CPUACCT_ROOT = Path("/sys/fs/cgroup/cpuacct")
 PERIOD_US = 10_000
 MIN_QUOTA_US = 1_000  # the kernel refuses a cfs quota below 1 ms
+MIN_SLEEP_S = 100e-6  # below this a sleep costs more in wake-up than it pays back
 CGROUP_PREFIX = "lblab-"
 
 
@@ -79,9 +81,11 @@ class DutyCycle:
         with self._lock:
             cpu, wall = self._cpu(), self._wall()
             refill = self.share * (wall - self._last_wall)
-            self._budget = min(self._burst, self._budget + refill) - (cpu - self._last_cpu)
+            self._budget = min(self._burst, self._budget + refill - (cpu - self._last_cpu))
             self._last_cpu, self._last_wall = cpu, wall
-            return -self._budget / self.share if self._budget < 0 else 0.0
+            debt = -self._budget / self.share
+            # A debt too small to sleep for stays in the budget and is paid next time.
+            return debt if debt > MIN_SLEEP_S else 0.0
 
     def wait(self) -> float:
         """Sleep until the budget is not in debt; returns the seconds slept."""

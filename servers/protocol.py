@@ -29,6 +29,8 @@ max-inflight, no valid lease) without waiting; admitted work goes to the service
   ``LEASE_TTL_MS``. It is renewed every ``LEASE_RENEW_S`` and, as capacity frees, as
   soon as the unused part of the lease falls to half the free capacity. A request
   without a valid lease is REJECTED. Draining grants a lease of 0.
+- Backpressure: when the transport's write buffer passes its high-water mark (a peer
+  that does not read its answers), reading from that peer pauses until it drains.
 """
 
 from __future__ import annotations
@@ -182,6 +184,14 @@ class ServerConnection(asyncio.Protocol):
         for sid, st in list(self._streams.items()):
             self._cancel(sid, st)
 
+    def pause_writing(self) -> None:
+        """The peer reads its answers slower than it sends requests: stop reading from it."""
+        self._transport.pause_reading()  # type: ignore[union-attr]
+
+    def resume_writing(self) -> None:
+        if not self._closed:
+            self._transport.resume_reading()  # type: ignore[union-attr]
+
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
@@ -313,7 +323,7 @@ class ServerConnection(asyncio.Protocol):
         if sid in self._streams:
             self.close_with_error(ErrorCode.CONNECTION_ERROR, f"stream id {sid} is already in use")
             return
-        reason = self.state.refusal() or self._lease_refusal()
+        reason = self._lease_refusal() or self.state.refusal()
         if reason is not None:
             self.state.rejected += 1
             if kind is not FrameType.REQUEST_FNF:
@@ -477,7 +487,8 @@ class ServerConnection(asyncio.Protocol):
         if st.ended:
             return
         st.ended = True
-        self._streams.pop(sid, None)
+        if self._streams.get(sid) is st:
+            del self._streams[sid]
         self.state.release()
 
     # ------------------------------------------------------------ timers and leases

@@ -120,7 +120,7 @@ class ServerState:
             server=self.id,
             source=source,
             t=time.time(),
-            qps=self.qps,
+            qps=round(self.qps, 3),
             inflight=self.inflight,
             queue_ms=None if result is None else round(result.queue_ms, 3),
             service_ms=round(result.service_ms, 3)

@@ -31,8 +31,7 @@ DEFAULT_STREAM_ITEMS = 3
 CACHE_BUDGET_BYTES = 48_000_000
 """Encoded bytes of documents kept in the cache (the matrix's 10 KB + 100 KB + 1 MB fit)."""
 
-_FRAME = {"records": [], "pad": ""}
-_FRAME_BYTES = len(json.dumps(_FRAME))  # 26: '{"records": [], "pad": ""}'
+_FRAME_BYTES = len(json.dumps({"records": [], "pad": ""}))  # 26
 _SEPARATOR_BYTES = 2  # ", " between list items with json.dumps' default separators
 
 

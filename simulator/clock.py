@@ -25,6 +25,11 @@ LATE = 2
 """Priority after SimPy's NORMAL (1): client sends at an instant come last."""
 
 
+def snap(t: float) -> float:
+    """``t`` on the grid: the exact time an event scheduled for ``t`` runs at."""
+    return round(t * GRID) / GRID
+
+
 class At(Event):
     """A triggered event that runs ``callback(event)`` ``delay`` seconds from now."""
 
@@ -33,7 +38,7 @@ class At(Event):
         env: Environment,
         delay: float,
         value: Any,
-        callback: Callable[[Event], None],
+        callback: Callable[[Any], None],
         priority: int = NORMAL,
     ) -> None:
         # Inlined Event.__init__ plus Environment.schedule, as SimPy's own Timeout does,
@@ -44,5 +49,5 @@ class At(Event):
         self._ok = True
         heappush(
             env._queue,
-            (round((env._now + delay) * GRID) / GRID, priority, next(env._eid), self),
+            (round((env._now + delay) * GRID) / GRID, priority, next(env._eid), self),  # snap()
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -66,7 +67,7 @@ class RequestRows:
 
     def table(self, key: dict[str, object], servers: Sequence[str]) -> pa.Table:
         n = len(self)
-        cols = {k: [v] * n for k, v in key.items()}
+        cols: dict[str, Any] = {k: [v] * n for k, v in key.items()}
         cols |= {
             "t_sent": _col(self.t_sent, "f8"),
             "latency_ms": _col(self.latency_ms, "f8"),
@@ -91,7 +92,7 @@ class SampleRows:
     def __init__(self, value_type: str) -> None:
         self.t = array("d")
         self.server = array("i")
-        self.value = array(value_type)
+        self.value: array[Any] = array(value_type)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -100,7 +101,7 @@ class SampleRows:
         self, name: str, value_column: str, key: dict[str, object], servers: Sequence[str]
     ) -> pa.Table:
         n = len(self)
-        cols = {k: [v] * n for k, v in key.items()}
+        cols: dict[str, Any] = {k: [v] * n for k, v in key.items()}
         cols |= {
             "t": _col(self.t, "f8"),
             "server": _names(self.server, servers),

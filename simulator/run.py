@@ -35,7 +35,7 @@ from balancer.pool import BackendSpec, Pool
 from balancer.strategies.base import Outcome, RequestView, Strategy
 from balancer.strategies.registry import make_strategy
 from lblab.loadreport import LoadReport
-from simulator.clock import LATE, At
+from simulator.clock import LATE, At, snap
 from simulator.config import EPOCH, SimConfig, rng_stream
 from simulator.model import Job, SimServer
 from simulator.record import ERROR_CODE, NO_ERROR, RequestRows, SampleRows
@@ -197,7 +197,7 @@ class Simulation:
         req = _Request(self._sent, now, package, work, key)
         self._sent += 1
         if self.cfg.deadline is not None:
-            req.deadline = now + self.cfg.deadline
+            req.deadline = snap(now + self.cfg.deadline)  # the watchdog's exact instant
             self._watch.append(req)
             if not self._watch_armed:
                 self._arm_watchdog()
@@ -263,7 +263,7 @@ class Simulation:
         watch = self._watch
         while watch and (watch[0].state == _DONE or watch[0].deadline <= now):
             req = watch.popleft()
-            if req.state == _DISPATCHED:
+            if req.state == _DISPATCHED and req.request is not None:
                 self.pool.complete(
                     req.view,
                     req.request,
@@ -414,7 +414,7 @@ class Simulation:
         reports = []
         for s, (busy0, done0) in zip(self.servers, self._last_sample, strict=True):
             busy = s.busy_time()
-            util = (busy - busy0) / (period * s.workers)
+            util = min((busy - busy0) / (period * s.workers), 1.0)  # float noise: 1 + 5e-15
             qps = (s.completed - done0) / period
             self._last_sample[s.index] = (busy, s.completed)
             cpu.t.append(EPOCH + now)

@@ -54,4 +54,4 @@ def print_summary(results: Sequence[SimResult]) -> None:
             f"{s['wall_s']:.2f}",
             f"{s['req_per_wall_s']:,.0f}",
         )
-    Console().print(table)
+    Console(width=160).print(table)

@@ -1,8 +1,7 @@
 """What the simulated clients send, and when.
 
-Request shapes follow the thesis matrix (DESIGN.md, "Scenarios"): package size
-s/m/l = 100 B / 10 KB / 1 MB and work volume s/m/l = 10 KB / 100 KB / 1 MB, named
-``sp+sr`` ... ``lp+lr``; ``variation`` draws one of the nine cells per request. A
+Request shapes are the live runner's scenario matrix (``loadtests/scenarios.py``:
+``sp+sr`` ... ``lp+lr``, ``variation`` drawing one of the nine cells per request); a
 reproduction may pass its own cells (Martins: 66 KB / 1 MB / 17 MB objects).
 
 Arrivals are open (``rate`` requests per second, evenly spaced or Poisson; latency
@@ -17,21 +16,15 @@ from dataclasses import dataclass
 
 from lblab.errors import ConfigError
 
-PACKAGE_BYTES = {"s": 100, "m": 10_000, "l": 1_000_000}
-WORK_BYTES = {"s": 10_000, "m": 100_000, "l": 1_000_000}
-SCENARIOS = (*(f"{p}p+{w}r" for p in PACKAGE_BYTES for w in WORK_BYTES), "variation")
-
 Cell = tuple[int, int]
 """``(package_bytes, work_bytes)``."""
 
 
 def scenario_cells(name: str) -> tuple[Cell, ...]:
-    """The request shapes of a named scenario (one cell, or all nine for ``variation``)."""
-    if name == "variation":
-        return tuple((PACKAGE_BYTES[p], WORK_BYTES[w]) for p in PACKAGE_BYTES for w in WORK_BYTES)
-    if name in SCENARIOS:
-        return ((PACKAGE_BYTES[name[0]], WORK_BYTES[name[3]]),)
-    raise ConfigError(f"scenario: {name!r} is unknown; scenarios are {', '.join(SCENARIOS)}")
+    """The request shapes of a named scenario (the runner's matrix, ``loadtests.scenarios``)."""
+    from loadtests.scenarios import builtin_scenario
+
+    return tuple((c.package_bytes, c.work_bytes) for c in builtin_scenario(name).cells)
 
 
 class ShapeSampler:

@@ -1,1 +1,3 @@
 """Shared fixtures for the whole suite."""
+
+pytest_plugins = ["tests.run_fixture"]

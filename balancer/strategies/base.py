@@ -130,6 +130,9 @@ class BaseStrategy:
     uses_push_reports: ClassVar[bool] = False
     uses_agent_reports: ClassVar[bool] = False
     uses_leases: ClassVar[bool] = False
+    uses_routing_key: ClassVar[bool] = False
+    """The balancer parses a request's composite metadata for ``RequestView.routing_key``
+    only for strategies that set this (hash strategies); the others cost nothing for it."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng if rng is not None else random.Random(0)

@@ -15,19 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import BackendView, RequestView, eligible
+from .base import BackendView, RequestView
 from .configured import ConfiguredStrategy
-
-
-def allowance(backend: BackendView, now: float) -> int:
-    """Requests the backend's lease still allows at ``now`` (0 without a live lease)."""
-    remaining = backend.lease_remaining
-    if remaining is None or remaining <= 0:
-        return 0
-    expires = backend.lease_expires_at
-    if expires is not None and now >= expires:
-        return 0
-    return remaining
 
 
 class Lease(ConfiguredStrategy):
@@ -43,13 +32,17 @@ class Lease(ConfiguredStrategy):
         best: BackendView | None = None
         most = 0
         tied = False
-        for b in self.avail.items:
-            left = allowance(b, now)
-            if left <= 0 or not eligible(b, request):
+        exclude = request.exclude
+        for b in self.avail.items:  # a live lease with the most allowance left
+            left = b.lease_remaining
+            if left is None or left < most or left <= 0:
+                continue
+            expires = b.lease_expires_at
+            if (expires is not None and now >= expires) or not b.available or b.id in exclude:
                 continue
             if left > most:
                 best, most, tied = b, left, False
-            elif left == most:
+            else:
                 tied = True
         if tied:
             self.ties += 1

@@ -100,6 +100,7 @@ class Maglev(ConfiguredStrategy):
     summary = "Maglev table of prime size M (65537): backends take turns filling preferred slots"
     Config = MaglevConfig
     config: MaglevConfig
+    uses_routing_key = True
 
     def _setup(self) -> None:
         self._signature: tuple[BackendView, ...] = ()

@@ -14,6 +14,8 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
+_GONE = object()
+
 
 class LazyMinHeap:
     __slots__ = ("_heap", "_key")
@@ -58,6 +60,23 @@ class LazyMinHeap:
         ``tied`` is True when the next live entry has the same key (a tie on load). Entries
         rejected by ``accept`` (excluded for this request) are set aside and pushed back.
         """
+        heap, current = self._heap, self._key
+        while heap and current.get(heap[0][1], _GONE) != heap[0][0]:
+            heapq.heappop(heap)  # stale top
+        if not heap:
+            return None
+        key, index = heap[0]
+        if accept(index):
+            # Fast path: any other entry with the same key has an equal-keyed child of
+            # the top on its path (heap order), so the children decide a tie unless
+            # one of them is a stale entry with that key.
+            for child in heap[1:3]:
+                if child[0] == key:
+                    if child[1] != index and current.get(child[1], _GONE) == key:
+                        return index, True
+                    break  # a stale or duplicate entry with that key: ask the slow path
+            else:
+                return index, False
         aside: list[tuple[Any, int]] = []
         found: tuple[Any, int] | None = None
         seen: set[int] = set()

@@ -65,6 +65,7 @@ class RingHash(ConfiguredStrategy):
     summary = "consistent hash (Ketama): 160 * weight points per backend, next point clockwise"
     Config = RingHashConfig
     config: RingHashConfig
+    uses_routing_key = True
 
     def _setup(self) -> None:
         self._signature: tuple[tuple[BackendView, float], ...] = ()

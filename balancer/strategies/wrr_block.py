@@ -12,6 +12,7 @@ walk wraps around to the start: the end of a cycle.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 
 from .base import BackendView, RequestView, eligible
@@ -35,12 +36,15 @@ class BlockWeightedRoundRobin(ConfiguredStrategy):
         return {b.id: max(1, round(self.weight(b))) for b in self.avail.items}
 
     def _rebuild(self, backends: Sequence[BackendView], now: float) -> None:
-        current = self._holder
-        if current is not None and current.available and self._current(current):
-            self._pos = self.avail.items.index(current) + 1
+        holder = self._holder
+        if holder is None or not self._current(holder):
+            self._holder, self._left, self._pos = None, 0, 0
         else:
-            self._left = 0
-            self._pos = min(self._pos, len(self.avail.items))
+            # Resume after the holder's list position; a holder that went away loses
+            # the rest of its block.
+            self._pos = bisect_right(self.avail.indices, holder.index)
+            if not holder.available:
+                self._left = 0
         self._blocks = self._cycle_weights(now)
 
     def pick(

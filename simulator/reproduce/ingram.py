@@ -83,7 +83,10 @@ WHY = {
         "push reports reach the balancer at once here (no HTTP POST latency), so every "
         "pick sees the exact queue: the ideal the paper's run approaches"
     ),
-    "dynamic-hybrid": "as dynamic-immediate: instantaneous pushes make it the ideal greedy",
+    "dynamic-hybrid": (
+        "a response report (queue_ms + service_ms * inflight, which counts the finished "
+        "request's own wait) replaces the exact pushed estimate until the next push"
+    ),
 }
 
 

@@ -151,6 +151,7 @@ def martins_chart(rows: Sequence[MartinsRow], path: Path) -> Path:
         )
         ax.set_xlabel("request rate (req/s)")
         ax.set_ylabel("average service time (s)")
+        ax.set_ylim(bottom=0)
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

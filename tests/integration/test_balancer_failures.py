@@ -48,7 +48,9 @@ async def load(port: int, stop_at: float, concurrency: int, results: list[Result
             while time.monotonic() < stop_at:
                 t = time.monotonic()
                 try:
-                    await asyncio.wait_for(client.request_response(Payload(WORK)), CLIENT_DEADLINE_S)
+                    await asyncio.wait_for(
+                        client.request_response(Payload(WORK)), CLIENT_DEADLINE_S
+                    )
                     results.append(Result(t, True, None))
                 except TimeoutError:
                     results.append(Result(t, False, "client deadline: the balancer let it hang"))
@@ -110,6 +112,7 @@ def test_draining_backend_loses_no_request(tmp_path):
         assert len(results) > 200
         status = status_of(balancer)
         assert status["outstanding"] == 0
+        assert status["replays"] > 0  # the draining server's REJECTED answers were replayed
         assert {b["id"]: b["state"] for b in status["backends"]}["s3"] == "down"
 
 

@@ -8,20 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections import Counter
 
 import pytest
 from balancer_testbed import (
+    RawClient,
     admin,
+    client_setup,
     processes,
     rsocket_client,
     start_balancer,
     start_echo,
     status_of,
+    wait_for,
 )
 from rsocket.awaitable.awaitable_rsocket import AwaitableRSocket
 from rsocket.payload import Payload
 from rsocket.streams.stream_from_async_generator import StreamFromAsyncGenerator
+
+from lblab.wire.frames import RequestResponse
 
 FRAGMENT = 4096
 
@@ -168,3 +174,27 @@ def test_admin_rejects_bad_requests(testbed):
     assert code == 400 and "no backend 'zz'" in body["error"]
     code, body = admin(balancer, "GET", "/nope")
     assert code == 404
+
+
+def test_a_client_that_does_not_read_is_paused_and_others_are_served(testbed):
+    balancer, _ = testbed
+    hog = RawClient(balancer.ready["port"])
+    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    hog.send(client_setup())
+    body = b"h" * 200_000
+    hog.sock.settimeout(3)
+    try:
+        for i in range(60):  # 12 MB of echoes that the hog never reads
+            hog.send(RequestResponse(stream_id=2 * i + 1, data=body))
+    except TimeoutError:
+        pass  # the balancer stopped reading us: that is the point
+    wait_for(lambda: status_of(balancer)["paused_clients"] == 1, 10, "the hog paused")
+
+    async def other():
+        async with rsocket_client(balancer.ready["port"]) as client:
+            return await asyncio.wait_for(client.request_response(Payload(b"fine")), 5)
+
+    assert run(other()).data == b"fine"
+    hog.close()
+    wait_for(lambda: status_of(balancer)["outstanding"] == 0, 10, "the hog's requests accounted")
+    assert status_of(balancer)["paused_clients"] == 0

@@ -59,7 +59,8 @@ def test_a_long_request_is_stretched_to_cpu_over_share() -> None:
 def test_idle_time_earns_no_more_than_one_period_of_credit() -> None:
     proc = FakeProcess()
     duty = make_duty_cycle(proc, 0.5)
-    proc.sleep(100.0)  # a long idle spell
+    proc.sleep(100.0)  # a long idle spell, settled before the work as the service does
+    assert duty.wait() == 0.0
     proc.run(0.020)
     assert duty.wait() == pytest.approx((0.020 - 0.005 - 0.010) / 0.5)
 
@@ -71,7 +72,12 @@ def test_duty_cycle_rejects_a_non_positive_share() -> None:
 
 @pytest.mark.parametrize(
     ("share", "expected"),
-    [(0.25, (10_000, 2_500)), (1.0, (10_000, 10_000)), (1.5, (10_000, 15_000)), (0.05, (20_000, 1_000))],
+    [
+        (0.25, (10_000, 2_500)),
+        (1.0, (10_000, 10_000)),
+        (1.5, (10_000, 15_000)),
+        (0.05, (20_000, 1_000)),
+    ],
 )
 def test_quota_uses_10ms_periods_and_never_a_quota_below_1ms(
     share: float, expected: tuple[int, int]

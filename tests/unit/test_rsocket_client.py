@@ -115,7 +115,9 @@ def test_setup_is_per_contract_and_keepalive_is_answered() -> None:
         seen["keepalive"] = frame()
         conn.sendall(
             encode_frame(
-                Payload(stream_id=request.stream_id, data=b'{"server":"p"}', next=True, complete=True)
+                Payload(
+                    stream_id=request.stream_id, data=b'{"server":"p"}', next=True, complete=True
+                )
             )
         )
         conn.recv(1)

@@ -62,7 +62,9 @@ def test_every_request_ends_once_ok_or_with_a_known_error():
 
 
 def test_deadline_turns_a_stuck_server_into_timeouts():
-    cfg = small(strategy="first", servers=1, requests=200, rate=100, service="fixed:100ms", deadline="500ms")
+    cfg = small(
+        strategy="first", servers=1, requests=200, rate=100, service="fixed:100ms", deadline="500ms"
+    )
     t = simulate(cfg).requests.to_pandas()
     assert (t["error_kind"] == "timeout").sum() > 100
     assert (t.loc[t["error_kind"] == "timeout", "latency_ms"].round(6) == 500.0).all()
@@ -139,7 +141,12 @@ def test_agent_reports_arrive_with_the_configured_staleness():
 
 @pytest.mark.parametrize(
     ("spec", "mean"),
-    [("fixed:250ms", 0.25), ("exp:10ms", 0.01), ("bimodal:1ms,501ms,0.1", 0.051), ("lognormal:50ms,1.5", 0.05)],
+    [
+        ("fixed:250ms", 0.25),
+        ("exp:10ms", 0.01),
+        ("bimodal:1ms,501ms,0.1", 0.051),
+        ("lognormal:50ms,1.5", 0.05),
+    ],
 )
 def test_service_specs_parse_and_round_trip(spec, mean):
     model = parse_service(spec)
@@ -147,7 +154,9 @@ def test_service_specs_parse_and_round_trip(spec, mean):
     assert parse_service(model.spec()) == model
 
 
-@pytest.mark.parametrize("spec", ["exp", "exp:-1ms", "bimodal:1ms,2ms,1.5", "json:b=1", "zipf:3", "fixed:soon"])
+@pytest.mark.parametrize(
+    "spec", ["exp", "exp:-1ms", "bimodal:1ms,2ms,1.5", "json:b=1", "zipf:3", "fixed:soon"]
+)
 def test_bad_service_specs_name_the_problem(spec):
     with pytest.raises(ConfigError, match="service"):
         parse_service(spec)
@@ -181,7 +190,9 @@ def test_toml_style_server_groups_build_heterogeneous_pools():
     t = simulate(cfg).requests.to_pandas()
     by_server = t.groupby("server")["service_ms"].mean()
     assert by_server["s3"] < by_server["s1"] / 4  # the big server is ~7x faster
-    assert set(zip(t["package_bytes"], t["work_bytes"], strict=True)) <= set(scenario_cells("variation"))
+    assert set(zip(t["package_bytes"], t["work_bytes"], strict=True)) <= set(
+        scenario_cells("variation")
+    )
 
 
 def test_cost_model_fit_recovers_known_coefficients():

@@ -1,0 +1,220 @@
+"""Each strategy's observable distribution through the live balancer, and runtime changes.
+
+One balancer over three real ``lblab server`` processes (s1 slowed by 30 ms a request);
+strategies are swapped at runtime with ``PUT /strategy`` as the experiment runner does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+
+import pytest
+from balancer_testbed import (
+    admin,
+    processes,
+    rsocket_client,
+    start_balancer,
+    start_server,
+    status_of,
+    wait_for,
+)
+from rsocket.payload import Payload
+
+from balancer.strategies.registry import strategy_names
+from lblab.loadreport import LoadReport
+from lblab.wire.metadata import request_metadata
+
+WORK = b'{"work_bytes": 100, "pad": ""}'
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("strategies")
+    servers = [
+        start_server("s1", logs, "--delay-ms", "30"),
+        start_server("s2", logs),
+        start_server("s3", logs),
+    ]
+    picks = logs / "picks.jsonl"
+    with processes(*servers) as kids:
+        balancer = start_balancer(
+            servers, logs, "--weights", "s1=1,s2=1,s3=7", "--picks", str(picks), "--seed", "7"
+        )
+        kids.append(balancer)
+        yield balancer, picks, logs, kids
+
+
+def served_by(balancer, strategy: str, n: int, concurrency: int, options=None) -> Counter:
+    code, body = admin(balancer, "PUT", "/strategy", {"name": strategy, "options": options or {}})
+    assert code == 200, body
+
+    async def go():
+        counts: Counter = Counter()
+        async with rsocket_client(balancer.ready["port"]) as client:
+            remaining = n
+
+            async def worker():
+                nonlocal remaining
+                while remaining > 0:
+                    remaining -= 1
+                    reply = await asyncio.wait_for(client.request_response(Payload(WORK)), 10)
+                    counts[json.loads(reply.data)["server"]] += 1
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return counts
+
+    return asyncio.run(go())
+
+
+def test_rr_spreads_evenly_in_list_order(testbed):
+    balancer = testbed[0]
+    assert served_by(balancer, "rr", 90, 1) == {"s1": 30, "s2": 30, "s3": 30}
+
+
+def test_r_spreads_roughly_evenly(testbed):
+    balancer = testbed[0]
+    counts = served_by(balancer, "r", 300, 4)
+    assert sum(counts.values()) == 300
+    assert all(60 <= counts[s] <= 140 for s in ("s1", "s2", "s3")), counts  # ~4.9 sigma
+
+
+@pytest.mark.skipif("wrr" not in strategy_names(), reason="wrr is not registered yet")
+def test_wrr_1_1_7_sends_seven_ninths_to_the_third(testbed):
+    balancer = testbed[0]
+    assert served_by(balancer, "wrr", 90, 1) == {"s1": 10, "s2": 10, "s3": 70}
+
+
+def test_lc_sends_less_to_the_slow_backend(testbed):
+    balancer = testbed[0]
+    counts = served_by(balancer, "lc", 240, 6)
+    assert counts["s1"] < 0.15 * 240, counts  # rr would give it a third
+
+
+def test_picks_log_has_one_line_per_pick(testbed):
+    balancer, picks = testbed[0], testbed[1]
+    served_by(balancer, "first", 5, 1)
+
+    def firsts():
+        if not picks.exists():
+            return None
+        rows = [json.loads(line) for line in picks.read_text().splitlines()]
+        return [r for r in rows if r["strategy"] == "first"] if len(rows) else None
+
+    rows = wait_for(lambda: (r := firsts()) and len(r) == 5 and r, 3, "5 picks of 'first'")
+    assert {r["server"] for r in rows} == {"s1"}
+    assert set(rows[0]) == {"t", "server", "inflight_at_pick", "strategy"}
+    assert abs(rows[0]["t"] - time.time()) < 30
+
+
+def test_backends_added_and_removed_at_runtime(testbed):
+    balancer, _, logs, kids = testbed
+    s4 = start_server("s4", logs)
+    kids.append(s4)
+    code, body = admin(
+        balancer,
+        "POST",
+        "/backends",
+        {"id": "s4", "address": f"127.0.0.1:{s4.ready['port']}", "weight": 1},
+    )
+    assert code == 200, body
+    wait_for(
+        lambda: any(
+            b["id"] == "s4" and b["state"] == "up" for b in status_of(balancer)["backends"]
+        ),
+        5,
+        "s4 up",
+    )
+    assert served_by(balancer, "rr", 40, 1)["s4"] >= 5
+    code, body = admin(balancer, "DELETE", "/backends/s4")
+    assert code == 200, body
+    assert [b["id"] for b in body["backends"]] == ["s1", "s2", "s3"]
+    assert "s4" not in served_by(balancer, "rr", 30, 2)
+    code, body = admin(balancer, "POST", "/backends", {"id": "s1", "address": "127.0.0.1:1"})
+    assert code == 400 and "already in the pool" in body["error"]
+
+
+def _report_sources(balancer) -> dict[str, str | None]:
+    return {
+        b["id"]: (b["last_report"] or {}).get("source") for b in status_of(balancer)["backends"]
+    }
+
+
+@pytest.mark.parametrize(
+    ("strategy", "source"), [("dynamic", "response"), ("dynamic-immediate", "push")]
+)
+def test_load_reports_reach_the_pool(testbed, strategy, source):
+    """A strategy that uses server reports gets backend connections that ask for them."""
+    if strategy not in strategy_names():
+        pytest.skip(f"{strategy} is not registered yet")
+    balancer = testbed[0]
+    served_by(balancer, strategy, 1, 1)  # the swap re-SETUPs the backend connections
+
+    def reported():
+        served_by_current(balancer, 6)
+        return all(s == source for s in _report_sources(balancer).values())
+
+    wait_for(reported, 5, f"{source} reports from every backend")
+
+
+def served_by_current(balancer, n: int) -> None:
+    async def go():
+        async with rsocket_client(balancer.ready["port"]) as client:
+            await asyncio.gather(*(client.request_response(Payload(WORK)) for _ in range(n)))
+
+    asyncio.run(asyncio.wait_for(go(), 10))
+
+
+def test_leases_are_tracked_for_the_lease_strategy(testbed):
+    if "lease" not in strategy_names():
+        pytest.skip("lease is not registered yet")
+    balancer = testbed[0]
+    served_by(balancer, "lease", 1, 1)
+    leases = wait_for(
+        lambda: [
+            b["lease_remaining"]
+            for b in status_of(balancer)["backends"]
+            if b["lease_remaining"] is not None
+        ],
+        5,
+        "LEASE frames from the backends",
+    )
+    assert len(leases) == 3 and all(n >= 0 for n in leases)
+    counts = served_by(balancer, "lease", 30, 3)
+    assert sum(counts.values()) == 30
+
+
+def test_agent_reports_reach_the_pool(testbed):
+    balancer = testbed[0]
+    report = LoadReport(server="s2", source="agent", t=time.time(), cpu_util=0.5, qps=10.0)
+
+    async def go():
+        async with rsocket_client(balancer.ready["agent_port"]) as client:
+            await client.fire_and_forget(Payload(report.to_json()))
+
+    asyncio.run(asyncio.wait_for(go(), 5))
+    wait_for(lambda: _report_sources(balancer)["s2"] == "agent", 5, "the agent report")
+
+
+def test_ring_hash_keeps_a_routing_key_on_one_backend(testbed):
+    if "ring-hash" not in strategy_names():
+        pytest.skip("ring-hash is not registered yet")
+    balancer = testbed[0]
+    admin(balancer, "PUT", "/strategy", {"name": "ring-hash"})
+
+    async def go():
+        seen: dict[str, set[str]] = {}
+        async with rsocket_client(balancer.ready["port"]) as client:
+            for i in range(60):
+                key = f"user-{i % 12}"
+                reply = await client.request_response(
+                    Payload(WORK, request_metadata(routing_key=key))
+                )
+                seen.setdefault(key, set()).add(json.loads(reply.data)["server"])
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(go(), 20))
+    assert all(len(servers) == 1 for servers in seen.values()), seen
+    assert len(set().union(*seen.values())) >= 2  # 12 keys do not all hash to one backend

@@ -1,0 +1,42 @@
+"""Server flags are checked once, with messages that name the flag and the fix."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from lblab.errors import ConfigError
+from lblab.procs import lblab_command
+from servers.server import ServerConfig
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"id": "s-1"}, "--id 's-1': use letters, digits"),
+        ({"port": 70000}, "--port 70000 is not a TCP port"),
+        ({"cpu_quota": 0.0}, "--cpu-quota 0.0: give a share of CPUs"),
+        ({"cpu_quota": 1000.0}, "--cpu-quota 1000.0: give a share of CPUs"),
+        ({"max_inflight": 0}, "--max-inflight must be >= 1"),
+        ({"workers": 0}, "--workers 0 must be in 1..--max-inflight (32)"),
+        ({"workers": 40}, "--workers 40 must be in 1..--max-inflight (32)"),
+        ({"delay_ms": -1.0}, "--delay-ms must be >= 0"),
+        ({"drain_timeout_s": 0.0}, "--drain-timeout must be > 0"),
+    ],
+)
+def test_bad_flags_name_the_flag(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        ServerConfig(**{"id": "s1", **fields})  # type: ignore[arg-type]
+
+
+def test_the_command_line_turns_a_bad_flag_into_exit_code_2() -> None:
+    result = subprocess.run(
+        lblab_command("server", "--id", "s1", "--port", "0", "--cpu-limit", "magic"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "--cpu-limit 'magic': use one of auto, cgroup, duty-cycle" in result.stderr

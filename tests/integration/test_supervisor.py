@@ -1,0 +1,84 @@
+"""The supervisor that stands in for systemd on the namespace testbed (no root needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infra import supervisor
+
+# A service that reports ready with a fact, then waits to be stopped.
+READY = (
+    "import json, os, signal, sys\n"
+    "print('lblab-ready ' + json.dumps({'role': 'x', 'port': 1, 'arg': sys.argv[-1]}), flush=True)\n"
+    "signal.sigwait([signal.SIGTERM])\n"
+)
+
+
+def _define(folder: Path, name: str, argv: list[str], ready: str = "line") -> None:
+    (folder / "services" / f"{name}.json").write_text(json.dumps({"argv": argv, "ready": ready}))
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Iterator[Path]:
+    (tmp_path / "services").mkdir()
+    assert supervisor.ensure(tmp_path)
+    assert not supervisor.ensure(tmp_path)  # a second ensure finds it running
+    yield tmp_path
+    pid = int((tmp_path / "supervisor.pid").read_text())
+    subprocess.run(["kill", str(pid)], check=True)
+    # serve() stops its services and removes its socket on SIGTERM.
+    for _ in range(200):
+        if not supervisor.socket_path(tmp_path).exists():
+            break
+        subprocess.run(["sleep", "0.05"], check=True)
+    assert not supervisor.socket_path(tmp_path).exists()
+
+
+def _ctl(folder: Path, *args: str) -> tuple[int, dict[str, object]]:
+    out = subprocess.run(
+        [sys.executable, "-m", "infra.supervisor", "ctl", "--dir", str(folder), *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return out.returncode, json.loads(out.stdout) if out.stdout else {"stderr": out.stderr}
+
+
+def test_start_is_idempotent_and_placeholders_take_ready_facts(folder: Path) -> None:
+    _define(folder, "server", [sys.executable, "-c", READY, "plain"])
+    _define(folder, "agent", [sys.executable, "-c", READY, "{server.pid}"])
+
+    code, reply = _ctl(folder, "start", "agent")
+    assert code == 1 and "start it first" in str(reply)  # the server is not running yet
+
+    code, reply = _ctl(folder, "start", "server")
+    assert code == 0 and reply["changed"] is True
+    server_pid = reply["service"]["pid"]  # type: ignore[index]
+    assert _ctl(folder, "start", "server")[1]["changed"] is False
+
+    code, reply = _ctl(folder, "start", "agent")
+    assert code == 0
+    assert reply["service"]["ready"]["arg"] == str(server_pid)  # type: ignore[index]
+
+    status = _ctl(folder, "status")[1]["services"]
+    assert status["server"]["running"] and status["agent"]["running"]  # type: ignore[index]
+
+    assert _ctl(folder, "stop", "agent")[1]["changed"] is True
+    assert _ctl(folder, "stop", "agent")[1]["changed"] is False
+    assert _ctl(folder, "try-restart", "agent")[1]["changed"] is False  # not running: stays so
+    code, reply = _ctl(folder, "restart", "server")
+    assert code == 0 and reply["service"]["pid"] != server_pid  # type: ignore[index]
+
+
+def test_bad_definitions_are_named(folder: Path) -> None:
+    code, reply = _ctl(folder, "start", "nope")
+    assert code == 1 and "no service 'nope'" in str(reply)
+    (folder / "services" / "broken.json").write_text("{")
+    assert "not valid JSON" in str(_ctl(folder, "start", "broken")[1])
+    _define(folder, "dies", [sys.executable, "-c", "raise SystemExit(3)"])
+    code, reply = _ctl(folder, "start", "dies")
+    assert code == 1 and "exited with code 3" in str(reply)

@@ -1,0 +1,114 @@
+"""The balancer's sans-I/O pieces: stream id allocation and the frame walk on a buffer."""
+
+from __future__ import annotations
+
+import pytest
+
+from balancer.framing import INITIAL_BUFFER_BYTES, FrameProtocol
+from balancer.router import StreamIds
+from lblab.errors import RemoteProtocolError
+from lblab.wire.codec import encode_frame
+from lblab.wire.codes import MAX_STREAM_ID, FrameType
+from lblab.wire.frames import Cancel, Keepalive, Payload, RequestResponse, RequestStream
+
+# ---------------------------------------------------------------- stream ids
+
+
+def test_ids_are_odd_and_increasing():
+    ids = StreamIds()
+    assert [ids.allocate(()) for _ in range(4)] == [1, 3, 5, 7]
+
+
+def test_ids_skip_those_in_use():
+    ids = StreamIds()
+    assert ids.allocate({1, 3, 7}) == 5
+    assert ids.allocate({7, 9}) == 11
+
+
+def test_ids_wrap_at_2_pow_31_and_skip_live_ones():
+    ids = StreamIds(first=MAX_STREAM_ID - 2)
+    assert ids.allocate(()) == MAX_STREAM_ID - 2
+    assert ids.allocate(()) == MAX_STREAM_ID
+    assert ids.allocate({1}) == 3
+
+
+@pytest.mark.parametrize("first", [0, 2, MAX_STREAM_ID + 2])
+def test_ids_reject_a_bad_start(first):
+    with pytest.raises(ValueError):
+        StreamIds(first=first)
+
+
+# ---------------------------------------------------------------- frame walk
+
+
+class Recorder(FrameProtocol):
+    """Records each frame as (stream id, type, flags, bytes) and any protocol error."""
+
+    __slots__ = ("errors", "frames")
+
+    def __init__(self, max_frame_bytes: int = 0xFFFFFF) -> None:
+        super().__init__(max_frame_bytes)
+        self.frames: list[tuple[int, int, int, bytes]] = []
+        self.errors: list[RemoteProtocolError] = []
+
+    def on_frame(self, pos, length, stream_id, frame_type, flags):
+        self.frames.append((stream_id, frame_type, flags, bytes(self.buf[pos : pos + 3 + length])))
+        return True
+
+    def protocol_error(self, exc):
+        self.errors.append(exc)
+
+    def feed(self, data: bytes, chunk: int) -> None:
+        view = memoryview(data)
+        while view:
+            target = self.get_buffer(-1)
+            n = min(len(target), len(view), chunk)
+            target[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
+
+
+FRAMES = [
+    RequestResponse(stream_id=1, data=b'{"x": 1}', metadata=b"m"),
+    Keepalive(respond=True, data=b"k"),
+    RequestStream(stream_id=3, initial_n=5, data=b"s"),
+    Payload(stream_id=1, data=b"p" * 300, follows=True),
+    Cancel(stream_id=3),
+]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 9, 17, 64, 1 << 20])
+def test_walk_yields_every_frame_whatever_the_split(chunk):
+    data = b"".join(encode_frame(f) for f in FRAMES)
+    rec = Recorder()
+    rec.feed(data, chunk)
+    assert not rec.errors
+    assert [r[3] for r in rec.frames] == [encode_frame(f) for f in FRAMES]
+    assert [(r[0], r[1]) for r in rec.frames] == [(f.stream_id, f.frame_type) for f in FRAMES]
+    assert rec.frames[3][2] & 0x80  # FOLLOWS seen on the PAYLOAD
+
+
+def test_a_frame_larger_than_the_buffer_grows_it():
+    big = encode_frame(RequestResponse(stream_id=1, data=b"z" * (3 * INITIAL_BUFFER_BYTES)))
+    rec = Recorder()
+    rec.feed(big + encode_frame(Cancel(stream_id=1)), 100_000)
+    assert [r[3] for r in rec.frames] == [big, encode_frame(Cancel(stream_id=1))]
+
+
+def test_a_length_over_the_limit_is_refused_before_the_body_arrives():
+    rec = Recorder(max_frame_bytes=1000)
+    rec.feed(b"\x00\x10\x00", 3)  # a 4096-byte frame announced, nothing more sent
+    assert len(rec.errors) == 1 and "exceeds the limit of 1000" in str(rec.errors[0])
+    assert rec.errors[0].error_code == 0x101
+
+
+def test_a_length_under_the_header_is_refused():
+    rec = Recorder()
+    rec.feed(b"\x00\x00\x04abcd", 8)
+    assert rec.errors and "shorter than the 6-byte header" in str(rec.errors[0])
+
+
+def test_frame_type_values_match_the_spec():
+    rec = Recorder()
+    rec.feed(encode_frame(Cancel(stream_id=9)), 100)
+    assert rec.frames[0][:2] == (9, FrameType.CANCEL)
