@@ -12,12 +12,13 @@ from lblab.errors import ConfigError
 
 def balancer_command(
     backend: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--backend",
-            help="A backend as ID=HOST:PORT, e.g. s1=127.0.0.1:7001; repeat per backend.",
+            help="A backend as ID=HOST:PORT, e.g. s1=127.0.0.1:7001; repeat per backend "
+            "(none: start empty and add backends with POST /backends).",
         ),
-    ],
+    ] = None,
     strategy: str = typer.Option(
         "rr", "--strategy", help="Strategy name (see `lblab strategies`)."
     ),
@@ -59,7 +60,7 @@ def balancer_command(
 
     weight_of = _weights(parse_assignments(weights, "--weights"))
     backends = []
-    for item in backend:
+    for item in backend or []:
         backend_id, sep, address = item.partition("=")
         if not sep or not backend_id:
             raise ConfigError(

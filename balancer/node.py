@@ -195,16 +195,23 @@ class BalancerNode:
         waits = [b.start() for b in self.backends.values()]
         if waits:
             await asyncio.wait_for(asyncio.gather(*waits), connect_timeout)
-        server = await self.loop.create_server(
-            lambda: ClientConnection(self), self.config.host, self.config.port
-        )
-        self.servers.append(server)
-        if self.config.agent_port is not None:
-            self.servers.append(
-                await start_agent_listener(self, self.config.host, self.config.agent_port)
-            )
-        if self.config.admin_port is not None:
-            self.servers.append(await start_admin(self, self.config.host, self.config.admin_port))
+        host = self.config.host
+        listeners = [
+            (
+                "--port",
+                self.config.port,
+                lambda p: self.loop.create_server(lambda: ClientConnection(self), host, p),
+            ),
+            ("--agent-port", self.config.agent_port, lambda p: start_agent_listener(self, host, p)),
+            ("--admin-port", self.config.admin_port, lambda p: start_admin(self, host, p)),
+        ]
+        for flag, port, listen in listeners:
+            if port is None:
+                continue
+            try:
+                self.servers.append(await listen(port))
+            except OSError as exc:
+                raise ConfigError(f"{flag}: cannot listen on {host}:{port}: {exc}") from exc
         self._tick_handle = self.loop.call_later(TICK_S, self._tick)
 
     def ports(self) -> dict[str, int | None]:

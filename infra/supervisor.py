@@ -174,7 +174,8 @@ class Supervisor:
         service, fact = m.groups()
         if not self.running(service):
             raise ServiceError(f"{arg} needs the service {service!r} running; start it first")
-        value = self.children[service].ready.get(fact)
+        child = self.children[service]
+        value = {"pid": child.pid, **child.ready}.get(fact)
         if value is None:
             raise ServiceError(f"{arg}: service {service!r} did not report {fact!r} when ready")
         return str(value)

@@ -607,6 +607,8 @@ def down(name: str, root: Path = DEFAULT_ROOT) -> list[str]:
     if (root / name).exists():
         shutil.rmtree(root / name)
         removed.append(f"files {root / name}")
+    with contextlib.suppress(OSError):
+        root.rmdir()  # only if no other testbed lives there
     return removed
 
 

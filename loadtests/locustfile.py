@@ -17,7 +17,7 @@ import gevent
 from locust import events
 from locust.runners import MasterRunner
 
-from loadtests.records import FLUSH_S, RequestRecorder
+from loadtests.records import FLUSH_S, RequestRecorder, mark_started
 from loadtests.rsocket_user import ClosedLoopUser, OpenLoopUser, spec_of
 
 __all__ = ["ClosedLoopUser", "OpenLoopUser"]
@@ -79,6 +79,10 @@ def _on_init(environment: Any, **_: Any) -> None:
     def on_request(name: str, response_time: float, context: dict[str, Any], **_: Any) -> None:
         _recording.on_request(environment, name, response_time, context)
 
+    def on_test_start(**_: Any) -> None:
+        mark_started(Path(spec_of(environment).records_dir))
+
     environment.events.request.add_listener(on_request)
+    environment.events.test_start.add_listener(on_test_start)
     environment.events.test_stop.add_listener(lambda **_: _recording.flush())
     environment.events.quitting.add_listener(lambda **_: _recording.flush())

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,24 @@ class RequestRecorder:
         tmp = self.folder / f".progress-{self._tag}.tmp"
         tmp.write_text(json.dumps({"requests": self.requests, "failures": self.failures}))
         os.replace(tmp, self.folder / f"progress-{self._tag}.json")
+
+
+def mark_started(folder: Path) -> None:
+    """Note when this process starts its users: phase timelines count from the load's
+    start, not from the Locust launch (which takes 1-3 s on a busy machine)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tag = f"{socket.gethostname()}-{os.getpid()}"
+    tmp = folder / f".started-{tag}.tmp"
+    tmp.write_text(json.dumps({"t": time.time()}))
+    os.replace(tmp, folder / f"started-{tag}.json")
+
+
+def started_at(folder: Path) -> float | None:
+    """The earliest start any Locust process of the phase noted, or None yet."""
+    times = []
+    for path in folder.glob("started-*.json"):
+        times.append(json.loads(path.read_text())["t"])
+    return min(times) if times else None
 
 
 def read_records(folder: Path) -> pa.Table:

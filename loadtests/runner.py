@@ -46,7 +46,7 @@ from loadtests import loadgen
 from loadtests.collect import WindowSource
 from loadtests.loadspec import LoadSpec
 from loadtests.progress import RunProgress
-from loadtests.records import read_progress, read_records
+from loadtests.records import read_progress, read_records, started_at
 from loadtests.runconfig import RunConfig
 from loadtests.testbed import ExternalTestbed, LocalTestbed, make_testbed
 from loadtests.timeline import Timeline
@@ -313,12 +313,15 @@ class Runner:
             )
             deadline = time.monotonic() + expected + cfg.request_timeout + PHASE_SLACK_S
             t0 = time.monotonic()
+            load_t0: float | None = None  # epoch when the users started
             while not self.locust.finished():
-                elapsed = time.monotonic() - t0
-                timeline.fire_due(elapsed)
-                progress.update_phase(elapsed, *read_progress(records))
+                load_t0 = load_t0 or started_at(records)
+                if load_t0 is not None:
+                    elapsed = time.time() - load_t0
+                    timeline.fire_due(elapsed)
+                    progress.update_phase(elapsed, *read_progress(records))
                 if time.monotonic() > deadline:
-                    raise PhaseFailed(f"Locust did not finish within {deadline - t0:.0f}s")
+                    raise PhaseFailed(f"Locust did not finish within {time.monotonic() - t0:.0f}s")
                 time.sleep(TICK_S)
             code = self.locust.main.popen.returncode
             if code != 0:

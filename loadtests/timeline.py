@@ -1,6 +1,7 @@
 """Scenario timeline events: failures and scaling at given times within a phase.
 
-``at`` counts from the phase's start (warm-up included). The runner's phase loop calls
+``at`` counts from the moment the phase's Locust starts its users (warm-up included),
+not from its launch, which takes 1-3 s on a busy machine. The runner's phase loop calls
 ``Timeline.fire_due(elapsed)`` on every tick; each event fires once, and what happened
 (with the epoch time, so the analysis can mark it on charts) goes into the manifest.
 """

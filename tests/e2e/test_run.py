@@ -83,7 +83,7 @@ preset = "tiny"
 [run]
 strategies = ["rr"]
 scenarios = ["sp+mr"]
-duration = "5s"
+duration = "6s"
 warmup = "0s"
 [[timeline]]
 at = "1.5s"
@@ -98,7 +98,7 @@ at = "2.5s"
 action = "kill"
 server = "s3"
 [[timeline]]
-at = "3.5s"
+at = "4s"
 action = "restart"
 server = "s1"
 """,

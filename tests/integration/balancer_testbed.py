@@ -36,7 +36,8 @@ def start_echo(name: str, log_dir: Path, *extra: str) -> Child:
 
 
 def start_server(name: str, log_dir: Path, *extra: str) -> Child:
-    argv = lblab_command("server", "--id", name, "--port", "0", *extra)
+    port = () if "--port" in extra else ("--port", "0")
+    argv = lblab_command("server", "--id", name, *port, *extra)
     return spawn(name, argv, log_path=log_dir / f"{name}.log")
 
 

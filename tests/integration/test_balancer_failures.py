@@ -92,8 +92,21 @@ def test_killed_backend_mid_load_fails_fast_then_recovers(tmp_path):
         status = wait_for(
             lambda: (s := status_of(balancer))["outstanding"] == 0 and s, 5, "inflight back to 0"
         )
+        before_restart_picks = {b["id"]: b["picks"] for b in status["backends"]}["s2"]
         assert [b["inflight"] for b in status["backends"]] == [0, 0, 0]
         assert {b["id"]: b["state"] for b in status["backends"]}["s2"] == "down"
+
+        # The same server back on its port: the balancer reconnects and it rejoins.
+        kids.append(start_server("s2", tmp_path, "--port", str(victim.ready["port"])))
+        wait_for(
+            lambda: {b["id"]: b["state"] for b in status_of(balancer)["backends"]}["s2"] == "up",
+            10,
+            "s2 reconnected",
+        )
+        results, _ = asyncio.run(load_with_event(balancer.ready["port"], 0.5, 6, 0.1, lambda: None))
+        assert results and all(r.ok for r in results)
+        picks = {b["id"]: b["picks"] for b in status_of(balancer)["backends"]}
+        assert picks["s2"] > before_restart_picks
 
 
 @pytest.mark.slow

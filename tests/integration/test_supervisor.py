@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from infra import supervisor
@@ -30,13 +31,10 @@ def folder(tmp_path: Path) -> Iterator[Path]:
     assert supervisor.ensure(tmp_path)
     assert not supervisor.ensure(tmp_path)  # a second ensure finds it running
     yield tmp_path
-    pid = int((tmp_path / "supervisor.pid").read_text())
-    subprocess.run(["kill", str(pid)], check=True)
-    # serve() stops its services and removes its socket on SIGTERM.
-    for _ in range(200):
-        if not supervisor.socket_path(tmp_path).exists():
-            break
-        subprocess.run(["sleep", "0.05"], check=True)
+    daemon = psutil.Process(int((tmp_path / "supervisor.pid").read_text()))
+    daemon.terminate()
+    daemon.wait(timeout=20)
+    # serve() stopped its services and removed its socket on the way out.
     assert not supervisor.socket_path(tmp_path).exists()
 
 

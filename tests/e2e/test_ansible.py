@@ -1,0 +1,141 @@
+"""The ansible path end to end, on a 5-host namespace testbed.
+
+balancer, s1..s3, loader1 come up as namespaces with sshd; ``site.yml`` provisions
+them twice (the second run must change nothing); ``experiment.yml`` runs the ``tiny``
+preset from the loader and fetches the run; the fetched directory must satisfy the
+results contract and name the hosts; ``lblab testbed down`` must leave nothing behind.
+
+The playbooks build lblab from a snapshot of the source tree (tracked and new files),
+so edits made to the working tree while the test runs cannot change the wheel between
+the two provisioning runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pyarrow.parquet as pq
+import pytest
+
+from lblab.procs import lblab_command
+from lblab.results import TABLES, missing_columns
+
+REPO = Path(__file__).resolve().parents[2]
+NAME = "lbte"
+SUBNET = "10.215.0.0/24"
+HOME = Path("/tmp/lblab-testbed") / NAME
+RECAP = re.compile(
+    r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.root,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the namespace testbed needs root"),
+    pytest.mark.skipif(
+        not Path("/usr/sbin/sshd").exists(), reason="needs openssh-server (scripts/setup)"
+    ),
+]
+
+
+def _uv_binary() -> str | None:
+    """The real uv executable (a pyenv shim is a shell script, not something to copy)."""
+    for candidate in (os.environ.get("UV"), shutil.which("uv")):
+        if candidate and Path(candidate).is_file():
+            with open(candidate, "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    return candidate
+    return None
+
+
+def _snapshot(dest: Path) -> Path:
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, files):
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def _playbook(playbook: str, *extra: str, timeout: float = 400) -> dict[str, tuple[int, ...]]:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "infra/ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(HOME / "inventory.yml"),
+         str(REPO / "infra" / playbook), *extra],
+        capture_output=True, text=True, timeout=timeout, env=env,
+    )  # fmt: skip
+    recap = {m[0]: tuple(int(x) for x in m[1:]) for m in RECAP.findall(proc.stdout)}
+    assert proc.returncode == 0 and recap, (
+        f"{playbook} failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
+    )
+    return recap
+
+
+def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
+    uv = _uv_binary()
+    if uv is None:
+        pytest.skip("no uv binary to copy to the hosts (run the suite with `uv run pytest`)")
+    subprocess.run(lblab_command("testbed", "down", "--name", NAME), check=True, timeout=60)
+    source = _snapshot(tmp_path / "src")
+    results = tmp_path / "results"
+    extra = ["-e", f"common_project_dir={source}", "-e", f"common_uv_source={uv}"]
+    try:
+        up = subprocess.run(
+            lblab_command("testbed", "up", "--name", NAME, "--hosts", "5", "--subnet", SUBNET),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert up.returncode == 0, up.stderr
+
+        first = _playbook("site.yml", *extra)
+        assert set(first) == {"balancer", "s1", "s2", "s3", "loader1"}
+        assert all(r[1] > 0 for r in first.values())  # the first run did install things
+        second = _playbook("site.yml", *extra)
+        assert {h: r[1] for h, r in second.items()} == dict.fromkeys(first, 0), second
+
+        _playbook(
+            "experiment.yml", *extra, "-e", "loader_preset=tiny", "-e", f"lblab_results_dir={results}",
+            "-e", "loader_locust_workers=1", timeout=600,
+        )  # fmt: skip
+        (run,) = results.iterdir()
+        for table in TABLES:
+            data = pq.read_table(run / f"{table}.parquet")
+            assert missing_columns(table, data.column_names) == [], table
+            assert data.num_rows > 0, table
+            # Rows name the testbed's servers: the hosts s1..s3 answered and were sampled.
+            assert set(data.column("server").drop_null().to_pylist()) == {"s1", "s2", "s3"}, table
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["testbed"]["kind"] == "external"
+        hosts = json.loads((run / "hosts.json").read_text())
+        assert hosts["s1"] == ["servers"] and hosts["loader1"] == ["loaders"]
+    finally:
+        down = subprocess.run(
+            lblab_command("testbed", "down", "--name", NAME),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert down.returncode == 0, down.stderr
+    assert not [p for p in Path("/sys/class/net").iterdir() if p.name.startswith(NAME)]
+    assert not list(Path("/run/netns").glob(f"{NAME}-*"))
+    assert not HOME.exists()
+    left = [
+        p.info["cmdline"]
+        for p in psutil.process_iter(["cmdline", "status"])
+        if p.info["status"] != psutil.STATUS_ZOMBIE
+        and str(HOME) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert left == []  # no sshd, supervisor, server, agent or balancer of the testbed
+    cgroups = [g.name for g in Path("/sys/fs/cgroup/cpu").glob("lblab-s[123]-*")]
+    assert all(psutil.pid_exists(int(g.rsplit("-", 1)[1])) for g in cgroups), cgroups
