@@ -130,8 +130,12 @@ def client_setup(**overrides: Any) -> Setup:
 class RawClient:
     """A blocking socket speaking frames through ``lblab.wire`` (for bad-input tests)."""
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    def __init__(self, port: int, rcvbuf: int | None = None) -> None:
+        self.sock = socket.socket()
+        if rcvbuf is not None:  # before connect, so the TCP window is small from the start
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(5)
+        self.sock.connect(("127.0.0.1", port))
         self.decoder = FrameDecoder()
 
     def send(self, *frames: Frame) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
+import time
 from collections import Counter
 
 import pytest
@@ -27,6 +27,7 @@ from rsocket.awaitable.awaitable_rsocket import AwaitableRSocket
 from rsocket.payload import Payload
 from rsocket.streams.stream_from_async_generator import StreamFromAsyncGenerator
 
+from lblab.wire.codec import encode_frame
 from lblab.wire.frames import RequestResponse
 
 FRAGMENT = 4096
@@ -178,16 +179,22 @@ def test_admin_rejects_bad_requests(testbed):
 
 def test_a_client_that_does_not_read_is_paused_and_others_are_served(testbed):
     balancer, _ = testbed
-    hog = RawClient(balancer.ready["port"])
-    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    hog = RawClient(balancer.ready["port"], rcvbuf=4096)
     hog.send(client_setup())
     body = b"h" * 200_000
-    hog.sock.settimeout(3)
-    try:
-        for i in range(60):  # 12 MB of echoes that the hog never reads
-            hog.send(RequestResponse(stream_id=2 * i + 1, data=body))
-    except TimeoutError:
-        pass  # the balancer stopped reading us: that is the point
+    # 200 requests (40 MB) whose echoes the hog never reads: once they fill the kernel
+    # buffers and the balancer's queue toward the hog, the balancer must stop reading it.
+    data = memoryview(
+        b"".join(encode_frame(RequestResponse(stream_id=2 * i + 1, data=body)) for i in range(200))
+    )
+    hog.sock.settimeout(0.2)
+    deadline = time.monotonic() + 20
+    while data and time.monotonic() < deadline:
+        try:
+            data = data[hog.sock.send(data) :]
+        except TimeoutError:
+            if status_of(balancer)["paused_clients"] == 1:
+                break
     wait_for(lambda: status_of(balancer)["paused_clients"] == 1, 10, "the hog paused")
 
     async def other():
