@@ -138,7 +138,7 @@ class BalancerNode:
         self.jitter = random.Random()
         """Reconnect jitter; kept apart so it does not shift the strategy's seeded draws."""
         self.weights = {b.id: b.weight for b in config.backends}
-        self.strategy: Strategy = make_strategy(  # type: ignore[assignment]
+        self.strategy: Strategy = make_strategy(
             config.strategy, config.strategy_options, rng=self.rng, weights=self.weights
         )
         self.strategy_options: dict[str, str] = dict(config.strategy_options)
@@ -532,7 +532,7 @@ class BalancerNode:
 
     def set_strategy(self, name: str, options: Mapping[str, str] | None = None) -> None:
         """Swap the strategy (fresh state); re-SETUP backends if it needs other signals."""
-        strategy: Strategy = make_strategy(  # type: ignore[assignment]
+        strategy: Strategy = make_strategy(
             name, options, rng=self.rng, weights=self.weights
         )
         before = self.setup_wants()

@@ -36,7 +36,7 @@ from loadtests.loadspec import LoadSpec
 from loadtests.records import read_records
 from loadtests.rsocket_client import RSocketClient
 from loadtests.runconfig import LoadConfig
-from loadtests.scenarios import builtin_scenario, request_body
+from lblab.scenarios import builtin_scenario, request_body
 
 BARE_LOCUSTFILE = """
 from locust import events

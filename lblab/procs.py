@@ -129,10 +129,12 @@ def _drain_stdout_to(popen: subprocess.Popen[bytes], log_path: Path | None) -> N
     """Keep reading the child's stdout in a daemon thread so it never blocks on a full pipe."""
     import threading
 
+    stdout = popen.stdout
+    assert stdout is not None
+
     def pump() -> None:
-        assert popen.stdout is not None
         with open(log_path, "ab") if log_path else open(os.devnull, "wb") as out:
-            for chunk in iter(lambda: popen.stdout.read1(65536), b""):  # type: ignore[union-attr]
+            for chunk in iter(lambda: os.read(stdout.fileno(), 65536), b""):
                 out.write(chunk)
                 out.flush()
 

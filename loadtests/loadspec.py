@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from lblab.errors import ConfigError
 from loadtests.openloop import ARRIVALS
-from loadtests.scenarios import Cell, Scenario
+from lblab.scenarios import Cell, Scenario
 
 MODELS = ("closed", "open")
 

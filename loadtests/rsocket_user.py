@@ -29,7 +29,7 @@ from lblab.wire.metadata import request_metadata
 from loadtests.loadspec import LoadSpec
 from loadtests.openloop import due_times
 from loadtests.rsocket_client import RSocketClient, error_kind
-from loadtests.scenarios import Cell, request_body
+from lblab.scenarios import Cell, request_body
 
 WORK_METADATA = request_metadata("work")
 

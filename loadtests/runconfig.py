@@ -35,7 +35,7 @@ from typing import Any
 from lblab.config import parse_duration, parse_hostport, parse_size
 from lblab.errors import ConfigError
 from loadtests.openloop import ARRIVALS
-from loadtests.scenarios import CELLS, Cell, Scenario, builtin_scenario
+from lblab.scenarios import CELLS, Cell, Scenario, builtin_scenario
 
 TESTBEDS = ("local", "external")
 ACTIONS = ("kill", "restart", "drain", "add", "remove")

@@ -47,7 +47,7 @@ class At(Event):
         self.callbacks = [callback]
         self._value = value
         self._ok = True
-        heappush(
+        heappush(  # type: ignore[misc]  # SimPy's queue is untyped
             env._queue,
             (round((env._now + delay) * GRID) / GRID, priority, next(env._eid), self),  # snap()
         )

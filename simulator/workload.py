@@ -1,6 +1,6 @@
 """What the simulated clients send, and when.
 
-Request shapes are the live runner's scenario matrix (``loadtests/scenarios.py``:
+Request shapes are the shared scenario matrix (``lblab/scenarios.py``:
 ``sp+sr`` ... ``lp+lr``, ``variation`` drawing one of the nine cells per request); a
 reproduction may pass its own cells (Martins: 66 KB / 1 MB / 17 MB objects).
 
@@ -15,15 +15,14 @@ import random
 from dataclasses import dataclass
 
 from lblab.errors import ConfigError
+from lblab.scenarios import builtin_scenario
 
 Cell = tuple[int, int]
 """``(package_bytes, work_bytes)``."""
 
 
 def scenario_cells(name: str) -> tuple[Cell, ...]:
-    """The request shapes of a named scenario (the runner's matrix, ``loadtests.scenarios``)."""
-    from loadtests.scenarios import builtin_scenario
-
+    """The request shapes of a named scenario (the shared matrix in ``lblab.scenarios``)."""
     return tuple((c.package_bytes, c.work_bytes) for c in builtin_scenario(name).cells)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .available import AvailableList
-from .base import BackendView, BaseStrategy
+from .base import BackendView, BaseStrategy, RequestView
 from .weights import validate_weights, weight_of
 
 
@@ -42,6 +42,11 @@ class ConfiguredStrategy(BaseStrategy):
         self.avail = AvailableList()
         self.by_index: dict[int, BackendView] = {}
         self._setup()
+
+    def pick(
+        self, backends: Sequence[BackendView], request: RequestView, now: float
+    ) -> BackendView | None:
+        raise NotImplementedError(f"{type(self).__name__} must define pick")
 
     def _setup(self) -> None:
         """Initialise the subclass's own state (called at the end of ``__init__``)."""

@@ -15,7 +15,7 @@ from loadtests import loadgen
 from loadtests.loadspec import LoadSpec
 from loadtests.records import read_records
 from loadtests.runconfig import LoadConfig
-from loadtests.scenarios import builtin_scenario
+from lblab.scenarios import builtin_scenario
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from loadtests.loadspec import LoadSpec
 from loadtests.openloop import due_times
 from loadtests.presets import load_preset, preset_names
 from loadtests.runner import plan
-from loadtests.scenarios import CELLS, builtin_scenario, request_body
+from lblab.scenarios import CELLS, builtin_scenario, request_body
 
 
 def resolve(preset: str = "tiny", file: dict | None = None, flags: dict | None = None):
