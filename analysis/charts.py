@@ -28,8 +28,7 @@ from analysis.scenarios import (
     order_strategies,
 )
 
-_CMAP_LOWER_BETTER = "RdYlGn_r"
-_CMAP_HIGHER_BETTER = "RdYlGn"
+_CMAP_BEST_GREEN = "RdYlGn"
 
 
 def no_data(title: str, reason: str) -> Figure:
@@ -38,13 +37,22 @@ def no_data(title: str, reason: str) -> Figure:
     ax = fig.add_subplot()
     ax.set_axis_off()
     ax.set_title(title)
-    ax.text(0.5, 0.45, f"no data: {reason}", ha="center", va="center", fontsize=11, color="0.35", wrap=True)
+    ax.text(
+        0.5,
+        0.45,
+        f"no data: {reason}",
+        ha="center",
+        va="center",
+        fontsize=11,
+        color="0.35",
+        wrap=True,
+    )
     return fig
 
 
 def _fmt(metric: str, value: float) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
+        return "-"
     return metric_info(metric).fmt.format(value)
 
 
@@ -52,54 +60,82 @@ def _label(metric: str) -> str:
     return metric_info(metric).label
 
 
+def _relative_scores(rows: pd.DataFrame, better: str) -> pd.Series:
+    """Each value's place among the strategies of its scenario: 1 = best, 0 = worst.
+
+    Cells differ by orders of magnitude (1 MB of work is 100x 10 KB), so one colour scale
+    over the whole matrix would only show the cell, not the strategy. Scoring within a
+    scenario makes the colour answer the thesis' question: which strategy is best here.
+    Equal values (or a single strategy) all score 1.
+    """
+    by_scenario = rows.groupby("scenario", observed=True)["mean"]
+    lo, hi = by_scenario.transform("min"), by_scenario.transform("max")
+    span = (hi - lo).where(hi > lo)
+    score = (rows["mean"] - lo) / span
+    if better == "lower":
+        score = 1.0 - score
+    return score.fillna(1.0).where(rows["mean"].notna())
+
+
 def matrix_heatmaps(pooled: pd.DataFrame, metric: str) -> Figure:
     """The thesis matrix (package size x work volume) per strategy, side by side, annotated.
 
-    One shared colour scale (green is better). The ``variation`` scenario, outside the
-    matrix, is given under each panel.
+    Cells show the value; colour ranks the strategies within each cell (green best, red
+    worst; see ``_relative_scores``). ``variation``, outside the matrix, is given under
+    each panel.
     """
     title = f"{_label(metric)} by package size x work volume"
     rows = pooled.loc[pooled["metric"] == metric] if not pooled.empty else pooled
-    cells = rows.loc[rows["scenario"].map(lambda s: matrix_cell(s) is not None)] if not rows.empty else rows
+    cells = (
+        rows.loc[rows["scenario"].map(lambda s: matrix_cell(s) is not None)]
+        if not rows.empty
+        else rows
+    )
     if cells.empty or cells["mean"].isna().all():
         return no_data(title, f"no matrix scenario (sp+sr ... lp+lr) has a value of {metric}")
+    cells = cells.assign(score=_relative_scores(cells, metric_info(metric).better))
     strategies = order_strategies(rows["strategy"].unique())
-    finite = cells["mean"].to_numpy(dtype=float)
-    vmin, vmax = np.nanmin(finite), np.nanmax(finite)
-    if vmin == vmax:
-        vmin, vmax = vmin - 0.5, vmax + 0.5
-    cmap = _CMAP_HIGHER_BETTER if metric_info(metric).better == "higher" else _CMAP_LOWER_BETTER
     n = len(strategies)
-    fig = Figure(figsize=(2.6 * n + 1.2, 3.4), layout="constrained")
+    fig = Figure(figsize=(2.6 * n + 1.4, 3.4), layout="constrained")
     axes = fig.subplots(1, n, squeeze=False)[0]
     image = None
     for ax, strategy in zip(axes, strategies, strict=True):
-        grid = np.full((3, 3), np.nan)
-        sub = rows.loc[rows["strategy"] == strategy]
-        for scenario, value in zip(sub["scenario"], sub["mean"], strict=True):
-            cell = matrix_cell(scenario)
-            if cell:
-                grid[SIZES.index(cell[0]), SIZES.index(cell[1])] = value
-        image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax)
+        value, score = np.full((3, 3), np.nan), np.full((3, 3), np.nan)
+        sub = cells.loc[cells["strategy"] == strategy]
+        for scenario, v, sc in zip(sub["scenario"], sub["mean"], sub["score"], strict=True):
+            package, work = matrix_cell(scenario) or ("", "")
+            value[SIZES.index(package), SIZES.index(work)] = v
+            score[SIZES.index(package), SIZES.index(work)] = sc
+        image = ax.imshow(score, cmap=_CMAP_BEST_GREEN, vmin=0.0, vmax=1.0)
         for i in range(3):
             for j in range(3):
-                v = grid[i, j]
-                ax.text(j, i, _fmt(metric, v), ha="center", va="center", fontsize=8, color="black" if not np.isnan(v) else "0.5")
+                ax.text(j, i, _fmt(metric, value[i, j]), ha="center", va="center", fontsize=8)
         ax.set_xticks(range(3), [WORK_LABELS[s] for s in SIZES], fontsize=8)
         ax.set_yticks(range(3), [PACKAGE_LABELS[s] for s in SIZES], fontsize=8)
         ax.set_title(strategy, fontsize=10)
         ax.set_xlabel("work volume", fontsize=8)
-        var = sub.loc[sub["scenario"] == VARIATION, "mean"]
+        var = rows.loc[(rows["strategy"] == strategy) & (rows["scenario"] == VARIATION), "mean"]
         if len(var):
-            ax.text(0.5, -0.42, f"variation: {_fmt(metric, float(var.iloc[0]))}", transform=ax.transAxes, ha="center", fontsize=8)
+            ax.text(
+                0.5,
+                -0.42,
+                f"variation: {_fmt(metric, float(var.iloc[0]))}",
+                transform=ax.transAxes,
+                ha="center",
+                fontsize=8,
+            )
     axes[0].set_ylabel("package size", fontsize=8)
     if image is not None:
-        fig.colorbar(image, ax=list(axes), shrink=0.8, label=_label(metric))
+        bar = fig.colorbar(image, ax=list(axes), shrink=0.8, ticks=[0, 1])
+        bar.ax.set_yticklabels(["worst", "best"], fontsize=8)
+        bar.set_label("rank within the cell", fontsize=8)
     fig.suptitle(title)
     return fig
 
 
-def comparison_bars(pooled: pd.DataFrame, metric: str, scenarios: Sequence[str] | None = None) -> Figure:
+def comparison_bars(
+    pooled: pd.DataFrame, metric: str, scenarios: Sequence[str] | None = None
+) -> Figure:
     """Bars per scenario and strategy with 95 % CI whiskers (none where one replication)."""
     title = f"{_label(metric)}: strategies compared (95 % CI across replications)"
     rows = pooled.loc[pooled["metric"] == metric] if not pooled.empty else pooled
@@ -110,7 +146,9 @@ def comparison_bars(pooled: pd.DataFrame, metric: str, scenarios: Sequence[str] 
     strategies = order_strategies(rows["strategy"].unique())
     scen = order_scenarios(rows["scenario"].unique())
     width = 0.8 / len(strategies)
-    fig = Figure(figsize=(max(6.0, 1.1 * len(scen) * max(1, len(strategies) / 3)), 4), layout="constrained")
+    fig = Figure(
+        figsize=(max(6.0, 1.1 * len(scen) * max(1, len(strategies) / 3)), 4), layout="constrained"
+    )
     ax = fig.add_subplot()
     x = np.arange(len(scen))
     any_ci = False
@@ -124,15 +162,27 @@ def comparison_bars(pooled: pd.DataFrame, metric: str, scenarios: Sequence[str] 
         pos = x - 0.4 + width * (i + 0.5)
         ax.bar(pos, np.nan_to_num(mean), width, label=strategy)
         if has_ci.any():
-            ax.errorbar(pos[has_ci], mean[has_ci], yerr=err[:, has_ci], fmt="none", ecolor="black", capsize=3, lw=1)
+            ax.errorbar(
+                pos[has_ci],
+                mean[has_ci],
+                yerr=err[:, has_ci],
+                fmt="none",
+                ecolor="black",
+                capsize=3,
+                lw=1,
+            )
     ax.set_xticks(x, scen, rotation=30 if len(scen) > 5 else 0)
     ax.set_ylabel(_label(metric))
     ax.legend(fontsize=8, ncols=min(len(strategies), 6))
-    ax.set_title(title if any_ci else f"{_label(metric)}: strategies compared (one replication: no CI)")
+    ax.set_title(
+        title if any_ci else f"{_label(metric)}: strategies compared (one replication: no CI)"
+    )
     return fig
 
 
-def cpu_over_time(cpu: pd.DataFrame, scenario: str, strategies: Sequence[str] | None = None) -> Figure:
+def cpu_over_time(
+    cpu: pd.DataFrame, scenario: str, strategies: Sequence[str] | None = None
+) -> Figure:
     """CPU of each server over time (percent of its own allowance), one panel per strategy.
 
     Replications are drawn as separate thin lines of the server's colour.
@@ -170,20 +220,34 @@ def latency_by_server(boxes: pd.DataFrame, group: str = "strategy") -> Figure:
     title = "Latency distribution by server (successes; whiskers p5-p95)"
     if boxes.empty:
         return no_data(title, "no successful request with a server")
-    names = order_strategies(boxes[group].unique()) if group == "strategy" else sorted(boxes[group].unique())
+    names = (
+        order_strategies(boxes[group].unique())
+        if group == "strategy"
+        else sorted(boxes[group].unique())
+    )
     fig = Figure(figsize=(max(6.0, 2.4 * len(names)), 3.8), layout="constrained")
     axes = fig.subplots(1, len(names), squeeze=False, sharey=True)[0]
     for ax, name in zip(axes, names, strict=True):
         sub = boxes.loc[boxes[group] == name].sort_values("server")
         stats = [
-            {"label": r.server, "whislo": r.whislo, "q1": r.q1, "med": r.med, "q3": r.q3, "whishi": r.whishi, "mean": r.mean}
+            {
+                "label": r.server,
+                "whislo": r.whislo,
+                "q1": r.q1,
+                "med": r.med,
+                "q3": r.q3,
+                "whishi": r.whishi,
+                "mean": r.mean,
+            }
             for r in sub.itertuples()
         ]
         ax.bxp(stats, showfliers=False, showmeans=True)
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=8)
     axes[0].set_ylabel("latency (ms)")
-    if (boxes["whishi"] > 0).all() and boxes["whishi"].max() / max(boxes["whislo"].min(), 1e-9) > 100:
+    if (boxes["whishi"] > 0).all() and boxes["whishi"].max() / max(
+        boxes["whislo"].min(), 1e-9
+    ) > 100:
         axes[0].set_yscale("log")
     fig.suptitle(title)
     return fig
@@ -192,7 +256,11 @@ def latency_by_server(boxes: pd.DataFrame, group: str = "strategy") -> Figure:
 def latency_percentiles(curves: pd.DataFrame, scenario: str | None = None) -> Figure:
     """Latency at each percentile, one line per strategy; one panel per scenario."""
     title = "Latency percentiles (successes, replications pooled)"
-    rows = curves.loc[curves["scenario"] == scenario] if scenario is not None and not curves.empty else curves
+    rows = (
+        curves.loc[curves["scenario"] == scenario]
+        if scenario is not None and not curves.empty
+        else curves
+    )
     if rows.empty:
         return no_data(title, "no successful request" + (f" in {scenario}" if scenario else ""))
     scen = order_scenarios(rows["scenario"].unique())
@@ -210,7 +278,9 @@ def latency_percentiles(curves: pd.DataFrame, scenario: str | None = None) -> Fi
                 nines = -np.log10(np.clip(1 - line["percentile"] / 100.0, 1e-4, None))
                 ax.plot(nines, line["latency_ms"], marker=".", label=strategy, color=f"C{i}")
         ticks = [0, 50, 90, 99, 99.9]
-        ax.set_xticks([-math.log10(1 - t / 100) for t in ticks], [f"p{t:g}" for t in ticks], fontsize=8)
+        ax.set_xticks(
+            [-math.log10(1 - t / 100) for t in ticks], [f"p{t:g}" for t in ticks], fontsize=8
+        )
         ax.set_title(name, fontsize=9)
         ax.set_ylabel("latency (ms)", fontsize=8)
         ax.legend(fontsize=7)
@@ -222,8 +292,14 @@ def latency_percentiles(curves: pd.DataFrame, scenario: str | None = None) -> Fi
 
 def server_share(servers_pooled: pd.DataFrame, scenario: str | None = None) -> Figure:
     """Share of requests each server handled, stacked per strategy (scenarios averaged)."""
-    title = "Share of requests per server" + (f", scenario {scenario}" if scenario else " (mean over scenarios)")
-    rows = servers_pooled.loc[servers_pooled["metric"] == "share"] if not servers_pooled.empty else servers_pooled
+    title = "Share of requests per server" + (
+        f", scenario {scenario}" if scenario else " (mean over scenarios)"
+    )
+    rows = (
+        servers_pooled.loc[servers_pooled["metric"] == "share"]
+        if not servers_pooled.empty
+        else servers_pooled
+    )
     if scenario is not None and not rows.empty:
         rows = rows.loc[rows["scenario"] == scenario]
     if rows.empty:
@@ -262,12 +338,18 @@ def winner_table(winners: pd.DataFrame) -> Figure:
         row = []
         for m in metrics:
             hit = winners.loc[(winners["scenario"] == s) & (winners["metric"] == m)]
-            row.append(hit["label"].iloc[0] if len(hit) else "–")
+            row.append(hit["label"].iloc[0] if len(hit) else "-")
         cells.append(row)
     fig = Figure(figsize=(1.6 + 1.7 * len(metrics), 0.45 * len(scen) + 1.2), layout="constrained")
     ax = fig.add_subplot()
     ax.set_axis_off()
-    tbl = ax.table(cellText=cells, rowLabels=scen, colLabels=[_label(m) for m in metrics], loc="center", cellLoc="center")
+    tbl = ax.table(
+        cellText=cells,
+        rowLabels=scen,
+        colLabels=[_label(m) for m in metrics],
+        loc="center",
+        cellLoc="center",
+    )
     tbl.auto_set_font_size(False)
     tbl.set_fontsize(8)
     tbl.scale(1, 1.3)
@@ -282,8 +364,15 @@ def failure_kinds(pooled: pd.DataFrame) -> Figure:
     rows = pooled.loc[pooled["metric"].isin(kinds)] if not pooled.empty else pooled
     if rows.empty or not (rows["mean"].fillna(0) > 0).any():
         return no_data(title, "no request failed")
-    table = rows.pivot_table(index=["scenario", "strategy"], columns="metric", values="mean", aggfunc="mean").fillna(0.0)
-    order = [(c, s) for c in order_scenarios(table.index.get_level_values(0)) for s in order_strategies(table.index.get_level_values(1)) if (c, s) in table.index]
+    table = rows.pivot_table(
+        index=["scenario", "strategy"], columns="metric", values="mean", aggfunc="mean"
+    ).fillna(0.0)
+    order = [
+        (c, s)
+        for c in order_scenarios(table.index.get_level_values(0))
+        for s in order_strategies(table.index.get_level_values(1))
+        if (c, s) in table.index
+    ]
     table = table.reindex(order)
     fig = Figure(figsize=(max(6.0, 0.35 * len(table) + 2), 3.8), layout="constrained")
     ax = fig.add_subplot()

@@ -10,15 +10,14 @@ restricted to the needed columns, with the string key columns dictionary-encoded
 they arrive in pandas as categoricals (one byte or two per row instead of a Python
 string). 5M request rows load in about a second and 200 MB (see the README).
 
-Warm-up: rows a runner marks with a boolean ``warmup`` column are dropped; otherwise,
-when the manifest gives warm-up seconds, rows earlier than the unit's first request plus
-that many seconds are dropped (a unit is one strategy x scenario x replication).
+Warm-up: the runner keeps the rows of each phase's first ``warmup`` seconds and marks
+them with a boolean ``warmup`` column in all three tables (loadtests/runner.py); they are
+dropped here. A table without the column (simulated runs, older runs) has no warm-up.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lblab.config import parse_duration
 from lblab.errors import ConfigError
 from lblab.results import MANIFEST, SCHEMAS, missing_columns
 
@@ -60,16 +59,6 @@ class Run:
     def simulated(self) -> bool:
         return bool(self.manifest.get("simulated", False))
 
-    @property
-    def warmup_s(self) -> float:
-        """Warm-up seconds from the manifest (top level or its config), 0 if it names none."""
-        config = self.manifest.get("config")
-        for holder in (self.manifest, config if isinstance(config, dict) else {}):
-            for key in ("warmup_s", "warmup"):
-                if holder.get(key) is not None:
-                    return parse_duration(holder[key], field=f"manifest {key}")
-        return 0.0
-
     def table_files(self, table: str) -> list[Path]:
         """The consolidated table file, or the part files of an unconsolidated run."""
         whole = self.path / f"{table}.parquet"
@@ -92,7 +81,9 @@ def open_run(path: str | Path) -> Run:
         try:
             manifest = json.loads(manifest_path.read_text())
         except json.JSONDecodeError as exc:
-            raise ResultsError(f"{manifest_path} is not valid JSON ({exc}); fix or remove it") from exc
+            raise ResultsError(
+                f"{manifest_path} is not valid JSON ({exc}); fix or remove it"
+            ) from exc
     run = Run(p, manifest)
     if not run.table_files("requests"):
         raise ResultsError(
@@ -124,7 +115,6 @@ class Results:
             frame = _read(run, table, wanted, self.notes)
             if frame is None:
                 continue
-            frame = _drop_warmup(frame, run, _TIME_COLUMN[table])
             if self.mixed and run.simulated:
                 frame["strategy"] = frame["strategy"].cat.rename_categories(
                     lambda s: f"{s}{SIM_SUFFIX}"
@@ -132,7 +122,9 @@ class Results:
             frames.append(frame)
         if not frames:
             schema = SCHEMAS[table]
-            frame = schema.empty_table().select([c for c in wanted if c in schema.names]).to_pandas()
+            frame = (
+                schema.empty_table().select([c for c in wanted if c in schema.names]).to_pandas()
+            )
             return frame.astype({c: "category" for c in _DICTIONARY_COLUMNS if c in frame.columns})
         return _concat(frames)
 
@@ -164,23 +156,21 @@ def _read(run: Run, table: str, wanted: list[str], notes: list[str]) -> pd.DataF
     if not files:
         notes.append(f"{run.path}: no {table} table (no {table}.parquet); its charts are empty")
         return None
-    schema = pq.read_schema(files[0])
-    missing = missing_columns(table, schema.names)
-    if missing:
-        raise ResultsError(
-            f"{files[0]}: the {table} table lacks required columns {missing} "
-            f"(it has {schema.names}). It was not written to the results contract: rewrite it "
-            "with lblab.results.to_arrow, or re-run the experiment with the current lblab"
-        )
-    columns = [c for c in wanted if c in schema.names]
-    if "warmup" in schema.names:
-        columns.append("warmup")
-    dictionary = [c for c in _DICTIONARY_COLUMNS if c in columns]
     frames = []
     for path in files:
+        names = pq.read_schema(path).names
+        missing = missing_columns(table, names)
+        if missing:
+            raise ResultsError(
+                f"{path}: the {table} table lacks required columns {missing} (it has {names}). "
+                "It was not written to the results contract: rewrite it with "
+                "lblab.results.to_arrow, or re-run the experiment with the current lblab"
+            )
+        columns = [c for c in wanted if c in names] + (["warmup"] if "warmup" in names else [])
+        dictionary = [c for c in _DICTIONARY_COLUMNS if c in columns]
         source = pq.ParquetFile(path, read_dictionary=dictionary)
         for i in range(source.num_row_groups):
-            chunk = source.read_row_group(i, columns=columns)
+            chunk = _without_warmup(source.read_row_group(i, columns=columns))
             frames.append(chunk.to_pandas(self_destruct=True, split_blocks=True))
             del chunk
     pa.default_memory_pool().release_unused()
@@ -205,12 +195,9 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _drop_warmup(frame: pd.DataFrame, run: Run, time_col: str) -> pd.DataFrame:
-    if "warmup" in frame.columns:
-        keep = ~frame["warmup"].fillna(False).astype(bool)
-        return frame.loc[keep].drop(columns="warmup").reset_index(drop=True)
-    warmup = run.warmup_s
-    if warmup <= 0 or frame.empty or math.isnan(warmup):
-        return frame
-    start = frame.groupby(KEY, observed=True)[time_col].transform("min")
-    return frame.loc[frame[time_col] >= start + warmup].reset_index(drop=True)
+def _without_warmup(chunk: pa.Table) -> pa.Table:
+    """Drop rows marked ``warmup`` (null counts as measured) in Arrow, before pandas."""
+    if "warmup" not in chunk.column_names:
+        return chunk
+    measured = pc.invert(pc.fill_null(chunk["warmup"], False))
+    return chunk.filter(measured).drop_columns(["warmup"])

@@ -57,7 +57,10 @@ METRICS: dict[str, Metric] = {
         Metric("ok", "successful responses", "higher", "{:.0f}"),
         Metric("throughput_rps", "throughput (ok/s)", "higher"),
         Metric("failure_rate", "failure rate", "lower", "{:.2%}"),
-        *(Metric(f"failure_rate_{k}", f"failure rate: {k}", "lower", "{:.2%}") for k in ERROR_KINDS),
+        *(
+            Metric(f"failure_rate_{k}", f"failure rate: {k}", "lower", "{:.2%}")
+            for k in ERROR_KINDS
+        ),
         Metric("latency_mean_ms", "mean latency (ms)", "lower"),
         *(Metric(f"latency_{q}_ms", f"{q} latency (ms)", "lower") for q in QUANTILES),
         Metric("latency_max_ms", "max latency (ms)", "lower"),
@@ -136,7 +139,9 @@ def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
     for kind in ERROR_KINDS:
         match = kinds == kind if kind in named else ~kinds.isin(named)  # null counts as other
         is_kind = ~ok & match.to_numpy(dtype=bool)
-        out[f"failure_rate_{kind}"] = np.bincount(codes, weights=is_kind, minlength=k) / out["requests"]
+        out[f"failure_rate_{kind}"] = (
+            np.bincount(codes, weights=is_kind, minlength=k) / out["requests"]
+        )
     lat_ok = np.where(ok, latency, np.nan)
     out["latency_mean_ms"] = _mean_by(codes, lat_ok, k)
     qs = grouped_quantiles(codes, lat_ok, [*QUANTILES.values(), 1.0], k)
@@ -183,14 +188,27 @@ def unit_metrics(requests: pd.DataFrame, cpu: pd.DataFrame | None = None) -> pd.
     for frame in (out, cpu_part):
         for col in KEY:
             frame[col] = frame[col].astype(str) if col != "replication" else frame[col].astype(int)
-    merged = out.merge(cpu_part, on=KEY, how="left") if not out.empty else out.reindex(columns=[*out.columns, *cpu_part.columns.difference(KEY)])
+    merged = (
+        out.merge(cpu_part, on=KEY, how="left")
+        if not out.empty
+        else out.reindex(columns=[*out.columns, *cpu_part.columns.difference(KEY)])
+    )
     return _sorted(merged)
 
 
 def server_metrics(requests: pd.DataFrame, cpu: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per unit and server: request count and share, latency of successes, CPU."""
     by = [*KEY, "server"]
-    cols = [*by, "requests", "share", "ok", "latency_mean_ms", "latency_p95_ms", "cpu_mean", "cpu_std"]
+    cols = [
+        *by,
+        "requests",
+        "share",
+        "ok",
+        "latency_mean_ms",
+        "latency_p95_ms",
+        "cpu_mean",
+        "cpu_std",
+    ]
     served = requests.loc[requests["server"].notna()] if not requests.empty else requests
     if served.empty:
         return pd.DataFrame(columns=cols)
@@ -208,7 +226,9 @@ def server_metrics(requests: pd.DataFrame, cpu: pd.DataFrame | None = None) -> p
         out["cpu_mean"], out["cpu_std"] = np.nan, np.nan
     else:
         for col in by:
-            per_cpu[col] = per_cpu[col].astype(int) if col == "replication" else per_cpu[col].astype(str)
+            per_cpu[col] = (
+                per_cpu[col].astype(int) if col == "replication" else per_cpu[col].astype(str)
+            )
         out = out.merge(per_cpu, on=by, how="outer")
     return _sorted(out.reindex(columns=cols), extra=["server"])
 
@@ -242,15 +262,23 @@ def latency_curves(requests: pd.DataFrame, levels: Sequence[float] = CURVE_LEVEL
     if requests.empty:
         return pd.DataFrame(columns=[*by, "percentile", "latency_ms"])
     codes, keys = _groups(requests, by)
-    lat_ok = np.where(requests["ok"].fillna(False).to_numpy(dtype=bool), requests["latency_ms"].to_numpy(dtype=float), np.nan)
+    lat_ok = np.where(
+        requests["ok"].fillna(False).to_numpy(dtype=bool),
+        requests["latency_ms"].to_numpy(dtype=float),
+        np.nan,
+    )
     qs = grouped_quantiles(codes, lat_ok, [lv / 100.0 for lv in levels], len(keys))
     wide = pd.concat([keys, pd.DataFrame(qs, columns=list(levels))], axis=1)
-    long = wide.melt(id_vars=by, var_name="percentile", value_name="latency_ms").dropna(subset=["latency_ms"])
+    long = wide.melt(id_vars=by, var_name="percentile", value_name="latency_ms").dropna(
+        subset=["latency_ms"]
+    )
     long["percentile"] = long["percentile"].astype(float)
     return long.sort_values([*by, "percentile"]).reset_index(drop=True)
 
 
-def latency_box_stats(requests: pd.DataFrame, by: Sequence[str] = ("strategy", "server")) -> pd.DataFrame:
+def latency_box_stats(
+    requests: pd.DataFrame, by: Sequence[str] = ("strategy", "server")
+) -> pd.DataFrame:
     """Box-plot statistics of success latency per group, computed here so plots scale.
 
     Whiskers are the 5th and 95th percentiles (not 1.5 IQR) and no outliers are drawn:
@@ -282,7 +310,9 @@ def cpu_timeline(cpu: pd.DataFrame, bin_s: float = 1.0) -> pd.DataFrame:
     start = cpu.groupby(KEY, observed=True)["t"].transform("min")
     frame = pd.DataFrame({c: cpu[c] for c in [*KEY, "server", "cpu_percent"]})
     frame["t_rel"] = np.floor((cpu["t"] - start) / bin_s) * bin_s
-    out = frame.groupby([*KEY, "server", "t_rel"], observed=True)["cpu_percent"].mean().reset_index()
+    out = (
+        frame.groupby([*KEY, "server", "t_rel"], observed=True)["cpu_percent"].mean().reset_index()
+    )
     for col in ("run_id", "strategy", "scenario", "server"):
         out[col] = out[col].astype(str)
     return out[cols]

@@ -21,14 +21,28 @@ from matplotlib.figure import Figure
 
 from analysis import charts
 from analysis.load import open_results
+from analysis.manifest import run_facts
 from analysis.metrics import HEADLINE, SERVER_METRICS, Summary, summarize
 from analysis.tables import replication_counts, summary_table
 from analysis.winners import verdict, winners
 
 log = logging.getLogger(__name__)
 
-HEATMAP_METRICS = ("requests", "throughput_rps", "latency_mean_ms", "latency_p95_ms", "failure_rate")
-BAR_METRICS = ("throughput_rps", "latency_mean_ms", "latency_p95_ms", "failure_rate", "cpu_imbalance", "cpu_jain")
+HEATMAP_METRICS = (
+    "requests",
+    "throughput_rps",
+    "latency_mean_ms",
+    "latency_p95_ms",
+    "failure_rate",
+)
+BAR_METRICS = (
+    "throughput_rps",
+    "latency_mean_ms",
+    "latency_p95_ms",
+    "failure_rate",
+    "cpu_imbalance",
+    "cpu_jain",
+)
 _DPI = 110
 
 _CSS = """
@@ -53,7 +67,9 @@ class Chart:
 
 def charts_for(summary: Summary, win: pd.DataFrame) -> Iterator[Chart]:
     """Every chart of the report, in page order (also what the overview notebook shows)."""
-    yield Chart("winners", "Winners", "Best strategy per scenario and metric.", charts.winner_table(win))
+    yield Chart(
+        "winners", "Winners", "Best strategy per scenario and metric.", charts.winner_table(win)
+    )
     for metric in HEATMAP_METRICS:
         yield Chart(
             f"matrix-{metric}",
@@ -68,15 +84,30 @@ def charts_for(summary: Summary, win: pd.DataFrame) -> Iterator[Chart]:
             "Mean across replications; whiskers are 95 % t-intervals.",
             charts.comparison_bars(summary.pooled, metric),
         )
-    yield Chart("failure-kinds", "Failures by kind", "Failed / sent, stacked by error_kind.", charts.failure_kinds(summary.pooled))
-    yield Chart("server-share", "Requests per server", "Which server took the work.", charts.server_share(summary.servers_pooled))
+    yield Chart(
+        "failure-kinds",
+        "Failures by kind",
+        "Failed / sent, stacked by error_kind.",
+        charts.failure_kinds(summary.pooled),
+    )
+    yield Chart(
+        "server-share",
+        "Requests per server",
+        "Which server took the work.",
+        charts.server_share(summary.servers_pooled),
+    )
     yield Chart(
         "latency-by-server",
         "Latency by server",
         "All scenarios pooled, as thesis figure 5.8.",
         charts.latency_by_server(summary.boxes),
     )
-    yield Chart("latency-percentiles", "Latency percentiles", "Tail latency per scenario.", charts.latency_percentiles(summary.curves))
+    yield Chart(
+        "latency-percentiles",
+        "Latency percentiles",
+        "Tail latency per scenario.",
+        charts.latency_percentiles(summary.curves),
+    )
     for scenario in summary.scenarios or [""]:
         yield Chart(
             f"cpu-{scenario.replace('+', '_') or 'none'}",
@@ -108,7 +139,9 @@ def build_report(run_dir: str | Path) -> Path:
     return out / "index.html"
 
 
-def _page(run_id: str, manifest: dict[str, Any], summary: Summary, win: pd.DataFrame, figures: list[Chart]) -> str:
+def _page(
+    run_id: str, manifest: dict[str, Any], summary: Summary, win: pd.DataFrame, figures: list[Chart]
+) -> str:
     esc = html.escape
     parts = [
         "<!DOCTYPE html>",
@@ -127,9 +160,22 @@ def _page(run_id: str, manifest: dict[str, Any], summary: Summary, win: pd.DataF
         "Latency is over successful requests; throughput is successful responses per second.</p>",
         _table(summary_table(summary.pooled, HEADLINE), "summary"),
         "<h3>All request metrics</h3>",
-        _table(summary_table(summary.pooled, [m for m in summary.pooled["metric"].unique() if m not in HEADLINE] if not summary.pooled.empty else []), "metrics"),
+        _table(
+            summary_table(
+                summary.pooled,
+                [m for m in summary.pooled["metric"].unique() if m not in HEADLINE]
+                if not summary.pooled.empty
+                else [],
+            ),
+            "metrics",
+        ),
         "<h3>Per server</h3>",
-        _table(summary_table(summary.servers_pooled, list(SERVER_METRICS), by=("scenario", "strategy", "server")), "servers"),
+        _table(
+            summary_table(
+                summary.servers_pooled, list(SERVER_METRICS), by=("scenario", "strategy", "server")
+            ),
+            "servers",
+        ),
         "<h3>Replications</h3>",
         _table(replication_counts(summary.units), "replications"),
         '<h2 id="charts">Charts</h2>',
@@ -137,7 +183,7 @@ def _page(run_id: str, manifest: dict[str, Any], summary: Summary, win: pd.DataF
     for chart in figures:
         parts.append(
             f'<figure id="{esc(chart.slug)}"><img src="charts/{esc(chart.slug)}.png" alt="{esc(chart.title)}">'
-            f'<figcaption>{esc(chart.title)}: {esc(chart.caption)} '
+            f"<figcaption>{esc(chart.title)}: {esc(chart.caption)} "
             f'(<a href="charts/{esc(chart.slug)}.svg">SVG</a>)</figcaption></figure>'
         )
     parts += [
@@ -150,18 +196,16 @@ def _page(run_id: str, manifest: dict[str, Any], summary: Summary, win: pd.DataF
 
 
 def _facts(manifest: dict[str, Any], summary: Summary) -> str:
-    """What ran, on what, and how CPU was limited: the manifest's headline facts."""
-    facts = {
-        "kind": "simulated" if manifest.get("simulated") else "live",
-        "strategies": ", ".join(summary.strategies) or "none",
-        "scenarios": ", ".join(summary.scenarios) or "none",
-        "replications (max per cell)": summary.replications,
-        "requests (after warm-up)": int(summary.units["requests"].sum()) if not summary.units.empty else 0,
-    }
-    for key in ("preset", "cpu_limit", "cpu_limit_method", "testbed", "host", "started", "start", "ended", "end", "status", "warmup_s"):
-        if key in manifest and not isinstance(manifest[key], dict | list):
-            facts[key] = manifest[key]
-    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
+    """What ran, on what, and how CPU was limited, plus what the analysis saw."""
+    facts = run_facts(manifest)
+    facts["strategies"] = ", ".join(summary.strategies) or "none"
+    facts["scenarios"] = ", ".join(summary.scenarios) or "none"
+    facts["replications (max per cell)"] = str(summary.replications)
+    requests = int(summary.units["requests"].sum()) if not summary.units.empty else 0
+    facts["requests analysed (warm-up excluded)"] = str(requests)
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts.items()
+    )
     return f'<table class="facts">{rows}</table>'
 
 
@@ -169,10 +213,12 @@ def _winner_rows(win: pd.DataFrame) -> pd.DataFrame:
     if win.empty:
         return win
     table = win.pivot(index="scenario", columns="metric", values="label")
-    return table.reindex(index=list(dict.fromkeys(win["scenario"])), columns=list(dict.fromkeys(win["metric"])))
+    return table.reindex(
+        index=list(dict.fromkeys(win["scenario"])), columns=list(dict.fromkeys(win["metric"]))
+    )
 
 
 def _table(frame: pd.DataFrame, name: str) -> str:
     if frame.empty:
         return f'<p class="{name}">no data</p>'
-    return frame.to_html(classes=name, border=0, na_rep="–", float_format=lambda v: f"{v:.3g}")
+    return frame.to_html(classes=name, border=0, na_rep="-", float_format=lambda v: f"{v:.3g}")

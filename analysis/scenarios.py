@@ -1,21 +1,32 @@
-"""Scenario names of the thesis matrix and the display order of scenarios and strategies.
+"""Display order and labels of scenarios and strategies, for tables and charts.
 
-The matrix cell ``mp+lr`` is package size m (10 KB) x work volume l (1 MB): rows are
-package sizes, columns work volumes, as in the thesis figures 5.1-5.4 and A.21-A.35.
+The matrix itself (sizes, cell names, ``variation``) is ``lblab/scenarios.py``, shared
+with the runner and the simulator; this module only decides how it is shown. The matrix
+cell ``mp+lr`` is package size m (10 KB) x work volume l (1 MB): rows are package sizes,
+columns work volumes, as in the thesis figures 5.1-5.4 and A.21-A.35.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-SIZES = ("s", "m", "l")
-PACKAGE_LABELS = {"s": "100 B", "m": "10 KB", "l": "1 MB"}
-WORK_LABELS = {"s": "10 KB", "m": "100 KB", "l": "1 MB"}
-VARIATION = "variation"
-MATRIX = tuple(f"{p}p+{w}r" for p in SIZES for w in SIZES)
+from lblab.scenarios import CELLS, PACKAGE_SIZES, VARIATION, WORK_SIZES
 
-_CELL = re.compile(r"^([sml])p\+([sml])r$")
+
+def size_label(n: int) -> str:
+    """``100 B``, ``10 KB``, ``1 MB`` (decimal units, as ``lblab.config.parse_size``)."""
+    for unit, scale in (("MB", 1_000_000), ("KB", 1_000)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+SIZES = tuple(PACKAGE_SIZES)
+"""Size letters in matrix order (``s``, ``m``, ``l``), rows and columns alike."""
+PACKAGE_LABELS = {k: size_label(v) for k, v in PACKAGE_SIZES.items()}
+WORK_LABELS = {k: size_label(v) for k, v in WORK_SIZES.items()}
+MATRIX = tuple(CELLS)
+
 # The thesis five first, in the thesis' order, then the other registry names.
 _STRATEGY_ORDER = (
     "r",
@@ -44,8 +55,10 @@ _STRATEGY_ORDER = (
 
 def matrix_cell(scenario: str) -> tuple[str, str] | None:
     """``("m", "l")`` for ``"mp+lr"``; None for names outside the matrix."""
-    m = _CELL.match(scenario)
-    return (m.group(1), m.group(2)) if m else None
+    if scenario not in CELLS:
+        return None
+    package, work = scenario.split("+")
+    return package[0], work[0]
 
 
 def order_scenarios(names: Iterable[str]) -> list[str]:

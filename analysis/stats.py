@@ -26,7 +26,10 @@ def _beta_cf(a: float, b: float, x: float) -> float:
     h = d
     for m in range(1, 300):
         m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+        for aa in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
             d = 1.0 + aa * d
             d = 1.0 / (d if abs(d) > _TINY else _TINY)
             c = 1.0 + aa / c
@@ -42,7 +45,9 @@ def _reg_inc_beta(a: float, b: float, x: float) -> float:
         return 0.0
     if x >= 1.0:
         return 1.0
-    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    ln_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
     front = math.exp(ln_front)
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _beta_cf(a, b, x) / a
@@ -127,7 +132,9 @@ def imbalance(loads: Sequence[float] | np.ndarray) -> float:
     return float(x.max()) / float(x.mean())
 
 
-def grouped_quantiles(codes: np.ndarray, values: np.ndarray, qs: Sequence[float], groups: int) -> np.ndarray:
+def grouped_quantiles(
+    codes: np.ndarray, values: np.ndarray, qs: Sequence[float], groups: int
+) -> np.ndarray:
     """Quantiles of ``values`` per group code (0..groups-1), linear interpolation like numpy.
 
     The rows are put in group order with a stable integer sort (radix, ~10 ms for 5M),

@@ -54,7 +54,12 @@ def write_synthetic_run(
             heavy = 1.0 + 4.0 * scenario.count("l") + 1.5 * scenario.count("m")
             for rep in range(1, replications + 1):
                 key = f"{strategy}.{scenario}.{rep}".replace("+", "_")
-                base = {"run_id": run_id, "scenario": scenario, "strategy": strategy, "replication": rep}
+                base = {
+                    "run_id": run_id,
+                    "scenario": scenario,
+                    "strategy": strategy,
+                    "replication": rep,
+                }
                 n = rows_per_unit
                 server_idx = rng.choice(3, size=n, p=share)
                 load = share[server_idx] / CAPACITY[server_idx] * 3
@@ -79,7 +84,9 @@ def write_synthetic_run(
                     **{k: [v] * m for k, v in base.items()},
                     "t": np.tile(t0 + ts, 3),
                     "server": np.repeat(np.array(SERVERS), len(ts)),
-                    "cpu_percent": np.clip(np.repeat(cpu_level, len(ts)) + rng.normal(0, 5, m), 0, 100),
+                    "cpu_percent": np.clip(
+                        np.repeat(cpu_level, len(ts)) + rng.normal(0, 5, m), 0, 100
+                    ),
                 }
                 write_part(run_dir, "cpu", key, to_arrow("cpu", cpu))
                 picks = {
@@ -113,7 +120,9 @@ def _main() -> None:
     parser.add_argument("--replications", type=int, default=3)
     args = parser.parse_args()
     units = 5 * 4 * args.replications
-    write_synthetic_run(args.out, rows_per_unit=max(1, args.rows // units), replications=args.replications)
+    write_synthetic_run(
+        args.out, rows_per_unit=max(1, args.rows // units), replications=args.replications
+    )
 
 
 if __name__ == "__main__":

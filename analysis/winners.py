@@ -17,7 +17,16 @@ import pandas as pd
 from analysis.metrics import HEADLINE, METRICS
 from analysis.scenarios import order_scenarios
 
-COLUMNS = ["scenario", "metric", "winner", "value", "runner_up", "runner_up_value", "confidence", "label"]
+COLUMNS = [
+    "scenario",
+    "metric",
+    "winner",
+    "value",
+    "runner_up",
+    "runner_up_value",
+    "confidence",
+    "label",
+]
 
 
 def winners(pooled: pd.DataFrame, metrics: Sequence[str] = HEADLINE) -> pd.DataFrame:
@@ -29,15 +38,39 @@ def winners(pooled: pd.DataFrame, metrics: Sequence[str] = HEADLINE) -> pd.DataF
         sub = pooled.loc[(pooled["metric"] == metric) & pooled["mean"].notna()]
         for scenario in order_scenarios(sub["scenario"].unique()):
             cand = sub.loc[sub["scenario"] == scenario]
-            cand = cand.sort_values("mean", ascending=METRICS[metric].better == "lower", kind="stable")
+            cand = cand.sort_values(
+                "mean", ascending=METRICS[metric].better == "lower", kind="stable"
+            )
             best = cand.iloc[0]
             if len(cand) == 1:
-                rows.append((scenario, metric, best.strategy, best["mean"], None, math.nan, "only one", best.strategy))
+                rows.append(
+                    (
+                        scenario,
+                        metric,
+                        best.strategy,
+                        best["mean"],
+                        None,
+                        math.nan,
+                        "only one",
+                        best.strategy,
+                    )
+                )
                 continue
             second = cand.iloc[1]
             confidence = _confidence(best, second, METRICS[metric].better)
             mark = {"clear": "", "within CI": "~", "unknown": "?"}[confidence]
-            rows.append((scenario, metric, best.strategy, best["mean"], second.strategy, second["mean"], confidence, mark + best.strategy))
+            rows.append(
+                (
+                    scenario,
+                    metric,
+                    best.strategy,
+                    best["mean"],
+                    second.strategy,
+                    second["mean"],
+                    confidence,
+                    mark + best.strategy,
+                )
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

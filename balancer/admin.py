@@ -170,7 +170,12 @@ def status(node: BalancerNode) -> dict[str, Any]:
         row["last_report"] = (
             None
             if report is None or view.report_at is None
-            else {"source": report.source, "age_s": round(now - view.report_at, 3)}
+            else {
+                "source": report.source,
+                "age_s": round(now - view.report_at, 3),
+                "cpu_util": report.cpu_util,
+                "qps": report.qps,
+            }
         )
         row["lease_remaining"] = view.lease_remaining
     return {

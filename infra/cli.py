@@ -27,7 +27,12 @@ def _fail(exc: Exception) -> None:
 
 @testbed_app.command("up")
 def up_command(
-    hosts: int = typer.Option(5, "--hosts", help="Hosts: 1 balancer, 1 loader, the rest servers."),
+    hosts: int = typer.Option(
+        5, "--hosts", help="Hosts: 1 balancer, --loaders loaders, the rest servers."
+    ),
+    loaders: int = typer.Option(
+        1, "--loaders", help="Loader hosts (distributed Locust needs 2 or more)."
+    ),
     name: str = _NAME,
     subnet: str = typer.Option(
         "10.213.0.0/24", "--subnet", help="Private IPv4 subnet that exists only on this machine."
@@ -43,7 +48,12 @@ def up_command(
     from infra.testbed import TestbedError, TestbedSpec, parse_quotas, up
 
     spec = TestbedSpec(
-        name=name, hosts=hosts, subnet=subnet, root=root, quotas=parse_quotas(quotas)
+        name=name,
+        hosts=hosts,
+        loaders=loaders,
+        subnet=subnet,
+        root=root,
+        quotas=parse_quotas(quotas),
     )
     try:
         state = up(spec)

@@ -83,6 +83,7 @@ class TestbedSpec:
 
     name: str = "lbt"
     hosts: int = 5
+    loaders: int = 1
     subnet: str = DEFAULT_SUBNET
     root: Path = DEFAULT_ROOT
     quotas: Mapping[str, float] = field(default_factory=dict)
@@ -96,7 +97,12 @@ class TestbedSpec:
         if not 3 <= self.hosts <= 40:
             raise ConfigError(
                 f"--hosts: {self.hosts} is out of range; a testbed has 3 to 40 hosts "
-                "(one balancer, one loader, the rest servers)"
+                "(one balancer, --loaders loaders, the rest servers)"
+            )
+        if not 1 <= self.loaders <= self.hosts - 2:
+            raise ConfigError(
+                f"--loaders: {self.loaders} does not fit {self.hosts} hosts; give 1 to "
+                f"{self.hosts - 2} (one balancer and at least one server need the rest)"
             )
         try:
             net = ipaddress.ip_network(self.subnet)
@@ -144,12 +150,12 @@ class TestbedSpec:
         return self.root / self.name
 
     def plan(self) -> list[HostPlan]:
-        """Host 1 balances, the last one loads, the ones between serve.
+        """Host 1 balances, the last ``loaders`` load (``loader1``..), the ones between serve.
 
         Servers are ``s1``..``sN`` (the thesis names): all small (0.25 CPU) but the last,
         which is large (0.75 CPU), unless ``quotas`` says otherwise.
         """
-        n_servers = self.hosts - 2
+        n_servers = self.hosts - 1 - self.loaders
         base = self.network.network_address + 10
         hosts = [HostPlan("balancer", "balancer", 1, str(base + 1))]
         for i in range(1, n_servers + 1):
@@ -157,7 +163,9 @@ class TestbedSpec:
             default = LARGE_QUOTA if i == n_servers and n_servers > 1 else SMALL_QUOTA
             quota = self.quotas.get(name, default)
             hosts.append(HostPlan(name, "servers", i + 1, str(base + i + 1), quota))
-        hosts.append(HostPlan("loader1", "loaders", self.hosts, str(base + self.hosts)))
+        for i in range(1, self.loaders + 1):
+            index = n_servers + 1 + i
+            hosts.append(HostPlan(f"loader{i}", "loaders", index, str(base + index)))
         return hosts
 
     def namespace(self, host: HostPlan) -> str:
@@ -310,12 +318,15 @@ def up(spec: TestbedSpec) -> dict[str, Any]:
     old = load_state(spec.name, spec.root)
     wanted = {
         "hosts": spec.hosts,
+        "loaders": spec.loaders,
         "subnet": spec.subnet,
         "quotas": {h.name: h.cpu_quota for h in spec.plan() if h.cpu_quota},
     }
-    if old and {k: old["spec"].get(k) for k in wanted} != wanted:
+    # A state file from before --loaders existed had one loader.
+    if old and {k: old["spec"].get(k, 1 if k == "loaders" else None) for k in wanted} != wanted:
         raise ConfigError(
-            f"testbed {spec.name!r} already exists with {old['spec']['hosts']} hosts on "
+            f"testbed {spec.name!r} already exists with {old['spec']['hosts']} hosts "
+            f"({old['spec'].get('loaders', 1)} loaders) on "
             f"{old['spec']['subnet']} and quotas {old['spec']['quotas']}; run "
             f"`lblab testbed down --name {spec.name}` first"
         )

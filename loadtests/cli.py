@@ -1,4 +1,5 @@
-"""Commands of `loadtests/` for the `lblab` command line: ``lblab run``."""
+"""Commands of `loadtests/` for the `lblab` command line: ``lblab run``,
+``lblab locust-workers``."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ def flags_layer(**flags: Any) -> dict[str, Any]:
     for key in ("strategies", "scenarios"):
         if flags[key] is not None:
             put("run", key, [v.strip() for v in flags[key].split(",") if v.strip()])
-    for key in ("duration", "warmup", "replications", "seed", "locust_workers", "out"):
+    for key in (
+        "duration", "warmup", "replications", "seed", "locust_workers", "locust_master_bind",
+        "expect_workers", "out",
+    ):  # fmt: skip
         put("run", key, flags[key])
     put("load", "users", flags["users"])
     put("testbed", "kind", flags["testbed"])
@@ -49,6 +53,12 @@ def register(app: typer.Typer) -> None:
         replications: int = typer.Option(None, help="Repetitions of the whole matrix."),
         out: str = typer.Option(None, help="Run directory (default results/<name>-<time>)."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
+        collect: bool = typer.Option(
+            False,
+            "--collect",
+            help="Rebuild the tables of the run in --out from its raw/ folder (with the "
+            "records fetched from other loader hosts) and report; runs no phase.",
+        ),
         no_report: bool = typer.Option(
             False, "--no-report", help="Print the summary table only (no HTML report)."
         ),
@@ -57,6 +67,18 @@ def register(app: typer.Typer) -> None:
         ),
         locust_workers: int = typer.Option(
             None, "--locust-workers", help="Distributed Locust: a master and N local workers."
+        ),
+        locust_master_bind: str = typer.Option(
+            None,
+            "--locust-master-bind",
+            help="HOST[:PORT] (port 5557) on this host where the Locust master listens for "
+            "workers on other hosts.",
+        ),
+        expect_workers: int = typer.Option(
+            None,
+            "--expect-workers",
+            help="Workers on other hosts (`lblab locust-workers`) the master waits for in "
+            "every phase; their records join the run with --collect.",
         ),
         seed: int = typer.Option(None, help="Base seed (phase k uses seed + k)."),
         testbed: str = typer.Option(None, help="local (start everything) | external."),
@@ -81,22 +103,27 @@ def register(app: typer.Typer) -> None:
             strategies=strategies, scenarios=scenarios, duration=duration, warmup=warmup,
             replications=replications, seed=seed, locust_workers=locust_workers, out=out,
             users=users, testbed=testbed, balancer=balancer, admin=admin,
+            locust_master_bind=locust_master_bind, expect_workers=expect_workers,
         )  # fmt: skip
         given: dict[str, Any] = {
             "preset": preset,
             "config_file": config,
             "flags": flags,
         }
-        if resume:
+        if resume and collect:
+            raise ConfigError("--resume and --collect exclude each other; give one")
+        if resume or collect:
+            flag = "--resume" if resume else "--collect"
             if not out:
-                raise ConfigError("--resume needs --out DIR, the run directory to continue")
+                raise ConfigError(f"{flag} needs --out DIR, the run directory to continue")
             run_dir = Path(out)
             manifest_path = run_dir / "manifest.json"
             if not manifest_path.is_file():
-                raise ConfigError(f"--resume: {manifest_path} does not exist")
+                raise ConfigError(f"{flag}: {manifest_path} does not exist")
             manifest = Manifest(manifest_path, _read_json(manifest_path))
             cfg = runconfig.build(manifest.data["config"])
-            console.print(f"resuming {run_dir} (its own config; other flags are ignored)")
+            verb = "resuming" if resume else "collecting"
+            console.print(f"{verb} {run_dir} (its own config; other flags are ignored)")
         else:
             file_layer = load_toml(Path(config)) if config else None
             preset_name = preset or (file_layer or {}).get("preset") or "quick"
@@ -116,7 +143,8 @@ def register(app: typer.Typer) -> None:
             manifest.save()
         console.print(f"run directory: {run_dir}")
         try:
-            code = Runner(cfg, run_dir, manifest).execute()
+            runner = Runner(cfg, run_dir, manifest)
+            code = runner.collect() if collect else runner.execute()
         except ProcessFailed as exc:
             console.print(f"error: the testbed did not start: {exc}", style="red")
             raise typer.Exit(EXIT_PHASE_FAILED) from None
@@ -127,6 +155,35 @@ def register(app: typer.Typer) -> None:
         else:
             summary.finish(run_dir, console)
         raise typer.Exit(code)
+
+    @app.command("locust-workers")
+    def locust_workers_command(
+        master: str = typer.Option(
+            ..., "--master", help="HOST:PORT of the Locust master (lblab run --locust-master-bind)."
+        ),
+        processes: int = typer.Option(1, "--processes", min=1, help="Workers to keep running."),
+        loader: str = typer.Option(
+            None, "--loader", help="This loader's name in the records (default: the hostname)."
+        ),
+        records_root: str = typer.Option(
+            ...,
+            "--records-root",
+            help="This host's results folder: records go to <it>/<run-id>/raw/phases/<phase>/.",
+        ),
+    ) -> None:
+        """Keep Locust workers connected to a master on another host, one per phase.
+
+        A Locust worker quits with its master, and `lblab run` starts one per phase:
+        each worker is relaunched when it exits. Stop with SIGTERM or Ctrl-C.
+        """
+        import socket
+
+        from lblab.config import parse_hostport
+        from loadtests.remote_workers import keep_workers
+
+        address = parse_hostport(master, "--master")
+        name = loader or socket.gethostname()
+        raise typer.Exit(keep_workers(address, processes, name, Path(records_root).resolve()))
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Both arrive as JSON lines appended by other processes (``raw/picks-*.jsonl``: ``{"t",
 "server", "inflight_at_pick", "strategy"}``; ``raw/cpu-*.jsonl``: ``{"t", "server",
 "cpu_percent"}``). For an external testbed, copy those files into ``raw/`` under the
-same names (the ansible fetch does) and run ``lblab run --resume``: the same code
+same names (the ansible fetch does) and run ``lblab run --collect``: the same code
 collects them. Each ``JsonlTail`` remembers its byte offset, so a 20-minute phase is
 read once, not re-read for every later phase; a partial last line waits for the next
 read.

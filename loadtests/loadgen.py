@@ -2,9 +2,10 @@
 
 The runner starts a fresh headless Locust per phase (about 1 s of start-up) rather than
 steering a long-lived one: each phase then has its own process, records folder and exit
-status, and a crash costs one phase. The command lines built here are the same ones the
-ansible loader role uses on several hosts (``command_line`` with ``role="master"`` on
-one host, ``role="worker"`` on the others).
+status, and a crash costs one phase. The master may also expect workers it did not
+start: ``lblab locust-workers`` on other loader hosts (``loadtests.remote_workers``)
+runs the same ``worker_command`` and relaunches it for every phase, because a Locust
+2.47 worker quits with its master.
 
 Closed model: Locust's ``-t`` ends the phase and ``--stop-timeout`` (request deadline +
 1 s) lets each user finish the request it has in flight, so every request sent is
@@ -27,7 +28,11 @@ from loadtests.loadspec import LoadSpec
 from loadtests.runconfig import LoadConfig
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+_BASE = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
 SAFETY_S = 10.0  # beyond the expected end before a phase is declared stuck
+# A master gives up (exit 1, "Gave up waiting for workers") if its workers are not all
+# connected by then; remote ones are relaunched a few seconds after the last phase.
+WORKERS_WAIT_S = 60
 
 
 def expected_seconds(spec: LoadSpec, load: LoadConfig, duration: float) -> float:
@@ -57,14 +62,13 @@ def command_line(
     master_port: int = 5557,
 ) -> list[str]:
     """argv of one Locust process; ``role`` is standalone, master or worker."""
-    base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
     if role == "worker":
-        return [*base, "--worker", "--master-host", master_host, "--master-port", str(master_port)]
+        return worker_command(master_host, master_port)
     users, rate = (
         (load.users, load.spawn_rate) if load.model == "closed" else (spec.generators,) * 2
     )
     argv = [
-        *base,
+        *_BASE,
         "--headless",
         "--host", f"rsocket://{host}:{port}",
         "-u", str(users),
@@ -78,10 +82,16 @@ def command_line(
     if role == "master":
         argv += [
             "--master", "--expect-workers", str(workers),
+            "--expect-workers-max-wait", str(WORKERS_WAIT_S),
             "--master-bind-host", master_host, "--master-bind-port", str(master_port),
         ]  # fmt: skip
     argv.append("ClosedLoopUser" if load.model == "closed" else "OpenLoopUser")
     return argv
+
+
+def worker_command(master_host: str, master_port: int) -> list[str]:
+    """argv of one Locust worker; it learns the phase (users, spec) from the master."""
+    return [*_BASE, "--worker", "--master-host", master_host, "--master-port", str(master_port)]
 
 
 def free_port() -> int:
@@ -109,20 +119,34 @@ class LocustRun:
 
 
 def start(
-    spec: LoadSpec, load: LoadConfig, host: str, port: int, duration: float, workers: int, log: Path
+    spec: LoadSpec,
+    load: LoadConfig,
+    host: str,
+    port: int,
+    duration: float,
+    workers: int,
+    log: Path,
+    *,
+    expect: int = 0,
+    bind: tuple[str, int] | None = None,
 ) -> LocustRun:
-    """Start the phase's Locust: one process, or a master and ``workers`` workers."""
+    """Start the phase's Locust: one process, or a master with ``workers`` local workers
+    plus ``expect`` workers started elsewhere, all connecting to ``bind`` (HOST, PORT;
+    default a free loopback port)."""
     Path(spec.records_dir).mkdir(parents=True, exist_ok=True)
     run = LocustRun()
-    if workers <= 0:
+    if workers + expect <= 0:
         run.children.append(_popen("locust", command_line(spec, load, host, port, duration), log))
         return run
-    master_port = free_port()
+    bind_host, bind_port = bind or ("127.0.0.1", free_port())
     master = command_line(
-        spec, load, host, port, duration, role="master", workers=workers, master_port=master_port
-    )
+        spec, load, host, port, duration, role="master", workers=workers + expect,
+        master_host=bind_host, master_port=bind_port,
+    )  # fmt: skip
     run.children.append(_popen("locust master", master, log))
-    worker = command_line(spec, load, host, port, duration, role="worker", master_port=master_port)
+    # A wildcard bind is reachable on loopback; local workers connect there.
+    connect = "127.0.0.1" if bind_host in ("0.0.0.0", "", "::") else bind_host
+    worker = worker_command(connect, bind_port)
     for i in range(workers):
         run.children.append(_popen(f"locust worker {i}", worker, log))
     return run

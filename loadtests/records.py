@@ -7,9 +7,17 @@ every ``FLUSH_S`` seconds and at stop. A crash loses at most that much. Next to 
 keeps ``progress-<host>-<pid>.json`` (requests and failures so far) for the runner's
 progress bar. The runner merges all chunks of a phase, whoever wrote them.
 
+Workers on other loader hosts (``lblab locust-workers``) cannot reach the master's
+folder: they are started with ``LBLAB_RECORDS_ROOT`` (their host's results folder) and
+write to the same place relative to the run, ``<root>/<run-id>/raw/phases/<phase>/``.
+Fetching those folders into the run directory (``infra/experiment.yml`` does) and
+``lblab run --collect`` merge them. ``LBLAB_LOADER`` names the loader host in the rows
+(default: the hostname, which namespaces on one machine share).
+
 One row per request sent: ``t_sent`` (epoch s; the due time in the open model),
 ``latency_ms``, ``ok``, ``error_kind``, ``package_bytes``, ``work_bytes``, ``server``
-(from the response, for successes), ``cell`` (the drawn cell, for mixed scenarios).
+(from the response, for successes), ``cell`` (the drawn cell, for mixed scenarios),
+``loader`` (the loader host whose Locust process sent it).
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 FLUSH_S = 2.0
+LOADER_ENV = "LBLAB_LOADER"
+RECORDS_ROOT_ENV = "LBLAB_RECORDS_ROOT"
 COLUMNS = (
     "t_sent",
     "latency_ms",
@@ -34,6 +44,7 @@ COLUMNS = (
     "work_bytes",
     "server",
     "cell",
+    "loader",
 )
 RECORD_SCHEMA = pa.schema(
     [
@@ -45,17 +56,45 @@ RECORD_SCHEMA = pa.schema(
         ("work_bytes", pa.int64()),
         ("server", pa.string()),
         ("cell", pa.string()),
+        ("loader", pa.string()),
     ]
 )
+
+
+def phase_folder(run_dir: Path, phase_key: str) -> Path:
+    """Where a phase's records go, relative to its run directory."""
+    return run_dir / "raw" / "phases" / phase_key
+
+
+def local_folder(folder: Path) -> Path:
+    """The folder this process writes a phase's records to: ``folder`` (the spec's, on
+    the master's host) or, with ``LBLAB_RECORDS_ROOT`` set, the same
+    ``<run-id>/raw/phases/<phase>`` under that root on this host."""
+    root = os.environ.get(RECORDS_ROOT_ENV)
+    if not root:
+        return folder
+    # phase_folder's layout: the last four parts are <run-id>/raw/phases/<phase>.
+    return Path(root).joinpath(*folder.parts[-4:])
+
+
+def loader_name() -> str:
+    """The loader host this process runs on, as the rows name it."""
+    return os.environ.get(LOADER_ENV) or socket.gethostname()
+
+
+def _writer_tag() -> str:
+    """``<loader>-<pid>``: unique per process across hosts (the pid alone is per host)."""
+    return f"{loader_name()}-{os.getpid()}"
 
 
 class RequestRecorder:
     """Column buffers for one Locust process; ``flush`` writes what it has as one chunk."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-        self._tag = f"{socket.gethostname()}-{os.getpid()}"
+        self.folder = local_folder(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._tag = _writer_tag()
+        self._loader = loader_name()
         self._seq = 0
         self._cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
         self.requests = 0
@@ -80,6 +119,7 @@ class RequestRecorder:
         c["work_bytes"].append(work_bytes)
         c["server"].append(server)
         c["cell"].append(cell)
+        c["loader"].append(self._loader)
         self.requests += 1
         if error_kind is not None:
             self.failures += 1
@@ -105,8 +145,9 @@ class RequestRecorder:
 def mark_started(folder: Path) -> None:
     """Note when this process starts its users: phase timelines count from the load's
     start, not from the Locust launch (which takes 1-3 s on a busy machine)."""
+    folder = local_folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tag = f"{socket.gethostname()}-{os.getpid()}"
+    tag = _writer_tag()
     tmp = folder / f".started-{tag}.tmp"
     tmp.write_text(json.dumps({"t": time.time()}))
     os.replace(tmp, folder / f"started-{tag}.json")

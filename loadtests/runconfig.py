@@ -10,7 +10,8 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
 
     preset = "quick"                       # start from a preset (a config file may say it)
     [run]      name, strategies, scenarios, duration, warmup, replications, seed,
-               request_timeout, locust_workers, out
+               request_timeout, locust_workers, out,
+               locust_master_bind = "HOST[:PORT]", expect_workers  (workers on other hosts)
     [load]     model = "closed"|"open", users, spawn_rate, think_time = [min, max],
                rate, arrival = "constant"|"poisson", count
     [testbed]  kind = "local"|"external", balancer = "HOST:PORT", admin = "HOST:PORT",
@@ -34,12 +35,13 @@ from typing import Any
 
 from lblab.config import parse_duration, parse_hostport, parse_size
 from lblab.errors import ConfigError
-from loadtests.openloop import ARRIVALS
 from lblab.scenarios import CELLS, Cell, Scenario, builtin_scenario
+from loadtests.openloop import ARRIVALS
 
 TESTBEDS = ("local", "external")
 ACTIONS = ("kill", "restart", "drain", "add", "remove")
 MODELS = ("closed", "open")
+DEFAULT_MASTER_PORT = 5557  # Locust's own default master port
 
 DEFAULTS: dict[str, Any] = {
     "run": {
@@ -52,6 +54,8 @@ DEFAULTS: dict[str, Any] = {
         "seed": 1,
         "request_timeout": "30s",
         "locust_workers": 0,
+        "locust_master_bind": "",
+        "expect_workers": 0,
         "out": "",
     },
     "load": {
@@ -170,6 +174,10 @@ class RunConfig:
     seed: int
     request_timeout: float
     locust_workers: int
+    # Where the Locust master listens for workers, and how many it waits for that someone
+    # else starts (``lblab locust-workers`` on other loader hosts); None: local loopback.
+    locust_master_bind: tuple[str, int] | None
+    expect_workers: int
     out: str
     testbed: TestbedConfig
     servers: tuple[ServerSpec, ...]
@@ -460,6 +468,20 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
             "timeline events need the local testbed (the runner owns those processes)"
         )
 
+    locust_workers = _int("run.locust_workers", run["locust_workers"])
+    expect_workers = _int("run.expect_workers", run.get("expect_workers", 0))
+    master_bind = _master_bind(str(run.get("locust_master_bind") or ""))
+    if expect_workers and master_bind is None:
+        raise ConfigError(
+            f"run.expect_workers = {expect_workers} needs run.locust_master_bind (--locust-master-bind "
+            "HOST[:PORT]): the address on this host that the other hosts' workers connect to"
+        )
+    if master_bind is not None and not (locust_workers or expect_workers):
+        raise ConfigError(
+            "run.locust_master_bind is for a distributed Locust: give --expect-workers N "
+            "(workers on other hosts) or --locust-workers N as well"
+        )
+
     duration = parse_duration(run["duration"], "run.duration")
     warmup = parse_duration(run["warmup"], "run.warmup")
     if duration <= 0 and not all(load.model == "open" and load.count for load in loads.values()):
@@ -479,7 +501,9 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         replications=_int("run.replications", run["replications"], 1),
         seed=_int("run.seed", run["seed"]),
         request_timeout=parse_duration(run["request_timeout"], "run.request_timeout"),
-        locust_workers=_int("run.locust_workers", run["locust_workers"]),
+        locust_workers=locust_workers,
+        locust_master_bind=master_bind,
+        expect_workers=expect_workers,
         out=str(run.get("out", "")),
         testbed=testbed,
         servers=servers,
@@ -488,6 +512,15 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         timeline=tuple(timeline),
         raw=raw,
     )
+
+
+def _master_bind(value: str) -> tuple[str, int] | None:
+    """``HOST`` (Locust's port 5557) or ``HOST:PORT``; empty: no fixed address."""
+    if not value:
+        return None
+    if ":" not in value:
+        return value, DEFAULT_MASTER_PORT
+    return parse_hostport(value, "run.locust_master_bind")
 
 
 def resolve(

@@ -19,6 +19,13 @@ process group, keeps what was measured, marks the running phase interrupted, and
 
 Warm-up: rows of the first ``warmup`` seconds of each phase (from its first request) are
 kept and marked ``warmup = true`` in all three tables; analyses filter them out.
+
+Workers on other hosts (``expect_workers``, with ``locust_master_bind``): the master here
+waits for them each phase, and they write their records on their own hosts. A phase
+then ends with the records this host has; ``lblab run --collect`` (``collect``) rebuilds
+every phase's tables once the other hosts' record folders are fetched into
+``raw/phases/`` (as ``infra/experiment.yml`` does), and checks that each writer's rows
+are all there (``unaccounted`` in the manifest: requests a writer counted but no row).
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from loadtests import loadgen
 from loadtests.collect import WindowSource
 from loadtests.loadspec import LoadSpec
 from loadtests.progress import RunProgress
-from loadtests.records import read_progress, read_records, started_at
+from loadtests.records import phase_folder, read_progress, read_records, started_at
 from loadtests.runconfig import RunConfig
 from loadtests.testbed import ExternalTestbed, LocalTestbed, make_testbed
 from loadtests.timeline import Timeline
@@ -267,7 +274,7 @@ class Runner:
         """Run one phase; True when it produced its records."""
         cfg, m = self.config, self.manifest
         load = cfg.loads[phase.scenario]
-        records = self.run_dir / "raw" / "phases" / phase.key
+        records = phase_folder(self.run_dir, phase.key)
         # A rerun after an interruption starts clean: no records or parts of the last try.
         if records.exists():
             shutil.rmtree(records)
@@ -285,7 +292,7 @@ class Runner:
             arrival=load.arrival,
             count=load.count or None,
             duration=cfg.warmup + cfg.duration,
-            generators=max(1, workers),
+            generators=max(1, workers + cfg.expect_workers),
             request_timeout=cfg.request_timeout,
             seed=cfg.seed + phase.index,
             records_dir=str(records),
@@ -309,9 +316,11 @@ class Runner:
             self.testbed.set_strategy(phase.strategy)
             host, port = self.testbed.address
             self.locust = loadgen.start(
-                spec, load, host, port, length, workers, self.run_dir / "logs" / "locust.log"
-            )
-            deadline = time.monotonic() + expected + cfg.request_timeout + PHASE_SLACK_S
+                spec, load, host, port, length, workers, self.run_dir / "logs" / "locust.log",
+                expect=cfg.expect_workers, bind=cfg.locust_master_bind,
+            )  # fmt: skip
+            slack = PHASE_SLACK_S + (loadgen.WORKERS_WAIT_S if cfg.expect_workers else 0)
+            deadline = time.monotonic() + expected + cfg.request_timeout + slack
             t0 = time.monotonic()
             load_t0: float | None = None  # epoch when the users started
             while not self.locust.finished():
@@ -335,27 +344,54 @@ class Runner:
                 self.locust.stop()
                 self.locust = None
         end = time.time()
+        facts = self._merge_records(phase, start)
+        # With workers elsewhere, this host may hold none of the records until --collect.
+        if not facts["requests"] and status == "done" and not cfg.expect_workers:
+            status, error = "failed", "no requests were recorded"
+        m.update_phase(phase, status=status, error=error, end=end, **facts, timeline=timeline.log)
+        progress.end_phase(status, facts["requests"], facts["failures"], end - start)
+        return status == "done"
+
+    def _merge_records(self, phase: Phase, start: float) -> dict[str, Any]:
+        """Write the phase's requests part from every records chunk in its folder (all
+        writers, all hosts delivered so far); returns the manifest's facts about them."""
+        records = phase_folder(self.run_dir, phase.key)
         table = read_records(records)
         requests = table.num_rows
-        failures = requests - pc.sum(table["ok"]).as_py() if requests else 0
         load_start = pc.min(table["t_sent"]).as_py() if requests else start
         if requests:
             write_part(self.run_dir, "requests", phase.key, self._label(table, phase, load_start))
-        elif status == "done":
-            status, error = "failed", "no requests were recorded"
-        m.update_phase(
-            phase,
-            status=status,
-            error=error,
-            end=end,
-            load_start=load_start,
-            requests=requests,
-            failures=failures,
-            locust_requests=loadgen.locust_request_count(records),
-            timeline=timeline.log,
-        )
-        progress.end_phase(status, requests, failures, end - start)
-        return status == "done"
+        loaders = pc.value_counts(table["loader"].fill_null("unknown")).to_pylist()
+        return {
+            "load_start": load_start,
+            "requests": requests,
+            "failures": requests - pc.sum(table["ok"]).as_py() if requests else 0,
+            "locust_requests": loadgen.locust_request_count(records),
+            "loaders": {c["values"]: c["counts"] for c in loaders},
+            # Requests the writers counted (their progress files) without a row here.
+            "unaccounted": read_progress(records)[0] - requests,
+        }
+
+    def collect(self) -> int:
+        """``lblab run --collect``: rebuild every finished phase's requests, picks and cpu
+        parts from ``raw/`` (now holding what other hosts wrote) and the tables."""
+        m = self.manifest
+        for p in self.phases:
+            entry = m.phase(p)
+            if entry["status"] not in ("done", "failed"):
+                continue
+            facts = self._merge_records(p, entry["start"])
+            if not facts["requests"] and entry["status"] == "done":
+                facts.update(status="failed", error="no requests were recorded on any loader")
+            m.update_phase(p, **facts)
+        self._collect(float("inf"), force=True)
+        consolidate(self.run_dir)
+        failed = any(m.phase(p)["status"] == "failed" for p in self.phases)
+        if failed and m.data["status"] == "done":
+            m.data["status"] = "failed"
+        m.data["collected"] = time.time()
+        m.save()
+        return EXIT_PHASE_FAILED if failed else EXIT_OK
 
     def _label(self, table: pa.Table, phase: Phase, load_start: float) -> pa.Table:
         n = table.num_rows
@@ -379,7 +415,7 @@ class Runner:
     def collect_all(self) -> None:
         self._collect(float("inf"))
 
-    def _collect(self, before: float) -> None:
+    def _collect(self, before: float, force: bool = False) -> None:
         self.picks.poll()
         self.cpu.poll()
         parts = self.run_dir / "parts"
@@ -387,9 +423,11 @@ class Runner:
             entry = self.manifest.phase(p)
             if entry["status"] not in ("done", "failed") or entry["end"] > before:
                 continue
-            if (parts / "picks" / f"{p.key}.parquet").exists() and (
-                parts / "cpu" / f"{p.key}.parquet"
-            ).exists():
+            if (
+                not force
+                and (parts / "picks" / f"{p.key}.parquet").exists()
+                and (parts / "cpu" / f"{p.key}.parquet").exists()
+            ):
                 continue
             counts = {}
             for table, source, cols in (

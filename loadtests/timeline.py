@@ -3,7 +3,8 @@
 ``at`` counts from the moment the phase's Locust starts its users (warm-up included),
 not from its launch, which takes 1-3 s on a busy machine. The runner's phase loop calls
 ``Timeline.fire_due(elapsed)`` on every tick; each event fires once, and what happened
-(with the epoch time, so the analysis can mark it on charts) goes into the manifest.
+(with epoch times ``t`` and ``t_done``, so the analysis can mark it on charts) goes into
+the manifest.
 """
 
 from __future__ import annotations
@@ -52,4 +53,7 @@ class Timeline:
                 entry["ok"] = True
             except Exception as exc:  # recorded in the manifest; the phase goes on
                 entry.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+            # An add waits for a new server and agent to be ready (1-3 s): ``t`` is when
+            # the action began, ``t_done`` when it took effect (the pool changed).
+            entry["t_done"] = time.time()
             self.log.append(entry)

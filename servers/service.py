@@ -44,6 +44,11 @@ class WorkService:
         self._cache = DocumentCache()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="work")
 
+    @property
+    def delay_ms(self) -> float:
+        """The fixed part of every request's service time (``--delay-ms``)."""
+        return self._delay_s * 1000.0
+
     def submit(self, body: bytes, arrived: float) -> Future[WorkResult]:
         """Queue one request's work; ``arrived`` is its ``time.perf_counter()`` at arrival.
 

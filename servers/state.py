@@ -110,10 +110,15 @@ class ServerState:
     # ------------------------------------------------------------ reports and leases
 
     def est_wait_ms(self) -> float:
-        if self.mean_service_ms is None:
-            return 0.0
+        # Before the first completion the fixed --delay-ms is the service time known a
+        # priori (Ingram's servers announce theirs): estimating 0 would make every
+        # arrival on a fresh server report an empty queue, and dynamic-immediate would
+        # send it every request of a batch (measured: 9 of 10 to one server).
+        mean = self.mean_service_ms
+        if mean is None:
+            mean = self.service.delay_ms
         workers = self.service.workers
-        return self.mean_service_ms * max(0, self.inflight - workers + 1) / workers
+        return mean * max(0, self.inflight - workers + 1) / workers
 
     def report(self, source: ReportSource, result: WorkResult | None = None) -> LoadReport:
         return LoadReport(

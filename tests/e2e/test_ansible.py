@@ -1,9 +1,11 @@
-"""The ansible path end to end, on a 5-host namespace testbed.
+"""The ansible path end to end, on a 6-host namespace testbed.
 
-balancer, s1..s3, loader1 come up as namespaces with sshd; ``site.yml`` provisions
-them twice (the second run must change nothing); ``experiment.yml`` runs the ``tiny``
-preset from the loader and fetches the run; the fetched directory must satisfy the
-results contract and name the hosts; ``lblab testbed down`` must leave nothing behind.
+balancer, s1..s3, loader1, loader2 come up as namespaces with sshd; ``site.yml``
+provisions them twice (the second run must change nothing); ``experiment.yml`` runs the
+``tiny`` preset with Locust distributed over both loaders (master on loader1, one worker
+on each) and fetches the run; the fetched directory must satisfy the results contract,
+hold requests from both loaders with every request each worker counted, and name the
+hosts; ``lblab testbed down`` must leave nothing behind.
 
 The playbooks build lblab from a snapshot of the source tree (tracked and new files),
 so edits made to the working tree while the test runs cannot change the wheel between
@@ -93,20 +95,23 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
     extra = ["-e", f"common_project_dir={source}", "-e", f"common_uv_source={uv}"]
     try:
         up = subprocess.run(
-            lblab_command("testbed", "up", "--name", NAME, "--hosts", "5", "--subnet", SUBNET),
+            lblab_command(
+                "testbed", "up", "--name", NAME, "--hosts", "6", "--loaders", "2",
+                "--subnet", SUBNET,
+            ),
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert up.returncode == 0, up.stderr
 
         first = _playbook("site.yml", *extra)
-        assert set(first) == {"balancer", "s1", "s2", "s3", "loader1"}
+        assert set(first) == {"balancer", "s1", "s2", "s3", "loader1", "loader2"}
         assert all(r[1] > 0 for r in first.values())  # the first run did install things
         second = _playbook("site.yml", *extra)
         assert {h: r[1] for h, r in second.items()} == dict.fromkeys(first, 0), second
 
         _playbook(
             "experiment.yml", *extra, "-e", "loader_preset=tiny", "-e", f"lblab_results_dir={results}",
-            "-e", "loader_locust_workers=1", timeout=600,
+            "-e", "loader_workers_per_host=1", timeout=600,
         )  # fmt: skip
         (run,) = results.iterdir()
         for table in TABLES:
@@ -117,8 +122,20 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
             assert set(data.column("server").drop_null().to_pylist()) == {"s1", "s2", "s3"}, table
         manifest = json.loads((run / "manifest.json").read_text())
         assert manifest["testbed"]["kind"] == "external"
+        assert manifest["config"]["run"]["expect_workers"] == 2
+        requests = pq.read_table(run / "requests.parquet").to_pandas()
+        for phase in manifest["phases"]:
+            assert phase["status"] == "done", phase
+            rows = requests[requests.strategy.eq(phase["strategy"])
+                            & requests.scenario.eq(phase["scenario"])]  # fmt: skip
+            # Both loaders' workers sent load in every phase, and every request a worker
+            # counted has its row (the master's own count may miss the last second).
+            assert set(rows.loader) == {"loader1", "loader2"}, phase["key"]
+            assert phase["loaders"] == rows.loader.value_counts().to_dict(), phase["key"]
+            assert phase["unaccounted"] == 0 and len(rows) == phase["requests"], phase["key"]
+            assert len(rows) >= phase["locust_requests"] > 0, phase["key"]
         hosts = json.loads((run / "hosts.json").read_text())
-        assert hosts["s1"] == ["servers"] and hosts["loader1"] == ["loaders"]
+        assert hosts["s1"] == ["servers"] and hosts["loader2"] == ["loaders"]
     finally:
         down = subprocess.run(
             lblab_command("testbed", "down", "--name", NAME),

@@ -1,0 +1,103 @@
+"""The headline facts of a run's manifest: what ran, on what, and how CPU was limited.
+
+Live runs (``loadtests/runner.py``) and simulated runs (``simulator/output.py``) write
+differently shaped manifests; this module reads the facts both can give and skips what a
+manifest lacks, so the report and the overview notebook show one small table either way.
+The whole manifest is still shown verbatim below it in the report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+
+def _when(value: Any) -> str | None:
+    """Epoch seconds as ``2026-11-21 06:39:52 UTC``; strings are shown as given."""
+    if isinstance(value, int | float):
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+    return str(value) if value else None
+
+
+def _seconds(value: Any) -> str | None:
+    return f"{value:g} s" if isinstance(value, int | float) else None
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _live_servers(manifest: Mapping[str, Any]) -> str | None:
+    """``s1: 0.25 CPU (cgroup), ...`` from the started testbed, else from the config."""
+    started = _dict(_dict(manifest.get("testbed")).get("servers"))
+    configured = _dict(manifest.get("config")).get("servers")
+    parts = []
+    if started:
+        for sid, facts in started.items():
+            quota = facts.get("cpu_quota")
+            limit = facts.get("cpu_limit", "?")
+            cpu = f"{quota:g} CPU" if isinstance(quota, int | float) else "unlimited CPU"
+            parts.append(f"{sid}: {cpu} ({limit})")
+    elif isinstance(configured, list):
+        for server in configured:
+            quota = _dict(server).get("cpu_quota")
+            cpu = f"{quota:g} CPU" if isinstance(quota, int | float) else "unlimited CPU"
+            parts.append(f"{_dict(server).get('id', '?')}: {cpu}")
+    return ", ".join(parts) or None
+
+
+def _simulated_servers(manifest: Mapping[str, Any]) -> str | None:
+    """``3 x exp:10ms, 1 worker`` from the first simulated config."""
+    configs = manifest.get("config")
+    if not isinstance(configs, list) or not configs:
+        return None
+    parts = []
+    for group in _dict(configs[0]).get("servers") or []:
+        g = _dict(group)
+        workers = g.get("workers", 1)
+        speed = g.get("speed", 1.0)
+        text = f"{g.get('count', 1)} x {g.get('service', '?')}, {workers} worker(s)"
+        parts.append(text + (f", speed {speed:g}" if speed not in (None, 1, 1.0) else ""))
+    return "; ".join(parts) or None
+
+
+def run_facts(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Ordered label -> text of the facts this manifest gives (missing ones are left out)."""
+    simulated = bool(manifest.get("simulated"))
+    config = _dict(manifest.get("config"))
+    run = _dict(config.get("run"))
+    load = _dict(config.get("load"))
+    host = _dict(manifest.get("host"))
+    software = _dict(manifest.get("software"))
+    testbed = _dict(manifest.get("testbed"))
+    facts: dict[str, Any] = {
+        "run": manifest.get("run_id"),
+        "kind": "simulated (SimPy model, not a measurement)" if simulated else "live measurement",
+        "preset": _dict(manifest.get("config_given")).get("preset"),
+        "status": manifest.get("status") if isinstance(manifest.get("status"), str) else None,
+        "started": None if simulated else _when(manifest.get("started")),
+        "ended": None if simulated else _when(manifest.get("ended")),
+        "phase length": run.get("duration"),
+        "warm-up (excluded)": _seconds(_dict(manifest.get("warmup")).get("seconds")),
+        "load": (
+            f"{load.get('model')}, {load.get('users')} users"
+            if load.get("model") == "closed"
+            else (f"{load.get('model')}, {load.get('rate')} req/s" if load.get("model") else None)
+        ),
+        "servers": _simulated_servers(manifest) if simulated else _live_servers(manifest),
+        "CPU limit method": manifest.get("cpu_limit_method") or manifest.get("cpu_limit"),
+        "testbed": testbed.get("kind") or _dict(config.get("testbed")).get("kind"),
+        "host": ", ".join(
+            str(v)
+            for v in (
+                host.get("hostname"),
+                host.get("platform") or host.get("system"),
+                f"{host['cpus']} CPUs" if host.get("cpus") else None,
+            )
+            if v
+        ),
+        "software": ", ".join(f"{k} {v}" for k, v in software.items() if v and k != "git_commit"),
+        "git commit": software.get("git_commit"),
+    }
+    return {k: str(v) for k, v in facts.items() if v not in (None, "")}

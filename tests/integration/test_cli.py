@@ -1,0 +1,65 @@
+"""The `lblab` command line as a user meets it: help, listing, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from balancer.strategies.registry import strategy_names
+from lblab.procs import lblab_command
+
+
+def lblab(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(lblab_command(*args), capture_output=True, text=True, timeout=60)
+
+
+def test_help_names_every_command() -> None:
+    out = lblab("--help")
+    assert out.returncode == 0
+    for command in ("server", "agent", "balancer", "strategies", "run", "simulate", "reproduce",
+                    "report", "notebooks", "testbed"):  # fmt: skip
+        assert command in out.stdout, command
+
+
+def test_strategies_lists_every_registered_strategy_with_a_definition() -> None:
+    out = lblab("strategies", "--json")
+    assert out.returncode == 0
+    rows = json.loads(out.stdout)
+    assert [r["name"] for r in rows] == list(strategy_names())
+    assert len(rows) == 21
+    assert all(r["summary"] for r in rows)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("balancer", "--strategy", "nope", "--backend", "s1=127.0.0.1:7001", "--port", "0"),
+        ("simulate", "--strategy", "nope", "--requests", "10"),
+        ("run", "--strategies", "rr,nope", "--print-config"),
+    ],
+    ids=["balancer", "simulate", "run"],
+)
+def test_unknown_strategy_is_a_clear_error_listing_the_valid_ones(args: tuple[str, ...]) -> None:
+    out = lblab(*args)
+    assert out.returncode == 2, out.stderr
+    assert "nope" in out.stderr
+    assert "p2c" in out.stderr and "dwrr" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("run", "--duration", "soon", "--print-config"), "duration"),
+        (("balancer", "--backend", "s1=nowhere", "--port", "0"), "HOST:PORT"),
+        (("server", "--id", "s1", "--port", "0", "--cpu-quota", "-1"), "cpu"),
+    ],
+    ids=["duration", "backend-address", "cpu-quota"],
+)
+def test_bad_values_name_what_was_wrong(args: tuple[str, ...], words: str) -> None:
+    out = lblab(*args)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert words.lower() in out.stderr.lower()
+    assert "Traceback" not in out.stderr
