@@ -353,7 +353,9 @@ def winner_table(winners: pd.DataFrame) -> Figure:
     tbl.auto_set_font_size(False)
     tbl.set_fontsize(8)
     tbl.scale(1, 1.3)
-    ax.set_title(title + '  ("~": within the runner-up\'s CI; "?": one replication)', fontsize=9)
+    ax.set_title(
+        title + '  ("~": within the runner-up\'s CI; "?": one replication; "=": tie)', fontsize=9
+    )
     return fig
 
 

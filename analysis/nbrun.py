@@ -108,7 +108,7 @@ def execute_notebooks(
 async def _execute_all(
     results_dir: Path, names: tuple[str, ...]
 ) -> list[tuple[nbformat.NotebookNode, NotebookFailure | None]]:
-    gate = asyncio.Semaphore(max(2, os.cpu_count() or 1))
+    gate = asyncio.Semaphore(max(3, os.cpu_count() or 1))
 
     async def one(name: str) -> tuple[nbformat.NotebookNode, NotebookFailure | None]:
         notebook = point_at(name, results_dir)

@@ -20,11 +20,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import charts
-from analysis.load import open_results
 from analysis.manifest import run_facts
-from analysis.metrics import HEADLINE, SERVER_METRICS, Summary, summarize
+from analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
 from analysis.tables import replication_counts, summary_table
-from analysis.winners import verdict, winners
+from analysis.views import open_view
+from analysis.winners import verdict
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ td, th { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
 th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 figure { margin: 1em 0 2em; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 13px; color: #555; } .verdict { background: #f6f8ee; padding: 0.8em 1em; }
-.note { color: #a33; } pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }
+.note { color: #a33; } table.facts td { text-align: left; } pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }
 """
 
 
@@ -119,19 +119,19 @@ def charts_for(summary: Summary, win: pd.DataFrame) -> Iterator[Chart]:
 
 def build_report(run_dir: str | Path) -> Path:
     """Write ``<run_dir>/report/index.html`` (and its charts); returns the page's path."""
-    results = open_results(run_dir)
-    run = results.runs[0]
-    summary = summarize(results)
-    win = winners(summary.pooled)
-    out = run.path / "report"
+    view = open_view(run_dir)
+    out = view.path / "report"
     chart_dir = out / "charts"
     chart_dir.mkdir(parents=True, exist_ok=True)
-    figures = []
-    for chart in charts_for(summary, win):
+    for stale in [*chart_dir.glob("*.png"), *chart_dir.glob("*.svg")]:
+        stale.unlink()  # a rebuilt report shows only this build's charts
+    shown = []
+    for chart in charts_for(view.summary, view.winners):
         chart.figure.savefig(chart_dir / f"{chart.slug}.png", dpi=_DPI)
         chart.figure.savefig(chart_dir / f"{chart.slug}.svg")
-        figures.append(chart)
-    page = _page(run.run_id, run.manifest, summary, win, figures)
+        shown.append((chart.slug, chart.title, chart.caption))  # the figure can go now
+    run_id = str(view.manifest.get("run_id") or view.path.name)
+    page = _page(run_id, view.manifest, view.summary, view.winners, shown)
     tmp = out / ".index.html.tmp"
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out / "index.html")
@@ -140,7 +140,11 @@ def build_report(run_dir: str | Path) -> Path:
 
 
 def _page(
-    run_id: str, manifest: dict[str, Any], summary: Summary, win: pd.DataFrame, figures: list[Chart]
+    run_id: str,
+    manifest: dict[str, Any],
+    summary: Summary,
+    win: pd.DataFrame,
+    figures: list[tuple[str, str, str]],
 ) -> str:
     esc = html.escape
     parts = [
@@ -152,6 +156,8 @@ def _page(
         '<h2 id="verdict">Which algorithm wins where</h2>',
         f'<p class="verdict">{esc(verdict(win, summary.replications))}</p>',
         _table(_winner_rows(win), "winners"),
+        "<p>Marks: ~ within the runner-up's 95 % CI (not a clear win); ? one replication, "
+        "so no interval; = several strategies tie exactly. No mark: a clear win.</p>",
     ]
     parts += [f'<p class="note">{esc(n)}</p>' for n in summary.notes]
     parts += [
@@ -180,11 +186,11 @@ def _page(
         _table(replication_counts(summary.units), "replications"),
         '<h2 id="charts">Charts</h2>',
     ]
-    for chart in figures:
+    for slug, title, caption in figures:
         parts.append(
-            f'<figure id="{esc(chart.slug)}"><img src="charts/{esc(chart.slug)}.png" alt="{esc(chart.title)}">'
-            f"<figcaption>{esc(chart.title)}: {esc(chart.caption)} "
-            f'(<a href="charts/{esc(chart.slug)}.svg">SVG</a>)</figcaption></figure>'
+            f'<figure id="{esc(slug)}"><img src="charts/{esc(slug)}.png" alt="{esc(title)}">'
+            f"<figcaption>{esc(title)}: {esc(caption)} "
+            f'(<a href="charts/{esc(slug)}.svg">SVG</a>)</figcaption></figure>'
         )
     parts += [
         '<h2 id="manifest">Manifest</h2>',
@@ -213,9 +219,10 @@ def _winner_rows(win: pd.DataFrame) -> pd.DataFrame:
     if win.empty:
         return win
     table = win.pivot(index="scenario", columns="metric", values="label")
-    return table.reindex(
-        index=list(dict.fromkeys(win["scenario"])), columns=list(dict.fromkeys(win["metric"]))
-    )
+    metrics = list(dict.fromkeys(win["metric"]))
+    table = table.reindex(index=list(dict.fromkeys(win["scenario"])), columns=metrics)
+    table.columns = [metric_info(m).label for m in metrics]
+    return table
 
 
 def _table(frame: pd.DataFrame, name: str) -> str:

@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +43,13 @@ def write_synthetic_run(
     seed: int = 1,
     simulated: bool = False,
     unit_seconds: float = 20.0,
+    warmup_s: float = 0.0,
 ) -> Path:
-    """Write a consolidated results directory with requests, cpu, picks and a manifest."""
+    """Write a consolidated results directory with requests, cpu, picks and a manifest.
+
+    Rows of each unit's first ``warmup_s`` seconds are marked ``warmup`` as the runner
+    marks them.
+    """
     rng = np.random.default_rng(seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     run_id = run_dir.name
@@ -65,10 +71,13 @@ def write_synthetic_run(
                 load = share[server_idx] / CAPACITY[server_idx] * 3
                 latency = rng.lognormal(np.log(2.0 * heavy * load), 0.5)
                 failed = rng.random(n) < 0.002 * heavy * load
-                kinds = np.where(failed, rng.choice(np.array(ERROR_KINDS), size=n), None)
-                requests = {
+                kinds = rng.choice(np.array(ERROR_KINDS, dtype=object), size=n)
+                kinds[~failed] = None
+                t_sent = t0 + np.sort(rng.random(n)) * unit_seconds
+                requests: dict[str, Any] = {
                     **{k: [v] * n for k, v in base.items()},
-                    "t_sent": t0 + np.sort(rng.random(n)) * unit_seconds,
+                    "t_sent": t_sent,
+                    "warmup": t_sent < t0 + warmup_s,
                     "latency_ms": latency,
                     "ok": ~failed,
                     "error_kind": kinds,
@@ -80,20 +89,22 @@ def write_synthetic_run(
                 ts = np.arange(0.0, unit_seconds, 0.25)
                 m = len(ts) * 3
                 cpu_level = np.clip(100 * share / CAPACITY / 3 * min(heavy / 3, 1.0), 0, 100)
-                cpu = {
+                cpu: dict[str, Any] = {
                     **{k: [v] * m for k, v in base.items()},
                     "t": np.tile(t0 + ts, 3),
+                    "warmup": np.tile(ts < warmup_s, 3),
                     "server": np.repeat(np.array(SERVERS), len(ts)),
                     "cpu_percent": np.clip(
                         np.repeat(cpu_level, len(ts)) + rng.normal(0, 5, m), 0, 100
                     ),
                 }
                 write_part(run_dir, "cpu", key, to_arrow("cpu", cpu))
-                picks = {
+                picks: dict[str, Any] = {
                     **{k: [v] * min(n, 50) for k, v in base.items()},
                     "t": requests["t_sent"][:50],
                     "server": requests["server"][:50],
                     "inflight_at_pick": rng.integers(0, 5, size=min(n, 50)),
+                    "warmup": requests["warmup"][:50],
                 }
                 write_part(run_dir, "picks", key, to_arrow("picks", picks))
                 t0 += unit_seconds + 1.0

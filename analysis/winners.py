@@ -17,6 +17,7 @@ import pandas as pd
 from analysis.metrics import HEADLINE, METRICS
 from analysis.scenarios import order_scenarios
 
+TIE = "(tie)"
 COLUMNS = [
     "scenario",
     "metric",
@@ -30,7 +31,12 @@ COLUMNS = [
 
 
 def winners(pooled: pd.DataFrame, metrics: Sequence[str] = HEADLINE) -> pd.DataFrame:
-    """One row per scenario and metric: winner, runner-up, confidence ("clear"|"within CI"|"unknown"|"only one")."""
+    """One row per scenario and metric: winner, runner-up and confidence.
+
+    Confidence is "clear", "within CI", "unknown" (no interval), "only one" (a single
+    strategy has a value) or "tie" (several share the best mean exactly, e.g. no failures
+    at all); a tie's winner is ``TIE`` and its label lists the tied strategies.
+    """
     rows = []
     if pooled.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -57,18 +63,21 @@ def winners(pooled: pd.DataFrame, metrics: Sequence[str] = HEADLINE) -> pd.DataF
                 )
                 continue
             second = cand.iloc[1]
-            confidence = _confidence(best, second, METRICS[metric].better)
-            mark = {"clear": "", "within CI": "~", "unknown": "?"}[confidence]
+            tied = cand.loc[cand["mean"] == best["mean"], "strategy"].tolist()
+            confidence = (
+                "tie" if len(tied) > 1 else _confidence(best, second, METRICS[metric].better)
+            )
+            mark = {"clear": "", "within CI": "~", "unknown": "?", "tie": "="}[confidence]
             rows.append(
                 (
                     scenario,
                     metric,
-                    best.strategy,
+                    TIE if confidence == "tie" else best.strategy,
                     best["mean"],
                     second.strategy,
                     second["mean"],
                     confidence,
-                    mark + best.strategy,
+                    mark + "/".join(tied) if confidence == "tie" else mark + best.strategy,
                 )
             )
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -88,15 +97,22 @@ def verdict(table: pd.DataFrame, replications: int) -> str:
         return "There is nothing to compare: no metric has a value for any strategy."
     sentences = []
     for metric in dict.fromkeys(table["metric"]):
-        sub = table.loc[table["metric"] == metric]
+        every = table.loc[table["metric"] == metric]
+        sub = every.loc[every["winner"] != TIE]
+        ties = len(every) - len(sub)
+        if sub.empty:
+            sentences.append(f"On {METRICS[metric].label}, all strategies tie everywhere.")
+            continue
         counts = sub["winner"].value_counts()
         leader, wins = counts.index[0], int(counts.iloc[0])
         clear = int(((sub["winner"] == leader) & (sub["confidence"] == "clear")).sum())
         where = ", ".join(sub.loc[sub["winner"] == leader, "scenario"])
-        text = f"On {METRICS[metric].label}, {leader} is best in {wins} of {len(sub)} scenarios ({where})"
+        text = f"On {METRICS[metric].label}, {leader} is best in {wins} of {len(every)} scenarios ({where})"
         if replications >= 2:
             text += f", clearly (non-overlapping 95 % CI) in {clear}"
         others = [f"{s} in {int(n)}" for s, n in counts.iloc[1:].items()]
+        if ties:
+            others.append(f"a tie in {ties}")
         if others:
             text += "; " + ", ".join(others)
         sentences.append(text + ".")

@@ -30,13 +30,13 @@ from pathlib import Path
 import psutil
 
 from lblab.procs import lblab_command, spawn, stop
+from lblab.scenarios import builtin_scenario, request_body
 from lblab.wire.metadata import request_metadata
 from loadtests import loadgen
 from loadtests.loadspec import LoadSpec
 from loadtests.records import read_records
 from loadtests.rsocket_client import RSocketClient
 from loadtests.runconfig import LoadConfig
-from lblab.scenarios import builtin_scenario, request_body
 
 BARE_LOCUSTFILE = """
 from locust import events

@@ -11,8 +11,8 @@ import json
 from dataclasses import asdict, dataclass
 
 from lblab.errors import ConfigError
-from loadtests.openloop import ARRIVALS
 from lblab.scenarios import Cell, Scenario
+from loadtests.openloop import ARRIVALS
 
 MODELS = ("closed", "open")
 

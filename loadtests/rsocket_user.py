@@ -25,11 +25,11 @@ from locust.exception import StopTest, StopUser
 
 from lblab.config import parse_hostport
 from lblab.errors import ConfigError
+from lblab.scenarios import Cell, request_body
 from lblab.wire.metadata import request_metadata
 from loadtests.loadspec import LoadSpec
 from loadtests.openloop import due_times
 from loadtests.rsocket_client import RSocketClient, error_kind
-from lblab.scenarios import Cell, request_body
 
 WORK_METADATA = request_metadata("work")
 

@@ -11,11 +11,11 @@ import pyarrow.compute as pc
 import pytest
 
 from lblab.procs import Child, lblab_command, spawn, stop
+from lblab.scenarios import builtin_scenario
 from loadtests import loadgen
 from loadtests.loadspec import LoadSpec
 from loadtests.records import read_records
 from loadtests.runconfig import LoadConfig
-from lblab.scenarios import builtin_scenario
 
 
 @pytest.fixture(scope="module")

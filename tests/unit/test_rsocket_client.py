@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from lblab.procs import Child, lblab_command, spawn, stop
+from lblab.scenarios import request_body
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
 from lblab.wire.frames import Keepalive, Payload, RequestResponse, Setup
 from lblab.wire.metadata import request_metadata
 from loadtests.rsocket_client import RSocketClient, error_kind
-from lblab.scenarios import request_body
 
 MD = request_metadata("work")
 
