@@ -32,33 +32,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lblab.results import SCHEMAS
+
 FLUSH_S = 2.0
 LOADER_ENV = "LBLAB_LOADER"
 RECORDS_ROOT_ENV = "LBLAB_RECORDS_ROOT"
-COLUMNS = (
-    "t_sent",
-    "latency_ms",
-    "ok",
-    "error_kind",
-    "package_bytes",
-    "work_bytes",
-    "server",
-    "cell",
-    "loader",
-)
+_MEASURED = ("t_sent", "latency_ms", "ok", "error_kind", "package_bytes", "work_bytes", "server")
 RECORD_SCHEMA = pa.schema(
-    [
-        ("t_sent", pa.float64()),
-        ("latency_ms", pa.float64()),
-        ("ok", pa.bool_()),
-        ("error_kind", pa.string()),
-        ("package_bytes", pa.int64()),
-        ("work_bytes", pa.int64()),
-        ("server", pa.string()),
-        ("cell", pa.string()),
-        ("loader", pa.string()),
-    ]
+    [SCHEMAS["requests"].field(name) for name in _MEASURED]
+    + [pa.field("cell", pa.string()), pa.field("loader", pa.string())]
 )
+"""The contract's per-request columns (labels like run_id are added when a phase is
+written) plus ``cell`` and ``loader``."""
+COLUMNS = tuple(RECORD_SCHEMA.names)
 
 
 def phase_folder(run_dir: Path, phase_key: str) -> Path:
