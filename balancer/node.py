@@ -532,9 +532,7 @@ class BalancerNode:
 
     def set_strategy(self, name: str, options: Mapping[str, str] | None = None) -> None:
         """Swap the strategy (fresh state); re-SETUP backends if it needs other signals."""
-        strategy: Strategy = make_strategy(
-            name, options, rng=self.rng, weights=self.weights
-        )
+        strategy: Strategy = make_strategy(name, options, rng=self.rng, weights=self.weights)
         before = self.setup_wants()
         self.strategy = strategy
         self.strategy_options = dict(options or {})

@@ -388,22 +388,14 @@ def _controller_key(spec: TestbedSpec) -> Path:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = folder / "id_ed25519"
     if not key.exists():
-        _run(
-            [
-                "ssh-keygen",
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-C",
-                f"lblab-testbed-{spec.name}",
-                "-f",
-                str(key),
-            ]
-        )
+        _keygen(key, f"lblab-testbed-{spec.name}")
     (folder / "authorized_keys").write_text(key.with_suffix(".pub").read_text())
     return key
+
+
+def _keygen(path: Path, comment: str) -> None:
+    """A passphrase-less ed25519 key pair at ``path`` (and ``path.pub``)."""
+    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)])
 
 
 def _bridge_up(spec: TestbedSpec) -> None:
@@ -438,20 +430,7 @@ def _sshd_up(spec: TestbedSpec, host: HostPlan, pid: int | None) -> int:
         return pid  # type: ignore[return-value]
     hostkey = base / "etc/ssh/ssh_host_ed25519_key"
     if not hostkey.exists():
-        _run(
-            [
-                "ssh-keygen",
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-C",
-                f"{host.name}.{spec.name}",
-                "-f",
-                str(hostkey),
-            ]
-        )
+        _keygen(hostkey, f"{host.name}.{spec.name}")
     conf.write_text(
         "\n".join(
             [

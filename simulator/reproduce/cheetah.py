@@ -2,7 +2,7 @@
 
 Source: T. Barbette et al., *Cheetah: A High-Speed Programmable Load-Balancer Framework
 With Guaranteed Per-Connection-Consistency*, IEEE/ACM ToN 2021;
-/work/shared/papers/003_9c5fbd34c61d91d8.txt, Sect. II (Fig. 2b) and Sect. V-C (Fig. 9).
+../shared/papers/003_9c5fbd34c61d91d8.txt, Sect. II (Fig. 2b) and Sect. V-C (Fig. 9).
 
 Both studies are connection-level: a connection arrives, the real ``Pool`` and a
 registry strategy pick its server, it stays there for a random duration. A backend's

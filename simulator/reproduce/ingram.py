@@ -1,7 +1,7 @@
 """Ingram's Node.js balancer experiment, re-run in the simulator.
 
 Source: S. Ingram, *CS 422 Project Report* (Node.js load balancer,
-github.com/VoxelrSam/LoadBalancer); /work/shared/papers/004_57785e7970094215.txt.
+github.com/VoxelrSam/LoadBalancer); ../shared/papers/004_57785e7970094215.txt.
 
 Setup as published: five single-worker FIFO servers with fixed delays 250, 500, 100,
 200 and 700 ms (in that list order); 10, 100 or 500 requests sent 25 ms apart; total

@@ -1,7 +1,7 @@
 """Martins et al.'s storage-cluster experiment, re-run in the simulator.
 
 Source: E. Martins, H. Nguyen, Y. Evans, *An Overview of Server Load-Balancing*,
-CSC 466 report, 2025; /work/shared/papers/000_8ee1799ae44a5da5.txt, Sect. 4-6.
+CSC 466 report, 2025; ../shared/papers/000_8ee1799ae44a5da5.txt, Sect. 4-6.
 
 Setup as published: 10 data nodes x 5 worker threads (FIFO queue when all are busy),
 25 ms network delay, open arrivals at 10, 50, 100, 150 and 200 requests/s for 20 s,
