@@ -171,17 +171,21 @@ def test_leases_are_tracked_for_the_lease_strategy(testbed):
     if "lease" not in strategy_names():
         pytest.skip("lease is not registered yet")
     balancer = testbed[0]
-    served_by(balancer, "lease", 1, 1)
-    leases = wait_for(
-        lambda: [
-            b["lease_remaining"]
-            for b in status_of(balancer)["backends"]
-            if b["lease_remaining"] is not None
-        ],
-        5,
-        "LEASE frames from the backends",
-    )
-    assert len(leases) == 3 and all(n >= 0 for n in leases)
+    code, body = admin(balancer, "PUT", "/strategy", {"name": "lease"})
+    assert code == 200, body
+    # The switch re-SETUPs the backends with the lease flag; until their LEASE frames
+    # arrive the strategy refuses every request (never send beyond a lease), so wait.
+
+    def live_leases() -> list[int] | None:
+        backends = status_of(balancer)["backends"]
+        return (
+            [b["lease_remaining"] for b in backends]
+            if all(b["lease_remaining"] for b in backends)
+            else None
+        )
+
+    leases = wait_for(live_leases, 5, "LEASE frames from all three backends")
+    assert len(leases) == 3
     counts = served_by(balancer, "lease", 30, 3)
     assert sum(counts.values()) == 30
 
