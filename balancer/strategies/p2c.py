@@ -52,9 +52,21 @@ def draw_two(
     return two_distinct(items, rng)
 
 
-class PowerOfTwoChoices(ConfiguredStrategy):
-    name = "p2c"
-    summary = "two distinct random available backends; the one with fewer in flight wins"
+class TwoChoices(ConfiguredStrategy):
+    """The P2C distributor (Finagle's ``P2CPick``): draw two, the lower ``load`` wins.
+
+    Subclasses supply only the load metric (and, if their source compares in another
+    order, ``order``). Equal loads go to the first of the pair and count as a tie.
+    """
+
+    def load(self, backend: BackendView, now: float) -> float:
+        raise NotImplementedError(f"{type(self).__name__} must define load")
+
+    def order(
+        self, a: BackendView, b: BackendView, request: RequestView
+    ) -> tuple[BackendView, BackendView]:
+        """The pair in comparison order; draw order by default."""
+        return a, b
 
     def pick(
         self, backends: Sequence[BackendView], request: RequestView, now: float
@@ -66,8 +78,19 @@ class PowerOfTwoChoices(ConfiguredStrategy):
         a, b = drawn
         if b is None:
             return a
-        if b.inflight < a.inflight:
+        a, b = self.order(a, b, request)
+        load_a = self.load(a, now)
+        load_b = self.load(b, now)
+        if load_b < load_a:
             return b
-        if a.inflight == b.inflight:
+        if load_a == load_b:
             self.ties += 1
         return a
+
+
+class PowerOfTwoChoices(TwoChoices):
+    name = "p2c"
+    summary = "two distinct random available backends; the one with fewer in flight wins"
+
+    def load(self, backend: BackendView, now: float) -> float:
+        return backend.inflight

@@ -19,14 +19,12 @@ Source: Finagle ``PeakEwma.scala``, ``P2CPeakEwma.scala``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .base import BackendView, Outcome, RequestView
-from .configured import ConfiguredStrategy
 from .ewma import decay
 from .options import check
-from .p2c import draw_two
+from .p2c import TwoChoices
 
 PENALTY_MS = 1e12
 
@@ -65,7 +63,7 @@ class PeakCost:
         return self.cost * (inflight + 1)
 
 
-class PeakEwma(ConfiguredStrategy):
+class PeakEwma(TwoChoices):
     name = "peak-ewma"
     summary = "Finagle P2C on peak EWMA cost * (inflight + 1), tau 10 s, decays on read"
     Config = PeakEwmaConfig
@@ -85,20 +83,5 @@ class PeakEwma(ConfiguredStrategy):
     ) -> None:
         self._cost(backend, now).observe(outcome.latency_ms, now)
 
-    def pick(
-        self, backends: Sequence[BackendView], request: RequestView, now: float
-    ) -> BackendView | None:
-        self._ensure(backends, now)
-        drawn = draw_two(self.avail, request, self.rng)
-        if drawn is None:
-            return None
-        a, b = drawn
-        if b is None:
-            return a
-        load_a = self._cost(a, now).load(a.inflight, now)
-        load_b = self._cost(b, now).load(b.inflight, now)
-        if load_b < load_a:
-            return b
-        if load_a == load_b:
-            self.ties += 1
-        return a
+    def load(self, backend: BackendView, now: float) -> float:
+        return self._cost(backend, now).load(backend.inflight, now)

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
 
 from .base import BackendView, Outcome, RequestView
-from .configured import ConfiguredStrategy
 from .ewma import TimeEwma
-from .p2c import draw_two
+from .p2c import TwoChoices
 from .quantile import FrugalMedian, FrugalQuantile
 
 EXP_FACTOR = 4.0
@@ -113,7 +111,7 @@ class WeightedStats:
         return availability / (1.0 + latency * (pending + 1))
 
 
-class RSocketWeighted(ConfiguredStrategy):
+class RSocketWeighted(TwoChoices):
     name = "rsocket-weighted"
     summary = (
         "rsocket-java WeightedLoadbalanceStrategy: P2C on availability / (1 + L (pending + 1))"
@@ -142,23 +140,14 @@ class RSocketWeighted(ConfiguredStrategy):
         stats = self._stats(backend, now_ms)
         stats.stop(now_ms, sent_ms, backend.inflight + 1, outcome.latency_ms, outcome.ok)
 
-    def pick(
-        self, backends: Sequence[BackendView], request: RequestView, now: float
-    ) -> BackendView | None:
-        self._ensure(backends, now)
-        drawn = draw_two(self.avail, request, self.rng)
-        if drawn is None:
-            return None
-        a, b = drawn
-        if b is None:
-            return a
+    def order(
+        self, a: BackendView, b: BackendView, request: RequestView
+    ) -> tuple[BackendView, BackendView]:
         if len(self.avail.items) == 2 and not request.exclude:
-            a, b = sorted((a, b), key=lambda v: v.index)  # Java compares in list order
+            return (a, b) if a.index < b.index else (b, a)  # Java compares in list order
+        return a, b
+
+    def load(self, backend: BackendView, now: float) -> float:
+        """Negated weight: the higher ``availability / (1 + L (pending + 1))`` wins."""
         now_ms = now * 1000.0
-        w_a = self._stats(a, now_ms).weight(now_ms, a.inflight)
-        w_b = self._stats(b, now_ms).weight(now_ms, b.inflight)
-        if w_a < w_b:
-            return b
-        if w_a == w_b:
-            self.ties += 1
-        return a
+        return -self._stats(backend, now_ms).weight(now_ms, backend.inflight)
