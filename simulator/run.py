@@ -18,6 +18,10 @@ timer walks a FIFO of requests instead of a timer per request.
 An agent samples every server each ``report_period``: utilisation (busy fraction of the
 workers, the cpu table's ``cpu_percent``) and qps; strategies that use agent reports get
 them ``report_delay`` later. All times in tables are ``EPOCH + env.now``.
+
+The run stops when the last request has its answer: that instant is the simulated
+duration (``sim_seconds``, the manifest's ``end``), whatever deadlines, samples or
+server work of timed-out requests are still pending.
 """
 
 from __future__ import annotations
@@ -234,6 +238,10 @@ class Simulation:
                 At(self.env, think, None, self._on_think_done, LATE)
             else:
                 self._send()
+        if self._finished == self.cfg.requests:
+            # The run ends with its last answer: pending deadlines, samples and timers
+            # after it would only move the clock (a 4 s run used to report 30 s).
+            raise simpy.core.StopSimulation
 
     def _on_client_reply(self, event: At) -> None:
         req, ok, error = event._value
@@ -468,6 +476,8 @@ class Simulation:
             while True:
                 step()
                 events += 1
+        except simpy.core.StopSimulation:
+            events += 1
         except simpy.core.EmptySchedule:
             pass
         if self._finished != self.cfg.requests:
@@ -489,7 +499,7 @@ class Simulation:
             picks=self.picks.table("picks", "inflight_at_pick", key, self.names),
             cpu=self.cpu.table("cpu", "cpu_percent", key, self.names),
             servers=self.names,
-            sim_seconds=env.now,
+            sim_seconds=env.now,  # the last answer's time (the run stops there)
             wall_seconds=wall,
             events=events,
             counters=_plain(counters),

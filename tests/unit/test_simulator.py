@@ -208,3 +208,17 @@ def test_cost_model_fit_recovers_known_coefficients():
     assert fit.model.b == pytest.approx(truth.b, rel=0.05)
     assert fit.model.c == pytest.approx(truth.c, rel=0.1)
     assert fit.r2 > 0.98
+
+
+def test_simulated_time_ends_at_the_last_answer_not_the_last_pending_deadline(tmp_path):
+    # 1000 requests at 250/s take about 4 s; the default 30 s deadline of every request
+    # is still pending then and must not stretch the run (issue 9, item 4).
+    result = simulate(small(requests=1000, rate=250))
+    t = result.requests.to_pandas()
+    last_answer = float((t["t_sent"] + t["latency_ms"] / 1000.0).max()) - EPOCH
+    assert result.config.deadline == 30.0
+    assert result.sim_seconds == pytest.approx(last_answer, abs=1e-6)
+    assert 3.5 < result.sim_seconds < 5.0
+    write_run(tmp_path, [result])
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["end"] - manifest["start"] == pytest.approx(last_answer, abs=1e-6)
