@@ -1,22 +1,31 @@
 """``awrr``: Cheetah's automatic weighted round robin from agent CPU load.
 
-Every ``interval`` seconds (default 0.1) if a report arrived or the pool changed, each
-available backend i gets
+Every ``interval`` seconds (default 0.1, the paper's 100 ms) if a report arrived or the
+pool changed, each available backend i gets
 
-    buckets_i = trunc(10 * L_avg / ((1 - a) * L_i + a * L_avg)), clamped to [2, 30]
+    N_i = round(10 * L_avg / ((1 - a) * L_i + a * L_avg)), clamped to [2, 30]
 
-where ``L_i`` is its latest agent ``cpu_util`` and ``L_avg`` the mean over the available
-backends that reported; ``L_i = 0`` gives 30 (idle backends take the most), a backend
-with no report yet counts as average (10 buckets), and ``L_avg = 0`` gives every
-backend 30. ``a`` (option ``a``, default 0) damps the weights toward equal. The bucket
-array (backend i repeated ``buckets_i`` times) is shuffled with the strategy's rng and
-walked round robin. O(1) per pick; the rebuild is O(30 n), once per interval at most.
+buckets, where ``L_i`` is its latest agent ``cpu_util`` and ``L_avg`` the mean over the
+available backends that reported; ``a`` (option ``a``) tunes the speed of convergence,
+default 0.5 as in the paper (``a = 1`` gives equal weights). ``round`` is half away
+from zero, as C's ``round``. A balanced pool gives every backend 10 buckets; an
+underutilised one gets more ("in practice limited to 3N"), an overloaded one fewer
+("lower bounded by 2"). Edge rules: ``L_i = 0`` gives 30 (idle backends take the most),
+a backend with no report yet counts as average (10 buckets), and ``L_avg = 0`` gives
+every backend 30. The bucket array (backend i repeated ``N_i`` times) is shuffled with
+the strategy's rng and walked round robin. O(1) per pick; the rebuild is O(30 n), once
+per interval at most.
 
-Source: T. Barbette et al., *Cheetah*, IEEE/ACM ToN 2021, section on AWRR.
+Source: T. Barbette et al., *Cheetah*, IEEE/ACM ToN 2021, Sect. IV-B ("Load balancing
+mechanisms"), formula and a = 0.5 as printed (../shared/papers/003_9c5fbd34c61d91d8.txt).
+The authors' FastClick code (``include/click/loadbalancer.hh``, ``atc``) differs: it
+truncates, defaults ``AWRR_ALPHA`` to 0, averages over all servers and reshuffles on
+every tick; ``a=0`` here gives its weights up to the rounding.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,7 +42,7 @@ MAX_BUCKETS = 30
 @dataclass(frozen=True, slots=True)
 class AwrrConfig:
     interval: float = 0.1
-    a: float = 0.0
+    a: float = 0.5
 
     def __post_init__(self) -> None:
         check(self.interval > 0, f"interval={self.interval}: must be > 0 seconds")
@@ -44,13 +53,13 @@ def bucket_count(load: float, load_avg: float, a: float) -> int:
     """Cheetah's buckets for one backend, with the edge rules of the module docstring."""
     if load <= 0 or load_avg <= 0:
         return MAX_BUCKETS
-    raw = int(10 * load_avg / ((1 - a) * load + a * load_avg))
+    raw = math.floor(10 * load_avg / ((1 - a) * load + a * load_avg) + 0.5)  # C round, x >= 0
     return min(MAX_BUCKETS, max(MIN_BUCKETS, raw))
 
 
 class AutomaticWeightedRoundRobin(ConfiguredStrategy):
     name = "awrr"
-    summary = "Cheetah AWRR: buckets = trunc(10 L_avg / ((1-a) L_i + a L_avg)) in [2, 30], shuffled"
+    summary = "Cheetah AWRR: buckets = round(10 L_avg / ((1-a) L_i + a L_avg)) in [2, 30], shuffled"
     Config = AwrrConfig
     config: AwrrConfig
     uses_agent_reports = True

@@ -119,25 +119,60 @@ def test_dwrr_latency_counts_only_the_last_three_samples() -> None:
     assert run(pool, 6) == "ab" + "aab" + "a"
 
 
-def test_awrr_bucket_formula_edges() -> None:
-    assert bucket_count(0.5, 0.5, 0.0) == 10
-    assert bucket_count(0.0, 0.5, 0.0) == 30  # idle gets the most
-    assert bucket_count(1.0, 0.1, 0.0) == 2  # clamped below
-    assert bucket_count(0.01, 0.5, 0.0) == 30  # clamped above
+def test_awrr_bucket_formula_is_the_papers() -> None:
+    # Cheetah Sect. IV-B: N_i = round(10 L_avg / ((1 - a) L_i + a L_avg)), a = 0.5.
+    assert bucket_count(0.5, 0.5, 0.5) == 10  # balanced
+    assert bucket_count(0.2, 0.4, 0.5) == 13  # 13.33
+    assert bucket_count(0.6, 0.4, 0.5) == 8  # 8.0
+    assert bucket_count(1.0, 0.6, 0.5) == 8  # 7.5 rounds half up, as C's round (trunc: 7)
+    assert bucket_count(0.9, 0.5, 0.5) == 7  # 7.14
+    assert bucket_count(0.6, 0.4, 0.0) == 7  # 6.67 rounds up (trunc: 6)
     assert bucket_count(1.0, 0.5, 1.0) == 10  # a = 1: all equal
-    assert bucket_count(0.3, 0.0, 0.0) == 30
 
 
-def test_awrr_shares_follow_buckets() -> None:
-    pool = weighted_pool("awrr", [1, 1, 1], seed=3)
-    for backend, util in (("a", 0.2), ("b", 0.4), ("c", 0.6)):
-        agent(pool, backend, util, None, 0.0)
-    seq = run(pool, 10)
-    strategy = pool.strategy
-    assert strategy.buckets == {"a": 20, "b": 10, "c": 6}  # type: ignore[attr-defined]
-    seq += run(pool, 36 - 10, start=10)  # one full walk of the shuffled array
-    assert [seq.count(c) for c in "abc"] == [20, 10, 6]
-    assert seq == run(weighted_pool("awrr", [1, 1, 1], seed=3), 0) + seq  # deterministic
+def test_awrr_bucket_formula_edges() -> None:
+    assert bucket_count(0.0, 0.5, 0.5) == 30  # idle gets the most
+    assert bucket_count(1.0, 0.05, 0.0) == 2  # 0.5: clamped below
+    assert bucket_count(0.01, 0.5, 0.0) == 30  # 500: clamped above ("limited to 3N")
+    assert bucket_count(0.3, 0.0, 0.5) == 30
+
+
+def test_awrr_default_a_is_the_papers() -> None:
+    assert make_strategy("awrr").config.a == 0.5  # type: ignore[attr-defined]
+
+
+def test_awrr_shares_follow_buckets_exactly() -> None:
+    def reported(**options: str) -> Pool:
+        pool = weighted_pool("awrr", [1, 1, 1], seed=3, **options)
+        for backend, util in (("a", 0.2), ("b", 0.4), ("c", 0.6)):
+            agent(pool, backend, util, None, 0.0)
+        return pool
+
+    pool = reported()
+    seq = run(pool, 31)  # one full walk of the shuffled 13 + 10 + 8 array
+    assert pool.strategy.buckets == {"a": 13, "b": 10, "c": 8}  # type: ignore[attr-defined]
+    assert seq == "acbacaaabbbacbcacacacacbbbaabba"  # the rng's shuffle, pinned
+    assert [seq.count(c) for c in "abc"] == [13, 10, 8]
+    assert run(pool, 31, start=31) == seq  # the same array until the next interval
+
+    pool = reported(a="0")  # a = 0: 20, 10, round(6.67) = 7
+    seq = run(pool, 37)
+    assert pool.strategy.buckets == {"a": 20, "b": 10, "c": 7}  # type: ignore[attr-defined]
+    assert [seq.count(c) for c in "abc"] == [20, 10, 7]
+
+
+def test_awrr_rebuilds_only_after_the_interval() -> None:
+    pool = weighted_pool("awrr", [1, 1], seed=1)
+    agent(pool, "a", 0.9, None, 0.0)
+    agent(pool, "b", 0.1, None, 0.0)
+    run(pool, 1)  # builds at t = 0: round(10 * 0.5 / 0.7) = 7, round(10 * 0.5 / 0.3) = 17
+    assert pool.strategy.buckets == {"a": 7, "b": 17}  # type: ignore[attr-defined]
+    agent(pool, "a", 0.1, None, 0.05)
+    agent(pool, "b", 0.9, None, 0.05)
+    run(pool, 1, now=0.05, start=1)
+    assert pool.strategy.buckets == {"a": 7, "b": 17}  # type: ignore[attr-defined]
+    run(pool, 1, now=0.1, start=2)
+    assert pool.strategy.buckets == {"a": 17, "b": 7}  # type: ignore[attr-defined]
 
 
 def test_bad_options_name_the_field() -> None:
