@@ -40,6 +40,20 @@ def balancer_command(
     admin_port: int | None = typer.Option(
         None, "--admin-port", help="HTTP port for /metrics, /status, /strategy, /backends."
     ),
+    admin_host: str = typer.Option(
+        "127.0.0.1",
+        "--admin-host",
+        help="Address the admin API listens on (apart from --host); beyond loopback it needs "
+        "--admin-token.",
+    ),
+    admin_token: str | None = typer.Option(
+        None,
+        "--admin-token",
+        envvar="LBLAB_ADMIN_TOKEN",
+        show_envvar=True,
+        help="Bearer token every admin change (PUT/POST/DELETE) must send; prefer the "
+        "environment variable (a flag shows in `ps`).",
+    ),
     picks: Annotated[
         Path | None, typer.Option("--picks", help="Append one JSON line per pick to this file.")
     ] = None,
@@ -86,6 +100,8 @@ def balancer_command(
         port=port,
         agent_port=agent_port,
         admin_port=admin_port,
+        admin_host=admin_host,
+        admin_token=admin_token or None,
         picks=picks,
         request_timeout_s=parse_duration(request_timeout, "--request-timeout"),
         max_frame_bytes=max_frame_bytes,

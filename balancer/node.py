@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
 from collections import deque
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from balancer import checks
 from balancer.backend import Backend, BackendConnection
 from balancer.outbox import Outbox
 from balancer.picklog import FLUSH_INTERVAL_S, PickLog
@@ -108,6 +110,8 @@ class NodeConfig:
     port: int = 7878
     agent_port: int | None = None
     admin_port: int | None = None
+    admin_host: str = "127.0.0.1"
+    admin_token: str | None = None
     picks: Path | None = None
     request_timeout_s: float = 30.0
     max_frame_bytes: int = MAX_FRAME_LENGTH
@@ -117,6 +121,17 @@ class NodeConfig:
         ids = [b.id for b in self.backends]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"backend ids must be unique, got {', '.join(ids)}")
+        if self.admin_port is not None:
+            checks.check_admin_bind(self.admin_host, self.admin_token)
+        own_ports = [p for p in (self.port, self.agent_port, self.admin_port) if p]
+        for b in self.backends:
+            checks.check_backend_id(b.id)
+            checks.check_host(b.host, f"--backend {b.id}")
+            if checks.self_loop(b.host, b.port, own_ports):
+                raise ConfigError(
+                    f"--backend {b.id}={b.address} is this balancer's own port: requests "
+                    "would loop through it; give a server's address"
+                )
         if not 0 < self.request_timeout_s <= 3600:
             raise ConfigError(
                 f"--request-timeout must be in (0, 3600] seconds, not {self.request_timeout_s}"
@@ -195,7 +210,7 @@ class BalancerNode:
         waits = [b.start() for b in self.backends.values()]
         if waits:
             await asyncio.wait_for(asyncio.gather(*waits), connect_timeout)
-        host = self.config.host
+        host, admin_host = self.config.host, self.config.admin_host
         listeners = [
             (
                 "--port",
@@ -203,7 +218,7 @@ class BalancerNode:
                 lambda p: self.loop.create_server(lambda: ClientConnection(self), host, p),
             ),
             ("--agent-port", self.config.agent_port, lambda p: start_agent_listener(self, host, p)),
-            ("--admin-port", self.config.admin_port, lambda p: start_admin(self, host, p)),
+            ("--admin-port", self.config.admin_port, lambda p: start_admin(self, admin_host, p)),
         ]
         for flag, port, listen in listeners:
             if port is None:
@@ -211,7 +226,7 @@ class BalancerNode:
             try:
                 self.servers.append(await listen(port))
             except OSError as exc:
-                raise ConfigError(f"{flag}: cannot listen on {host}:{port}: {exc}") from exc
+                raise ConfigError(f"{flag} {port}: cannot listen: {exc}") from exc
         self._tick_handle = self.loop.call_later(TICK_S, self._tick)
 
     def ports(self) -> dict[str, int | None]:
@@ -545,8 +560,10 @@ class BalancerNode:
     def add_backend(self, backend_id: str, host: str, port: int, weight: float = 1.0) -> None:
         if backend_id in self.backends:
             raise ConfigError(f"backend {backend_id!r} is already in the pool")
-        if not weight > 0:
-            raise ConfigError(f"backend weight must be > 0, not {weight}")
+        checks.check_backend_id(backend_id)
+        checks.check_host(host, f"backend {backend_id}")
+        if not 0 < weight < math.inf:
+            raise ConfigError(f"backend weight must be a finite number > 0, not {weight}")
         now = self.loop.time()
         address = BackendAddress(backend_id, host, port, weight)
         self.weights[backend_id] = weight

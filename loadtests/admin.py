@@ -2,13 +2,17 @@
 
 ``PUT /strategy`` swaps the strategy with fresh state between phases; ``POST /backends``
 and ``DELETE /backends/<id>`` are the scaling events of a timeline; ``GET /status``
-tells which backends the balancer sees.
+tells which backends the balancer sees. A balancer started with ``--admin-token`` wants
+that token on every change; it is taken from ``LBLAB_ADMIN_TOKEN`` unless given, so a
+local testbed (whose balancer inherits the environment) and an external one both work.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
@@ -19,17 +23,20 @@ class AdminError(RuntimeError):
 
 
 class AdminClient:
-    def __init__(self, host: str, port: int, timeout: float = 5.0) -> None:
+    def __init__(
+        self, host: str, port: int, timeout: float = 5.0, token: str | None = None
+    ) -> None:
         self.base = f"http://{host}:{port}"
         self.timeout = timeout
+        self.token = token or os.environ.get("LBLAB_ADMIN_TOKEN") or None
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(
-            self.base + path,
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"} if data is not None else {},
+            self.base + path, data=data, method=method, headers=headers
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
@@ -56,4 +63,4 @@ class AdminClient:
         )
 
     def remove_backend(self, backend_id: str) -> Any:
-        return self._call("DELETE", f"/backends/{backend_id}")
+        return self._call("DELETE", f"/backends/{urllib.parse.quote(backend_id, safe='')}")

@@ -172,7 +172,7 @@ def test_admin_rejects_bad_requests(testbed):
     code, body = admin(balancer, "GET", "/strategy")
     assert code == 405
     code, body = admin(balancer, "DELETE", "/backends/zz")
-    assert code == 400 and "no backend 'zz'" in body["error"]
+    assert code == 404 and "no backend 'zz'" in body["error"]
     code, body = admin(balancer, "GET", "/nope")
     assert code == 404
 
