@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 import subprocess
 import time
+from collections import Counter
 
 import pytest
 from balancer_testbed import admin, processes, rsocket_client, start_echo, status_of
@@ -245,3 +247,48 @@ def test_a_command_line_backend_on_the_balancers_own_port_refuses_to_start():
     assert done.returncode == 2 and "own port" in done.stderr, done.stderr
     done = _lblab("balancer", "--port", "0", "--backend", "a\nb=127.0.0.1:7001")
     assert done.returncode == 2 and "backend id" in done.stderr, done.stderr
+
+
+FUZZ_SEEDS = [
+    request("GET", "/status"),
+    request("PUT", "/strategy", b'{"name": "rr", "options": {"tie": "first"}}', *_auth()),
+    request("POST", "/backends", b'{"id": "s9", "address": "127.0.0.1:9", "weight": 2}', *_auth()),
+    request("DELETE", "/backends/zz", b"", *_auth()),
+]
+
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    out = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(out) + 1)
+        kind = rng.randrange(4)
+        if kind == 0 and at < len(out):
+            out[at] = rng.randrange(256)
+        elif kind == 1:
+            out[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        elif kind == 2:
+            del out[at : at + rng.randint(1, 8)]
+        else:
+            out = out[:at]
+    return bytes(out)
+
+
+def test_mutated_requests_never_get_a_5xx_or_a_traceback(testbed):
+    balancer, _ = testbed
+    port = balancer.ready["admin_port"]
+    rng = random.Random(11)
+    codes = Counter()
+    for i in range(300):
+        data = _mutate(rng, FUZZ_SEEDS[i % len(FUZZ_SEEDS)])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)  # a cut request must end at once, not at a deadline
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        code = int(answer.split(b" ", 2)[1]) if answer else None  # None: nothing was sent
+        assert code is None or code < 500, (data, answer[:300])
+        codes[code] += 1
+    assert codes[400] > 100  # the mutations did reach the parser's checks
+    assert _serves(balancer)
+    assert "Traceback" not in balancer.log_path.read_text()
