@@ -73,6 +73,8 @@ def write_synthetic_run(
                 failed = rng.random(n) < 0.002 * heavy * load
                 kinds = rng.choice(np.array(ERROR_KINDS, dtype=object), size=n)
                 kinds[~failed] = None
+                origins = np.full(n, None, dtype=object)
+                origins[failed] = "server"
                 t_sent = t0 + np.sort(rng.random(n)) * unit_seconds
                 requests: dict[str, Any] = {
                     **{k: [v] * n for k, v in base.items()},
@@ -81,6 +83,7 @@ def write_synthetic_run(
                     "latency_ms": latency,
                     "ok": ~failed,
                     "error_kind": kinds,
+                    "error_origin": origins,
                     "package_bytes": np.full(n, 100, dtype=np.int64),
                     "work_bytes": np.full(n, 10_000, dtype=np.int64),
                     "server": np.array(SERVERS)[server_idx],

@@ -3,8 +3,18 @@
 ``Backend`` is a pool member's connection manager: it connects, sends the balancer's
 own SETUP (data ``application/json``, metadata composite, SETUP data
 ``{"client": "lblab-balancer", "reports": [...]}`` and the LEASE flag as the strategy
-needs), keeps the connection alive with its own KEEPALIVEs, and on loss reconnects with
-jittered exponential backoff (the pool eases the backend back in with slow start).
+needs) and a KEEPALIVE, and counts the backend up only once it has answered (a TCP
+accept alone proves nothing: a stopped process's kernel still accepts). It keeps the
+connection alive with its own KEEPALIVEs, and on loss reconnects with jittered
+exponential backoff (the pool eases the backend back in with slow start).
+
+A hung backend (alive, connected, silent: SIGSTOP, a blocked event loop) is found by
+its missing KEEPALIVE answers: silent for ``HUNG_AFTER_S`` it is ejected (counted, with
+the pool's backoff) and held DOWN for as long as the silence lasts, so no ejection can
+run out into a backend that still cannot answer; its in-flight requests end at
+``--request-timeout``. Once it answers again it is UP when its ejection has run out,
+and slow start eases it back in. Silent for ``MAX_LIFETIME_MS`` its connection is
+closed and reopened.
 
 ``BackendConnection`` walks the backend's frames: PAYLOAD and ERROR go back to the
 client stream they answer (stream id rewritten in the copy); REQUEST_N and CANCEL (a
@@ -43,8 +53,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lblab.balancer.backend")
 
-KEEPALIVE_MS = 5_000
-"""Our KEEPALIVE interval toward backends."""
+KEEPALIVE_MS = 1_000
+"""Our KEEPALIVE interval toward backends: one 9-byte frame a second per backend is
+nothing, and it bounds how long a hung backend goes unnoticed."""
+HUNG_AFTER_S = 3.0
+"""A backend that has sent nothing for this long (two missed KEEPALIVE answers and
+more) is ejected as hung. A healthy lblab server answers within milliseconds even when
+saturated, because its work runs off the event loop."""
 MAX_LIFETIME_MS = 30_000
 """A backend silent this long (6 missed keepalive answers) is treated as lost."""
 RECONNECT_BASE_S = 0.1
@@ -62,10 +77,13 @@ _PAYLOAD = FrameType.PAYLOAD
 _ERROR = FrameType.ERROR
 _RR = FrameType.REQUEST_RESPONSE
 _CHANNEL = FrameType.REQUEST_CHANNEL
+_LIVENESS_FRAMES = frozenset((FrameType.KEEPALIVE, FrameType.LEASE, FrameType.METADATA_PUSH))
+"""Connection-level frames that show the backend accepted our SETUP and is serving."""
 
 
 class BackendConnection(RoutedConnection):
     __slots__ = (
+        "answered",
         "backend",
         "blocked_clients",
         "draining",
@@ -90,6 +108,8 @@ class BackendConnection(RoutedConnection):
         self.retired = False
         self.retired_at = 0.0
         self.last_seen = self.node.loop.time()
+        self.answered: asyncio.Future[bool] = self.node.loop.create_future()
+        """True once the backend has answered our first KEEPALIVE; False if it closed first."""
 
     # ------------------------------------------------------------ asyncio hooks
 
@@ -105,10 +125,12 @@ class BackendConnection(RoutedConnection):
             data=orjson.dumps({"client": "lblab-balancer", "reports": list(reports)}),
             lease=lease,
         )
-        transport.write(encode_frame(setup))
+        transport.write(encode_frame(setup) + encode_frame(Keepalive(respond=True)))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if not self.answered.done():
+            self.answered.set_result(False)
         for client in self.blocked_clients:
             client.unblock(self)
         self.blocked_clients.clear()
@@ -189,6 +211,8 @@ class BackendConnection(RoutedConnection):
 
     def _connection_frame(self, pos: int, length: int, frame_type: int, flags: int) -> bool:
         body = pos + 9
+        if not self.answered.done() and frame_type in _LIVENESS_FRAMES:
+            self.answered.set_result(True)
         if frame_type == FrameType.KEEPALIVE:
             if flags & FLAG_RESPOND:
                 frame = self.buf[pos : pos + 3 + length]
@@ -251,6 +275,7 @@ class Backend:
         "address",
         "attempts",
         "conn",
+        "hung",
         "id",
         "next_keepalive",
         "node",
@@ -265,6 +290,8 @@ class Backend:
         self.attempts = 0
         self.stopped = False
         self.next_keepalive = 0.0
+        self.hung = False
+        """Held DOWN because the current connection went silent (see the module doc)."""
         self._pool_up = in_pool_up
         """Whether the pool holds this backend UP (it does for startup backends)."""
         self._task: asyncio.Task[None] | None = None
@@ -289,6 +316,7 @@ class Backend:
                 continue
             old, self.conn = self.conn, conn
             self.attempts = 0
+            self.hung = False
             self.next_keepalive = loop.time() + KEEPALIVE_MS / 1000.0
             if old is not None:
                 self._retire(old)  # a re-SETUP: the old connection finishes its streams
@@ -301,20 +329,31 @@ class Backend:
                 await asyncio.sleep(self._backoff())
 
     async def _connect(self) -> BackendConnection | None:
+        """Connect, SETUP, and wait for the first KEEPALIVE answer, all within
+        ``CONNECT_TIMEOUT_S``; None (and the reason logged) if any of it fails."""
         conn = BackendConnection(self)
+        loop = self.node.loop
+        deadline = loop.time() + CONNECT_TIMEOUT_S
         try:
             await asyncio.wait_for(
-                self.node.loop.create_connection(
-                    lambda: conn, self.address.host, self.address.port
-                ),
+                loop.create_connection(lambda: conn, self.address.host, self.address.port),
                 CONNECT_TIMEOUT_S,
             )
-        except (OSError, TimeoutError) as exc:
-            self.attempts += 1
-            if self.attempts == 1 or self.attempts % 20 == 0:
-                log.warning("backend %s at %s: %s", self.id, self.address.address, exc or "timeout")
-            return None
-        return conn
+            answered = await asyncio.wait_for(
+                asyncio.shield(conn.answered), max(deadline - loop.time(), 0.0)
+            )
+            problem = None if answered else "closed the connection before answering"
+        except TimeoutError:
+            problem = f"no RSocket answer within {CONNECT_TIMEOUT_S:g} s"
+        except OSError as exc:
+            problem = str(exc)
+        if problem is None:
+            return conn
+        conn.close()
+        self.attempts += 1
+        if self.attempts == 1 or self.attempts % 20 == 0:
+            log.warning("backend %s at %s: %s", self.id, self.address.address, problem)
+        return None
 
     def _backoff(self) -> float:
         cap = min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2 ** min(self.attempts, 16))
@@ -354,10 +393,17 @@ class Backend:
         if conn.active:
             conn.active = False
             conn.last_seen = now
+            if self.hung:
+                self.hung = False
+                if not conn.draining:
+                    self.node.backend_answering(self, now)
         elif now - conn.last_seen > MAX_LIFETIME_MS / 1000.0:
             log.warning("backend %s silent for %.0f s: reconnecting", self.id, now - conn.last_seen)
             conn.close()
             return
+        elif now - conn.last_seen > HUNG_AFTER_S and not self.hung:
+            self.hung = True
+            self.node.backend_hung(self, now - conn.last_seen)
         if now >= self.next_keepalive:
             self.next_keepalive = now + KEEPALIVE_MS / 1000.0
             conn.send_keepalive()

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, check_limits
 from lblab.errors import ConfigError
 
 
@@ -33,12 +34,18 @@ def balancer_command(
         "", "--weights", help="Static weights, e.g. s1=1,s2=1,s3=7 (default 1)."
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(7878, "--port", help="RSocket port for clients (0: any free port)."),
+    port: int = typer.Option(
+        7878, "--port", min=0, max=65535, help="RSocket port for clients (0: any free port)."
+    ),
     agent_port: int | None = typer.Option(
-        None, "--agent-port", help="Port for agents' load reports."
+        None, "--agent-port", min=0, max=65535, help="Port for agents' load reports."
     ),
     admin_port: int | None = typer.Option(
-        None, "--admin-port", help="HTTP port for /metrics, /status, /strategy, /backends."
+        None,
+        "--admin-port",
+        min=0,
+        max=65535,
+        help="HTTP port for /metrics, /status, /strategy, /backends.",
     ),
     admin_host: str = typer.Option(
         "127.0.0.1",
@@ -55,7 +62,8 @@ def balancer_command(
         "environment variable (a flag shows in `ps`).",
     ),
     picks: Annotated[
-        Path | None, typer.Option("--picks", help="Append one JSON line per pick to this file.")
+        Path | None,
+        typer.Option("--picks", dir_okay=False, help="Append one JSON line per pick to this file."),
     ] = None,
     request_timeout: str = typer.Option(
         "30s", "--request-timeout", help="Deadline of a request at the balancer, e.g. 30s or 500ms."
@@ -66,8 +74,38 @@ def balancer_command(
         help="Largest frame body accepted (default: the 24-bit maximum).",
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed of the strategy's random numbers."),
+    setup_timeout: str = typer.Option(
+        f"{SETUP_TIMEOUT_S:g}s",
+        "--setup-timeout",
+        help="A client connection without SETUP this long is closed.",
+    ),
+    max_connections: int = typer.Option(
+        MAX_CONNECTIONS, "--max-connections", help="Client connections at once; more are refused."
+    ),
+    max_pending_setup: int = typer.Option(
+        MAX_PENDING_SETUP,
+        "--max-pending-setup",
+        help="Client connections at once still without SETUP; beyond it the oldest is closed.",
+    ),
+    eject_after: int = typer.Option(
+        5,
+        "--eject-after",
+        help="Consecutive failures a backend is responsible for (timeouts, lost connections, "
+        "its own faults; never REJECTED or errors about the request) that eject it; 0: off.",
+    ),
+    eject_base: str = typer.Option(
+        "1s", "--eject-base", help="First ejection's length; each next one doubles."
+    ),
+    eject_max: str = typer.Option("30s", "--eject-max", help="Longest ejection."),
+    panic_threshold: float = typer.Option(
+        50.0,
+        "--panic-threshold",
+        help="Percent of connected backends that must be un-ejected; below it ejection is "
+        "ignored and all take requests (Envoy's panic threshold); 0: off.",
+    ),
 ) -> None:
     """Run the RSocket balancer node: forward each request to a backend the strategy picks."""
+    from balancer.health import HealthConfig
     from balancer.node import BackendAddress, NodeConfig
     from balancer.serve import run
     from lblab.config import parse_assignments, parse_duration, parse_hostport
@@ -106,6 +144,15 @@ def balancer_command(
         request_timeout_s=parse_duration(request_timeout, "--request-timeout"),
         max_frame_bytes=max_frame_bytes,
         seed=seed,
+        setup_timeout_s=_limits(setup_timeout, max_connections, max_pending_setup),
+        max_connections=max_connections,
+        max_pending_setup=max_pending_setup,
+        health=HealthConfig(
+            eject_after=eject_after,
+            eject_base_s=parse_duration(eject_base, "--eject-base"),
+            eject_max_s=parse_duration(eject_max, "--eject-max"),
+            panic_threshold=panic_threshold / 100.0,
+        ),
     )
     run(config)
 
@@ -120,3 +167,12 @@ def _weights(raw: dict[str, str]) -> dict[str, float]:
         if not out[name] > 0:
             raise ConfigError(f"--weights: {name}={value} must be > 0")
     return out
+
+
+def _limits(setup_timeout: str, max_connections: int, max_pending_setup: int) -> float:
+    """The SETUP deadline in seconds, once the connection caps are checked."""
+    from lblab.config import parse_duration
+
+    timeout_s = parse_duration(setup_timeout, "--setup-timeout")
+    check_limits(max_connections, max_pending_setup, timeout_s)
+    return timeout_s

@@ -10,6 +10,12 @@ applies them to its backends.
 - Slow start (Envoy ``slow_start_config``): for ``slow_start_window_s`` after a backend
   becomes available again its weight is multiplied by
   ``max(0.1, (t / window) ** (1 / aggression))``, ``t`` the time since it came back.
+- Panic (Envoy's ``healthy_panic_threshold``, default 50 %): when fewer than
+  ``panic_threshold`` of the connected backends are un-ejected, ejection is ignored and
+  every connected backend takes requests again. Ejection exists to route around a few
+  bad backends; when it would take out most of the pool, the likelier story is a shared
+  cause (overload, a bad client, a network blip), and a pool shrunk to one backend
+  would turn that into failures of the balancer's own.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ class HealthConfig:
     """Time constant of ``BackendView.latency_ewma_ms`` (``w = exp(-dt / tau)``)."""
     slow_start_step_s: float = 0.25
     """How often the slow-start factors are advanced (each step re-syncs the strategy)."""
+    panic_threshold: float = 0.5
+    """Share of connected backends that must be un-ejected; below it ejection is ignored
+    (0 turns panic off)."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, field: str, rule: str) -> None:
@@ -57,6 +66,11 @@ class HealthConfig:
         need(_pos(self.slow_start_aggression), "slow_start_aggression", "must be > 0")
         need(_pos(self.ewma_tau_s), "ewma_tau_s", "must be > 0 seconds")
         need(_pos(self.slow_start_step_s), "slow_start_step_s", "must be > 0 seconds")
+        need(
+            math.isfinite(self.panic_threshold) and 0 <= self.panic_threshold <= 1,
+            "panic_threshold",
+            "must be a share in [0, 1] (0: off)",
+        )
 
 
 def _pos(x: float) -> bool:

@@ -43,13 +43,16 @@ from typing import Any
 
 from balancer import checks
 from balancer.backend import Backend, BackendConnection
+from balancer.health import HealthConfig
 from balancer.outbox import Outbox
 from balancer.picklog import FLUSH_INTERVAL_S, PickLog
 from balancer.pool import BackendSpec, Pool
 from balancer.router import INTERACTIONS, REPLAYABLE, Stream
 from balancer.strategies.base import Health, Outcome, RequestView, Strategy
 from balancer.strategies.registry import make_strategy
+from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S
 from lblab.errors import ConfigError, RemoteProtocolError
+from lblab.failures import KIND_BY_CODE, balancer_message, is_server_fault
 from lblab.loadreport import LoadReport
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import (
@@ -71,11 +74,12 @@ TICK_S = 0.05
 default 30 s timeout, and cheap: one callback per tick, not one timer per request)."""
 MAX_ATTEMPTS = 3
 """Tries of one request across backends when they answer REJECTED (DESIGN "Reliability")."""
-LIFETIME_CHECK_S = 1.0
-"""How often connections are checked against their peers' max lifetime."""
+LIFETIME_CHECK_S = 0.25
+"""How often connections are checked against their peers' max lifetime, and backends
+for silence (``backend.HUNG_AFTER_S``)."""
+NO_BACKEND_MESSAGE = balancer_message("rejected", "no backend available")
 COMPACT_DEADLINES_AT = 4096
 """Deadline queue length above which ended streams are swept out of it."""
-ERROR_KINDS_BY_CODE: dict[int, str] = {ErrorCode.REJECTED: "rejected", ErrorCode.CANCELED: "other"}
 
 _pack_u32 = U32.pack_into
 _RR = FrameType.REQUEST_RESPONSE
@@ -116,6 +120,11 @@ class NodeConfig:
     request_timeout_s: float = 30.0
     max_frame_bytes: int = MAX_FRAME_LENGTH
     seed: int | None = None
+    setup_timeout_s: float = SETUP_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_pending_setup: int = MAX_PENDING_SETUP
+    health: HealthConfig = field(default_factory=HealthConfig)
+    """Passive ejection, slow start and panic (``balancer/health.py``)."""
 
     def __post_init__(self) -> None:
         ids = [b.id for b in self.backends]
@@ -159,7 +168,10 @@ class BalancerNode:
         self.strategy_options: dict[str, str] = dict(config.strategy_options)
         now = loop.time()
         self.pool = Pool(
-            [BackendSpec(b.id, b.weight) for b in config.backends], self.strategy, now=now
+            [BackendSpec(b.id, b.weight) for b in config.backends],
+            self.strategy,
+            health=config.health,
+            now=now,
         )
         self.outbox = Outbox(loop)
         self.backends: dict[str, Backend] = {}
@@ -289,7 +301,7 @@ class BalancerNode:
         if not self._dispatch(stream, now):
             self.stats["rejected_no_backend"] += 1
             if frame_type != _FNF:
-                client.send_error(sid, ErrorCode.REJECTED, "no backend available")
+                client.send_error(sid, ErrorCode.REJECTED, NO_BACKEND_MESSAGE)
             if follows:
                 # Swallow the remaining fragments of a request nobody will take.
                 stream.done = True
@@ -376,7 +388,11 @@ class BalancerNode:
         if code == ErrorCode.REJECTED and self._replayable(stream) and self._replay(stream):
             return
         stream.client.send(frame)
-        self.finish(stream, False, ERROR_KINDS_BY_CODE.get(code, "application"))
+        # Only an APPLICATION_ERROR's message is read: it may flag the server's own fault.
+        fault = code == ErrorCode.APPLICATION_ERROR and is_server_fault(
+            code, bytes(frame[13:]).decode("utf-8", "replace")
+        )
+        self.finish(stream, False, KIND_BY_CODE.get(code, "other"), server_fault=fault)
 
     @staticmethod
     def _replayable(stream: Stream) -> bool:
@@ -417,7 +433,9 @@ class BalancerNode:
             stream.backend.write(frame, stream.client)
         return True
 
-    def finish(self, stream: Stream, ok: bool, error_kind: str | None) -> None:
+    def finish(
+        self, stream: Stream, ok: bool, error_kind: str | None, *, server_fault: bool = False
+    ) -> None:
         """End a stream: drop both mappings and account the outcome exactly once.
 
         ``error_kind`` "canceled" (the client cancelled or left) is recorded as a
@@ -443,15 +461,16 @@ class BalancerNode:
                 latency = (now - stream.t0) * 1000.0
             if error_kind == "canceled":
                 error_kind = None
-            self.pool.complete(
-                view, stream.request, Outcome(ok=ok, latency_ms=latency, error_kind=error_kind), now
+            outcome = Outcome(
+                ok=ok, latency_ms=latency, error_kind=error_kind, server_fault=server_fault
             )
+            self.pool.complete(view, stream.request, outcome, now)
         if conn is not None and conn.retired and not conn.streams:
             conn.close()
 
     def backend_lost(self, backend: Backend, conn: BackendConnection, reason: str) -> None:
         """A backend connection closed: fail its streams with an error naming the backend."""
-        message = f"backend {backend.id} connection lost: {reason}"
+        message = balancer_message("connection", f"backend {backend.id} connection lost: {reason}")
         for stream in list(conn.streams.values()):
             # After CONNECTION_CLOSE the backend has finished every stream it accepted
             # (spec: it waits for them), so an unanswered request was never processed.
@@ -468,6 +487,22 @@ class BalancerNode:
 
     def backend_down(self, backend: Backend) -> None:
         self.pool.set_state(backend.id, Health.DOWN, self.loop.time())
+
+    def backend_hung(self, backend: Backend, silent_s: float) -> None:
+        """A connected backend stopped answering our KEEPALIVEs: eject it and hold it
+        DOWN until it answers again (``backend_answering``)."""
+        if backend.id not in self.backends:
+            return
+        log.warning("backend %s silent for %.1f s: ejected as hung", backend.id, silent_s)
+        now = self.loop.time()
+        self.pool.set_state(backend.id, Health.EJECTED, now)
+        self.pool.set_state(backend.id, Health.DOWN, now)
+
+    def backend_answering(self, backend: Backend, now: float) -> None:
+        """A hung backend answers again: UP once its ejection has run out."""
+        if backend.id in self.backends:
+            log.warning("backend %s answers again", backend.id)
+            self.pool.set_state(backend.id, Health.UP, now)
 
     def backend_draining(self, backend: Backend) -> None:
         """The backend sent CONNECTION_CLOSE: no new requests, in-flight ones finish."""
@@ -526,7 +561,10 @@ class BalancerNode:
             stream.client.send_error(
                 stream.client_sid,
                 ErrorCode.APPLICATION_ERROR,
-                f"timed out after {self.timeout_s:g} s at the balancer (backend {backend_id})",
+                balancer_message(
+                    "timeout",
+                    f"timed out after {self.timeout_s:g} s at the balancer (backend {backend_id})",
+                ),
             )
             if stream.backend is not None:
                 stream.backend.send_cancel(stream.backend_sid)

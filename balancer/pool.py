@@ -20,7 +20,20 @@ Theory of operation:
   DRAINING if the driver says so, else EJECTED while an ejection lasts, else UP. Every
   change of any backend's state calls ``strategy.on_pool_change``, as do add, remove,
   set_strategy and each slow-start step (weights change).
-- Health policy (ejection backoff, slow start) is in ``balancer/health.py``.
+- Failure accounting: only an outcome the backend is responsible for
+  (``Outcome.backend_fault``: timeout, connection lost or refused, an error it flagged
+  as its own failure) counts toward ejection. Any answer the backend gave that is not
+  its fault (REJECTED, an APPLICATION_ERROR about the request) proves it alive and
+  resets its run of consecutive failures. REJECTED changes nothing else: not weight,
+  not availability. It means "at my limit, safe to retry elsewhere": the driver
+  replays the request, load-aware strategies already see the backend's in-flight
+  count, and a cool-down of the balancer's own would layer a load-shedding policy on
+  every algorithm, bending the comparison the harness exists for.
+- Panic (Envoy's panic threshold): while fewer than ``panic_threshold`` of the
+  connected backends are un-ejected, ejections are ignored and requests are balanced
+  over every connected backend. Ejection timers and backoff keep running; ``panic``
+  says whether it is in force.
+- Health policy (ejection backoff, slow start, panic) is in ``balancer/health.py``.
 - Latency: ``last_latency_ms`` and ``latency_ewma_ms`` (time EWMA, ``tau`` =
   ``ewma_tau_s``) are updated from successful outcomes only; failures are often fast
   (an instant REJECTED) and would make a failing backend look attractive.
@@ -51,13 +64,16 @@ __all__ = [
     "Pool",
 ]
 
-COUNTER_NAMES = ("picks", "errors", "ejections", "ties")
+COUNTER_NAMES = ("picks", "errors", "faults", "ejections", "ties")
 
 
 @dataclass(slots=True)
 class BackendCounters:
     picks: int = 0
     errors: int = 0
+    """Failed outcomes of any kind."""
+    faults: int = 0
+    """Failed outcomes the backend is responsible for (they count toward ejection)."""
     ejections: int = 0
     ties: int = 0
 
@@ -112,6 +128,8 @@ class Pool:
         self._ejected: dict[str, float] = {}
         """Backend id -> end of its current ejection."""
         self._slow: set[str] = set()
+        self.panic = False
+        """Ejections are ignored: too few connected backends are un-ejected."""
         self._slow_stepped = -math.inf
         self._next_tick = math.inf
         for spec in specs:
@@ -191,13 +209,18 @@ class Pool:
             if record.back_at is not None and now - record.back_at >= self.health.eject_max_s:
                 record.ejections = 0
                 record.back_at = None
-        else:
+        elif outcome.backend_fault:
             view.consecutive_failures += 1
-            self.counters[view.id].errors += 1
+            counters = self.counters[view.id]
+            counters.errors += 1
+            counters.faults += 1
             after = self.health.eject_after
             if after and view.consecutive_failures >= after and record.ejected_until is None:
                 self._eject(view, record, now)
                 ejected = True
+        else:  # an answer that is not the backend's fault: it is alive
+            view.consecutive_failures = 0
+            self.counters[view.id].errors += 1
         self.strategy.on_complete(view, request, outcome, now)
         if ejected:
             self.strategy.on_pool_change(self.views, now)
@@ -238,7 +261,8 @@ class Pool:
                 self.strategy.on_pool_change(self.views, now)
             return
         record.told = state
-        if self._apply(view, record, now):
+        changed = self._apply(view, record, now)
+        if self._refresh_panic(now) or changed:
             self.strategy.on_pool_change(self.views, now)
 
     def _eject(self, view: BackendView, record: _Health, now: float) -> None:
@@ -248,14 +272,34 @@ class Pool:
         self._ejected[view.id] = until
         self._next_tick = min(self._next_tick, until)
         self.counters[view.id].ejections += 1
-        self._apply(view, record, now)
+        if not self._refresh_panic(now):
+            self._apply(view, record, now)
+
+    def _refresh_panic(self, now: float) -> bool:
+        """Enter or leave panic (``health.panic_threshold``); True if states changed."""
+        threshold = self.health.panic_threshold
+        panic = False
+        if threshold > 0:
+            connected = ejected = 0
+            for record in self._health.values():
+                if record.told is Health.UP:
+                    connected += 1
+                    ejected += record.ejected_until is not None
+            panic = connected > 0 and connected - ejected < threshold * connected
+        if panic is self.panic:
+            return False
+        self.panic = panic
+        changed = False
+        for view in self.views:
+            changed |= self._apply(view, self._health[view.id], now)
+        return changed
 
     def _apply(self, view: BackendView, record: _Health, now: float) -> bool:
         """Derive ``view.state``; start slow start on recovery. True if it changed."""
         state: Health
         if record.told is not Health.UP:
             state = record.told
-        elif record.ejected_until is not None:
+        elif record.ejected_until is not None and not self.panic:
             state = Health.EJECTED
         else:
             state = Health.UP
@@ -287,6 +331,7 @@ class Pool:
                 record = self._health[backend_id]
                 record.ejected_until = None
                 changed |= self._apply(self._by_id[backend_id], record, now)
+                changed |= self._refresh_panic(now)
         reweighted = False
         if self._slow and now - self._slow_stepped >= self.health.slow_start_step_s:
             self._slow_stepped = now
@@ -339,6 +384,7 @@ class Pool:
         del self._health[backend_id]
         self._ejected.pop(backend_id, None)
         self._slow.discard(backend_id)
+        self._refresh_panic(now)
         self.strategy.on_pool_change(self.views, now)
         return view
 

@@ -21,7 +21,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-ERROR_KINDS = ("timeout", "rejected", "connection", "application", "other")
+from lblab.failures import ERROR_KINDS, ERROR_ORIGINS
+
+__all__ = ["ERROR_KINDS", "ERROR_ORIGINS"]
 
 _KEY = [
     ("run_id", pa.string()),
@@ -38,6 +40,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("latency_ms", pa.float64()),
             ("ok", pa.bool_()),
             ("error_kind", pa.string()),
+            ("error_origin", pa.string()),
             ("package_bytes", pa.int64()),
             ("work_bytes", pa.int64()),
             ("server", pa.string()),

@@ -68,6 +68,7 @@ class _Recording:
             context["t_sent"],
             response_time,
             context["error_kind"],
+            context["error_origin"],
             context["package_bytes"],
             context["work_bytes"],
             context["server"],

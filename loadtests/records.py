@@ -37,7 +37,16 @@ from lblab.results import SCHEMAS
 FLUSH_S = 2.0
 LOADER_ENV = "LBLAB_LOADER"
 RECORDS_ROOT_ENV = "LBLAB_RECORDS_ROOT"
-_MEASURED = ("t_sent", "latency_ms", "ok", "error_kind", "package_bytes", "work_bytes", "server")
+_MEASURED = (
+    "t_sent",
+    "latency_ms",
+    "ok",
+    "error_kind",
+    "error_origin",
+    "package_bytes",
+    "work_bytes",
+    "server",
+)
 RECORD_SCHEMA = pa.schema(
     [SCHEMAS["requests"].field(name) for name in _MEASURED]
     + [pa.field("cell", pa.string()), pa.field("loader", pa.string())]
@@ -91,6 +100,7 @@ class RequestRecorder:
         t_sent: float,
         latency_ms: float,
         error_kind: str | None,
+        error_origin: str | None,
         package_bytes: int,
         work_bytes: int,
         server: str | None,
@@ -101,6 +111,7 @@ class RequestRecorder:
         c["latency_ms"].append(latency_ms)
         c["ok"].append(error_kind is None)
         c["error_kind"].append(error_kind)
+        c["error_origin"].append(error_origin)
         c["package_bytes"].append(package_bytes)
         c["work_bytes"].append(work_bytes)
         c["server"].append(server)

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from lblab.errors import ApplicationError, LblabError, RemoteProtocolError
+from lblab.failures import classify_error
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
 from lblab.wire.codes import MAX_STREAM_ID, U32, ErrorCode
 from lblab.wire.frames import Cancel, Error, Keepalive, Payload, RequestResponse, Setup
@@ -43,20 +44,18 @@ class ConnectionLost(LblabError):
     """The connection failed, was refused, or was closed by the peer."""
 
 
-ERROR_KIND_BY_CODE = {ErrorCode.REJECTED: "rejected", ErrorCode.APPLICATION_ERROR: "application"}
-
-
-def error_kind(exc: BaseException | None) -> str | None:
-    """The results contract's ``error_kind`` for an exception raised by this client."""
+def classify_exception(exc: BaseException | None) -> tuple[str | None, str | None]:
+    """The results contract's ``(error_kind, error_origin)`` for an exception raised by
+    this client (``lblab/failures.py``); ``(None, None)`` for no exception."""
     if exc is None:
-        return None
+        return None, None
     if isinstance(exc, RequestTimeout):
-        return "timeout"
+        return "timeout", "client"
     if isinstance(exc, ConnectionLost | OSError):
-        return "connection"
+        return "connection", "transport"
     if isinstance(exc, ApplicationError):
-        return ERROR_KIND_BY_CODE.get(exc.error_code, "other")  # type: ignore[call-overload]
-    return "other"
+        return classify_error(exc.error_code, str(exc))
+    return "other", "client"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ phase's ``LoadSpec``; ``ClosedLoopUser`` and ``OpenLoopUser`` are the two load m
 Event fields: ``request_type="request_response"``, ``name`` = the cell (``sp+sr``...),
 ``response_time`` in ms (``perf_counter``; from the due time in the open model),
 ``response_length`` = response data bytes, ``exception`` = ``None`` or the client's typed
-error, ``context`` = strategy, run_id, replication, server, error_kind, t_sent and sizes.
+error, ``context`` = strategy, run_id, replication, server, error_kind, error_origin, t_sent and sizes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from lblab.scenarios import Cell, request_body
 from lblab.wire.metadata import request_metadata
 from loadtests.loadspec import LoadSpec
 from loadtests.openloop import due_times
-from loadtests.rsocket_client import RSocketClient, error_kind
+from loadtests.rsocket_client import RSocketClient, classify_exception
 
 WORK_METADATA = request_metadata("work")
 
@@ -80,7 +80,7 @@ class LocustRSocketClient:
         except Exception as exc:  # recorded in the event, as Locust expects of clients
             exception = exc
         elapsed_ms = (time.perf_counter() - start) * 1000.0
-        kind = error_kind(exception)
+        kind, origin = classify_exception(exception)
         self._fire(
             request_type="request_response",
             name=cell.name,
@@ -92,6 +92,7 @@ class LocustRSocketClient:
                 **self._base_context,
                 "server": server,
                 "error_kind": kind,
+                "error_origin": origin,
                 "t_sent": t_sent,
                 "package_bytes": cell.package_bytes,
                 "work_bytes": cell.work_bytes,

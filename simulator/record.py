@@ -2,8 +2,8 @@
 
 A million-request run appends a million rows; a dict per row would cost ~10x the
 memory and time of ``array.array`` appends. Server names are stored as indexes into
-the run's server list (-1 for "none") and error kinds as indexes into
-``ERROR_KINDS``; both become strings when the table is built.
+the run's server list (-1 for "none") and failures as indexes into ``FAILURES``
+(``error_kind``, ``error_origin``); both become strings when the table is built.
 """
 
 from __future__ import annotations
@@ -17,7 +17,21 @@ import pyarrow as pa
 
 from lblab.results import ERROR_KINDS, to_arrow
 
+_MODELLED_ORIGIN = {
+    "timeout": "balancer",  # the watchdog models the balancer's --request-timeout
+    "rejected": "server",  # every try was refused by a server at its limit
+    "connection": "transport",
+    "application": "server",
+    "other": "balancer",
+}
+FAILURES: tuple[tuple[str, str], ...] = (
+    *((kind, _MODELLED_ORIGIN[kind]) for kind in ERROR_KINDS),
+    ("rejected", "balancer"),
+)
+"""(error_kind, error_origin) by code: one code per kind with its origin in the model,
+then the balancer's own REJECTED when no backend is eligible (``NO_BACKEND``)."""
 ERROR_CODE = {kind: i for i, kind in enumerate(ERROR_KINDS)}
+NO_BACKEND = len(ERROR_KINDS)
 NO_ERROR = -1
 
 
@@ -72,7 +86,8 @@ class RequestRows:
             "t_sent": _col(self.t_sent, "f8"),
             "latency_ms": _col(self.latency_ms, "f8"),
             "ok": _col(self.ok, "i1").astype(bool),
-            "error_kind": _names(self.error, ERROR_KINDS),
+            "error_kind": _names(self.error, [kind for kind, _ in FAILURES]),
+            "error_origin": _names(self.error, [origin for _, origin in FAILURES]),
             "package_bytes": _col(self.package_bytes, "i8"),
             "work_bytes": _col(self.work_bytes, "i8"),
             "server": _names(self.server, servers),

@@ -87,7 +87,23 @@ class Outcome:
     latency_ms: float
     """Balancer-observed: dispatch to first response frame (or to the error)."""
     error_kind: str | None = None
-    """One of ``lblab.results.ERROR_KINDS`` when not ok."""
+    """One of ``lblab.failures.ERROR_KINDS`` when not ok."""
+    server_fault: bool = False
+    """An error the backend flagged as its own failure (``lblab.failures.is_server_fault``)."""
+
+    @property
+    def backend_fault(self) -> bool:
+        """Does this failure count toward the backend's passive ejection?
+
+        Only what the backend is responsible for: a timeout (it did not answer in time),
+        a lost or refused connection, or an error it flagged as its own failure. Not an
+        answer about the client's request (APPLICATION_ERROR, INVALID), and not REJECTED:
+        that is overload, "safe to retry elsewhere", and the request is replayed.
+        """
+        return not self.ok and (self.error_kind in BACKEND_FAULT_KINDS or self.server_fault)
+
+
+BACKEND_FAULT_KINDS = frozenset({"timeout", "connection"})
 
 
 def eligible(backend: BackendView, request: RequestView) -> bool:

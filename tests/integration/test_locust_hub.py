@@ -43,7 +43,7 @@ spec = LoadSpec(run_id="probe", scenario=builtin_scenario("sp+sr"), strategy="rr
 env = SimpleNamespace(parsed_options=SimpleNamespace(lblab_spec=spec.to_json()))
 before = set(sys.modules)
 lf._recording.on_request(env, "sp+sr", 1.5, {
-    "t_sent": 1.0, "error_kind": None, "package_bytes": 100, "work_bytes": 10000,
+    "t_sent": 1.0, "error_kind": None, "error_origin": None, "package_bytes": 100, "work_bytes": 10000,
     "server": "s1",
 })
 lf._recording.flush()

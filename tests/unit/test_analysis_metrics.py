@@ -38,6 +38,7 @@ def _req(t: float, ms: float, ok: bool, server: str | None, kind=None, warmup=Fa
         "latency_ms": ms,
         "ok": ok,
         "error_kind": kind,
+        "error_origin": None if kind is None else "server",
         "package_bytes": 100,
         "work_bytes": 10_000,
         "server": server,

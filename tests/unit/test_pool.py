@@ -14,7 +14,7 @@ from lblab.errors import ConfigError, LocalProtocolError
 from lblab.loadreport import LoadReport
 
 OK = Outcome(ok=True, latency_ms=10.0)
-FAIL = Outcome(ok=False, latency_ms=1.0, error_kind="application")
+FAIL = Outcome(ok=False, latency_ms=1.0, error_kind="timeout")
 
 
 def pool_of(*ids: str, strategy: str = "rr", health: HealthConfig | None = None) -> Pool:
@@ -103,7 +103,8 @@ def test_ejection_backoff_doubles_and_caps() -> None:
 
 
 def test_pick_ends_an_ejection_without_an_explicit_tick() -> None:
-    pool = pool_of("a", strategy="first", health=HealthConfig(eject_after=1, slow_start_window_s=0))
+    health = HealthConfig(eject_after=1, slow_start_window_s=0, panic_threshold=0)
+    pool = pool_of("a", strategy="first", health=health)
     assert send(pool, 1, 0.0, FAIL) == "a"
     assert send(pool, 2, 0.5) is None  # ejected for 1 s, nothing else eligible
     assert send(pool, 3, 1.0) == "a"
@@ -215,3 +216,77 @@ def test_a_strategy_returning_an_ineligible_backend_is_caught() -> None:
     with pytest.raises(LocalProtocolError, match="not eligible"):
         pool.strategy.pick = lambda backends, request, now: backends[0]  # type: ignore[method-assign]
         pool.pick(RequestView(request_id=1, exclude=frozenset({"a"})), 0.0)
+
+
+def failure(kind: str, *, server_fault: bool = False) -> Outcome:
+    return Outcome(ok=False, latency_ms=1.0, error_kind=kind, server_fault=server_fault)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "counts"),
+    [
+        (failure("timeout"), True),
+        (failure("connection"), True),
+        (failure("application", server_fault=True), True),
+        (failure("rejected"), False),
+        (failure("application"), False),
+        (failure("other"), False),
+    ],
+)
+def test_only_the_backends_own_failures_count_toward_ejection(
+    outcome: Outcome, counts: bool
+) -> None:
+    pool = pool_of("a", "b", strategy="first", health=HealthConfig(eject_after=3))
+    picked = []
+    for rid in range(10):
+        req = RequestView(request_id=rid)
+        view = pool.pick(req, 0.0)
+        assert view is not None
+        pool.dispatch(view, req, 0.0)
+        pool.complete(view, req, outcome if view.id == "a" else OK, 0.0)
+        picked.append(view.id)
+    assert picked == (["a"] * 3 + ["b"] * 7 if counts else ["a"] * 10)
+    a = pool.counters["a"]
+    assert (a.ejections, a.faults, a.errors) == ((1, 3, 3) if counts else (0, 0, 10))
+
+
+def test_an_answer_that_is_not_a_fault_resets_the_run_of_failures() -> None:
+    pool = pool_of("a", "b", strategy="first", health=HealthConfig(eject_after=3))
+    for rid, outcome in enumerate(
+        [FAIL, FAIL, failure("rejected"), FAIL, FAIL, failure("application")]
+    ):
+        send(pool, rid, 0.0, outcome)
+    assert pool.get("a").state is Health.UP and pool.counters["a"].ejections == 0
+    assert pool.get("a").consecutive_failures == 0
+
+
+def test_panic_balances_over_all_when_most_of_the_pool_is_ejected() -> None:
+    health = HealthConfig(eject_after=1, eject_base_s=1.0, slow_start_window_s=0)
+    pool = pool_of("a", "b", "c", strategy="rr", health=health)
+    pool.set_state("a", Health.EJECTED, 0.0)  # 2 of 3 un-ejected: no panic
+    assert not pool.panic
+    assert {send(pool, i, 0.1) for i in range(6)} == {"b", "c"}
+    pool.set_state("b", Health.EJECTED, 0.2)  # 1 of 3 < 50 %: panic, all serve
+    assert pool.panic
+    assert [v.state for v in pool.views] == [Health.UP] * 3
+    assert {send(pool, i, 0.3) for i in range(10, 16)} == {"a", "b", "c"}
+    assert pool.counters["b"].ejections == 1  # the ejection was recorded all the same
+    pool.tick(1.05)  # a's ejection ends: 2 of 3 un-ejected, panic over, b stays out
+    assert not pool.panic
+    assert [str(v.state) for v in pool.views] == ["up", "ejected", "up"]
+    pool.tick(1.25)
+    assert [str(v.state) for v in pool.views] == ["up", "up", "up"]
+
+
+def test_panic_counts_connected_backends_only() -> None:
+    pool = pool_of("a", "b", "c", "d", strategy="rr", health=HealthConfig(slow_start_window_s=0))
+    pool.set_state("a", Health.DOWN, 0.0)
+    pool.set_state("b", Health.EJECTED, 0.0)  # 2 of 3 connected un-ejected
+    assert not pool.panic
+    pool.set_state("c", Health.EJECTED, 0.0)  # 1 of 3
+    assert pool.panic
+    assert {send(pool, i, 0.1) for i in range(6)} == {"b", "c", "d"}  # never the DOWN one
+    off = pool_of("a", "b", health=HealthConfig(panic_threshold=0))
+    off.set_state("a", Health.EJECTED, 0.0)
+    off.set_state("b", Health.EJECTED, 0.0)
+    assert not off.panic and send(off, 1, 0.1) is None

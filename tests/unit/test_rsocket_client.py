@@ -14,7 +14,7 @@ from lblab.scenarios import request_body
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
 from lblab.wire.frames import Keepalive, Payload, RequestResponse, Setup
 from lblab.wire.metadata import request_metadata
-from loadtests.rsocket_client import RSocketClient, error_kind
+from loadtests.rsocket_client import RSocketClient, classify_exception
 
 MD = request_metadata("work")
 
@@ -44,7 +44,7 @@ def test_bad_body_is_an_application_error(server: Child) -> None:
     client = client_for(server)
     with pytest.raises(Exception) as info:
         client.request_response(b'{"pad": ""}', MD, 5)
-    assert error_kind(info.value) == "application"
+    assert classify_exception(info.value) == ("application", "server")
     # The connection is still usable.
     assert json.loads(client.request_response(request_body(100, 10), MD, 5).data)["server"]
 
@@ -54,7 +54,7 @@ def test_deadline_is_a_timeout_and_the_late_answer_is_not_mistaken(server: Child
     client = client_for(server)
     with pytest.raises(Exception) as info:
         client.request_response(request_body(100, 10), MD, 0.1)
-    assert error_kind(info.value) == "timeout"
+    assert classify_exception(info.value) == ("timeout", "client")
     # Same connection: this answer must be the second request's, not the late first one.
     response = client.request_response(request_body(100, 12_345), MD, 5)
     assert json.loads(response.data)["work_bytes"] == 12_345
@@ -71,7 +71,7 @@ def test_overload_is_rejected(server: Child) -> None:
             client_for(server).request_response(request_body(100, 10), MD, 5)
             kinds.append(None)
         except Exception as exc:
-            kinds.append(error_kind(exc))
+            kinds.append(classify_exception(exc)[0])
 
     threads = [threading.Thread(target=one) for _ in range(2)]
     for t in threads:
@@ -88,10 +88,10 @@ def test_refused_and_lost_connections_are_connection_errors(server: Child) -> No
     stop(server, timeout=5)
     with pytest.raises(Exception) as lost:
         client.request_response(request_body(100, 10), MD, 5)
-    assert error_kind(lost.value) == "connection"
+    assert classify_exception(lost.value) == ("connection", "transport")
     with pytest.raises(Exception) as refused:
         client.request_response(request_body(100, 10), MD, 5)
-    assert error_kind(refused.value) == "connection"
+    assert classify_exception(refused.value) == ("connection", "transport")
 
 
 def test_setup_is_per_contract_and_keepalive_is_answered() -> None:

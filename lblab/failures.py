@@ -1,0 +1,65 @@
+"""The failure vocabulary of the results contract: what went wrong, and who said so.
+
+Every failed request in ``requests.parquet`` carries two names:
+
+- ``error_kind`` (DESIGN.md, results contract): ``timeout``, ``rejected``,
+  ``connection``, ``application`` or ``other``;
+- ``error_origin``: who produced the failure, so the analysis can separate what the
+  algorithm under test caused from what the harness did:
+
+  ==========  ==================================================================
+  server      an ERROR a backend sent (REJECTED at its limit, APPLICATION_ERROR),
+              passed through the balancer untouched
+  balancer    the balancer's own answer: no backend available, its request
+              deadline (``--request-timeout``), a malformed request it refused
+  client      the load generator's own deadline ran out first
+  transport   a connection failed: the client's to the balancer, or the
+              balancer's to the backend that held the request
+  ==========  ==================================================================
+
+The balancer marks the ERROR frames it writes itself with a message prefix
+``balancer/<kind>: `` (``balancer_message``), so any client can tell them from a
+backend's without a side channel; ``classify_error`` reads an ERROR frame back into
+``(error_kind, error_origin)``. A server marks an APPLICATION_ERROR that is its own
+failure, not about the request, with ``SERVER_FAULT_PREFIX``: only those count toward
+the backend's passive ejection (``balancer/health.py``).
+"""
+
+from __future__ import annotations
+
+from lblab.wire.codes import ErrorCode
+
+ERROR_KINDS = ("timeout", "rejected", "connection", "application", "other")
+ERROR_ORIGINS = ("server", "balancer", "client", "transport")
+
+BALANCER_PREFIX = "balancer/"
+SERVER_FAULT_PREFIX = "server fault: "
+"""An APPLICATION_ERROR message that starts so is the server's own failure (a bug, an
+exhausted resource), not a verdict on the client's request."""
+
+KIND_BY_CODE: dict[int, str] = {
+    ErrorCode.REJECTED: "rejected",
+    ErrorCode.APPLICATION_ERROR: "application",
+    ErrorCode.INVALID: "application",
+}
+
+
+def balancer_message(kind: str, text: str) -> str:
+    """The message of an ERROR the balancer writes itself, e.g. ``balancer/timeout: ...``."""
+    if kind not in ERROR_KINDS:
+        raise ValueError(f"unknown error kind {kind!r}; kinds are {', '.join(ERROR_KINDS)}")
+    return f"{BALANCER_PREFIX}{kind}: {text}"
+
+
+def classify_error(code: int, message: str) -> tuple[str, str]:
+    """``(error_kind, error_origin)`` of an ERROR frame a client received."""
+    if message.startswith(BALANCER_PREFIX):
+        kind = message[len(BALANCER_PREFIX) :].partition(":")[0]
+        if kind in ERROR_KINDS:
+            return kind, "transport" if kind == "connection" else "balancer"
+    return KIND_BY_CODE.get(code, "other"), "server"
+
+
+def is_server_fault(code: int, message: str) -> bool:
+    """Does a backend's ERROR say the backend itself failed (counts toward its ejection)?"""
+    return code == ErrorCode.APPLICATION_ERROR and message.startswith(SERVER_FAULT_PREFIX)
