@@ -1,11 +1,20 @@
 """``dynamic``: least estimated queued work, updated only when a response arrives.
 
-The estimate for backend i is ``queue_ms + service_ms * inflight`` from the latest load
-report it put in response metadata (``est_wait_ms`` when those fields are missing); a
-backend that has not reported yet estimates 0. Picks go to the least estimate, ties to
-the first in list order. The balancer does not adjust the estimate when it dispatches,
-so every request between two responses goes to the same backend: it herds until
-updated, as the Node.js report observed. O(log n) per pick.
+The estimate for backend i is the server's own estimate of the work still queued at it,
+``est_wait_ms`` of the latest load report it put in response metadata
+(``service_ms * inflight`` when a report lacks it); a backend that has not reported yet
+estimates 0. Picks go to the least estimate, ties to the first in list order.
+
+That is the report's estimate: its server answers with ``queue.length * delay``, the
+requests still waiting after the answered one, times its fixed service time
+(``Server/users.js`` in github.com/VoxelrSam/LoadBalancer). An earlier version added
+the answered request's own queue wait (``queue_ms``), which is history, not work
+ahead: it made a backend that had just drained look busy. The balancer does not adjust
+the estimate when it dispatches, so every request between two responses goes to the
+same backend: it herds until updated, as the Node.js report observed. O(log n) per
+pick. (The report's code compared its header estimates as strings, ``"10000" <
+"250"``; lblab compares numbers. ``simulator/reproduce/ingram_model.py`` re-runs the
+string version to reproduce the report's figures.)
 
 Variants differ only in which reports they accept: ``dynamic-immediate`` (the server
 pushes its estimate when a request arrives) and ``dynamic-hybrid`` (both).
@@ -26,13 +35,11 @@ from .least_load import LeastLoadStrategy
 
 def estimate_ms(report: LoadReport) -> float | None:
     """The queued-work estimate a report carries, or None if it carries none."""
-    if (
-        report.queue_ms is not None
-        and report.service_ms is not None
-        and report.inflight is not None
-    ):
-        return report.queue_ms + report.service_ms * report.inflight
-    return report.est_wait_ms
+    if report.est_wait_ms is not None:
+        return report.est_wait_ms
+    if report.service_ms is not None and report.inflight is not None:
+        return report.service_ms * report.inflight
+    return None
 
 
 class Dynamic(LeastLoadStrategy):

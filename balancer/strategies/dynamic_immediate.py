@@ -1,7 +1,7 @@
 """``dynamic-immediate``: ``dynamic`` fed by estimates the server pushes on arrival.
 
-Same estimate and pick as ``dynamic`` (``queue_ms + service_ms * inflight``, least
-wins, ties to the first); the reports are the ``push`` ones a server sends (as a
+Same estimate and pick as ``dynamic`` (the server's ``est_wait_ms``, least wins, ties
+to the first); the reports are the ``push`` ones a server sends (as a
 METADATA_PUSH) whenever a request arrives, so the estimate moves with each dispatch
 instead of with each response. Source: S. Ingram, *CS 422 Project Report*.
 """

@@ -1,4 +1,4 @@
-"""Ingram's Node.js balancer experiment, re-run in the simulator.
+"""Ingram's Node.js balancer experiment, re-run in the simulator as his code ran it.
 
 Source: S. Ingram, *CS 422 Project Report* (Node.js load balancer,
 github.com/VoxelrSam/LoadBalancer); ../shared/papers/004_57785e7970094215.txt.
@@ -10,9 +10,68 @@ names map to ours: noBalancing -> ``first``, sequential -> ``rr``, random -> ``r
 smallestQueue -> ``lc`` (ties to the first server), dynamic -> ``dynamic``,
 dynamicImmediate -> ``dynamic-immediate``, dynamicHybrid -> ``dynamic-hybrid``.
 
-The simulated network is instantaneous (Ingram ran everything on one machine), so the
-deterministic rows differ from the paper only by its Node.js/HTTP overhead: about
-+0.4 % on the totals.
+What the report's algorithms really had is read from its code (``ingram_model``): the
+servers' estimate is ``queue.length * delay`` (the POST sent on arrival leaves out the
+request in service); the balancer never adjusts an estimate when it dispatches; and
+the response-header estimates arrive as *strings*, so ``dynamic`` compares them as
+text (``"10000" < "250"``) and keeps feeding servers with long queues. The testbed is
+one Node.js process: 1 ms HTTP hops, ``setTimeout`` 0.8 ms late, sends 25.3 ms apart,
+both timers jittering +-0.5 ms; each seed is one run. By default the dynamic rows run
+those pickers; ``as_coded=False`` (``--lblab-strategies``) runs lblab's own
+``dynamic*``, which compare numbers.
+
+Measured (20 runs per row, medians; ``lblab reproduce ingram``), total ms, ours vs paper:
+
+=================  ===============  ================  ===================
+algorithm          10               100               500
+=================  ===============  ================  ===================
+noBalancing        2512 / 2538      25084 / 25106     125401 / 125372
+sequential         1507 / 1504      14121 / 14113     70185 / 70165
+random             2106 / 1407      15121 / 11266     71887 / 64123
+smallestQueue      1031 / 1030      8515 / 8511       42854 / 42854
+dynamic            2512 / 2510      30550 / 23536     68732 / 65519
+dynamicImmediate   806 / 807        4797 / 4792       22849 / 23113
+dynamicHybrid      806 / 803        4773 / 4763       23071 / 23055
+=================  ===============  ================  ===================
+
+first, rr and lc are within 1.1 % on totals and 2 % on averages; dynamicImmediate and
+dynamicHybrid within 1.1 % and 1.6 %; dynamic at 10 and 500 within 5 %.
+
+Report delay. The issue suspected the dynamic reports' lateness (HTTP POST). Measured
+with ``run_one(..., post_delay_s=)``: any POST delay from 0 to 20 ms changes no pick
+(the next send is 25 ms away); at 24 ms and more dynamicImmediate at 100 becomes
+5020 ms (+4.8 %) and dynamicHybrid 5812 ms (+22 %), behind immediate, against the
+report. So the POSTs arrived within one send gap; what made ``dynamic`` slow is the
+string comparison: with numbers (lblab's ``dynamic``, same testbed) it takes 16549 ms
+at 100 and 29864 ms at 500 (-30 %, -54 %) and beats smallestQueue, which is what
+this reproduction used to show.
+
+Where a figure still misses, and why:
+
+- random: the paper's rows are one unseeded draw. Over 40 runs its totals lie at the
+  18th, 3rd and 18th percentile (10/100/500); the author's own second run at 100
+  (``metrics.json`` in his repository) took 16839 ms, above sequential. Random beats
+  sequential in 30-48 % of our runs, so its rank is a coin toss.
+- dynamic at 100: +30 % (median), runs spread from 21.5 to 31.2 s in clusters, and 12
+  of 40 are at or below the paper's 23536 ms (the author's rerun: 25609 ms). Which
+  server the balancer herds onto depends on whether a send lands just before or just
+  after a response, a sub-millisecond race: over send gaps 25.0-26.0 ms, hops
+  0.3-2 ms and jitter 0.5-1 ms the 10-run median moves from -12 % to +30 % at 100 and
+  from 0 % to +16 % at 500 (lc needs a gap above 25.0 ms: at exactly 25 ms it is
+  +8 %). Ours lands behind noBalancing (25084 ms) in 70 % of runs, as the author's
+  rerun did (25609 vs 25078); the report has it just ahead.
+- Ties the report orders: noBalancing and dynamic at 10 make the same picks (all ten
+  to the first server); the report's 28 ms between them is noBalancing running first
+  in a fresh process. dynamicImmediate and dynamicHybrid make the same picks at 10;
+  at 500 the report has them 58 ms apart (hybrid ahead on total, behind on average:
+  4995 vs 5000 ms), less than one request's service; ours has hybrid behind by about
+  1 % in 97.5 % of run pairs, the text comparison of its header estimates costing a
+  little (lblab's numeric hybrid: 22575 ms, ahead). At 100 hybrid leads in 88 % of
+  pairs, as reported.
+
+So the ranks match the report wherever two algorithms differ by more than the runs'
+spread; the report's "hybrid is the clear winner" holds against everything but
+dynamicImmediate, with which it is tied.
 """
 
 from __future__ import annotations
@@ -20,14 +79,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import median
 
 from simulator.config import ServerGroup, SimConfig
-from simulator.run import simulate
-from simulator.service import Fixed
-from simulator.workload import OpenArrivals
+from simulator.reproduce.ingram_model import (
+    AS_CODED,
+    HOP_S,
+    SEND_GAP_S,
+    NodeTimer,
+    SleepLoop,
+)
+from simulator.run import Simulation
 
 SERVICE_MS = (250, 500, 100, 200, 700)
-SPACING_S = 0.025
+SEEDS = 20
 ALGORITHMS = ("first", "rr", "r", "lc", "dynamic", "dynamic-immediate", "dynamic-hybrid")
 DETERMINISTIC = ("first", "rr", "lc")
 """Rows that depend on no randomness and no report timing: within 3 % of the paper."""
@@ -73,21 +138,11 @@ PAPER: dict[int, dict[str, tuple[float, float]]] = {
     },
 }
 
-WHY = {
-    "r": "random: mean over the seeds; the paper reports one unseeded run",
-    "dynamic": (
-        "herding between responses: the paper's servers answered over HTTP with real "
-        "timing jitter, which decides how long the balancer piles onto one server"
-    ),
-    "dynamic-immediate": (
-        "push reports reach the balancer at once here (no HTTP POST latency), so every "
-        "pick sees the exact queue: the ideal the paper's run approaches"
-    ),
-    "dynamic-hybrid": (
-        "a response report (queue_ms + service_ms * inflight, which counts the finished "
-        "request's own wait) replaces the exact pushed estimate until the next push"
-    ),
-}
+RERUN_100 = {"first": 25078, "rr": 14114, "r": 16839, "lc": 8512, "dynamic": 25609,
+             "dynamic-immediate": 4759}  # fmt: skip
+"""The author's own second run at 100 requests (``metrics.json`` in his repository)."""
+
+WHY = {"r": "the paper's is one unseeded draw", "dynamic": "herding, set by sub-ms timing"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +150,18 @@ class IngramRow:
     algorithm: str
     requests: int
     total_ms: float
+    """Median over the seeds (each seed is one run with its own timer jitter)."""
+    total_min_ms: float
+    total_max_ms: float
     average_ms: float
+    """Median over the seeds."""
     paper_total_ms: float | None
     paper_average_ms: float | None
     seeds: int
     note: str
+    rank: int = 0
+    """Place by total among the algorithms run at this request count (1 = fastest)."""
+    paper_rank: int | None = None
 
     @property
     def total_diff_pct(self) -> float | None:
@@ -119,11 +181,14 @@ class IngramRow:
             "paper_name": PAPER_NAMES.get(self.algorithm),
             "requests": self.requests,
             "total_ms": round(self.total_ms, 1),
-            "average_ms": round(self.average_ms, 1),
+            "total_range_ms": f"{self.total_min_ms:.0f}-{self.total_max_ms:.0f}",
             "paper_total_ms": self.paper_total_ms,
-            "paper_average_ms": self.paper_average_ms,
             "total_diff_pct": _round(self.total_diff_pct),
+            "average_ms": round(self.average_ms, 1),
+            "paper_average_ms": self.paper_average_ms,
             "average_diff_pct": _round(self.average_diff_pct),
+            "rank": self.rank,
+            "paper_rank": self.paper_rank,
             "seeds": self.seeds,
             "note": self.note,
         }
@@ -134,13 +199,16 @@ def _round(x: float | None) -> float | None:
 
 
 def ingram_config(algorithm: str, requests: int, seed: int = 1) -> SimConfig:
+    """The testbed: Node timers on the servers and the sender, 1 ms HTTP hops."""
     return SimConfig(
         strategy=algorithm,
         servers=tuple(
-            ServerGroup(count=1, service=Fixed(ms / 1000.0), workers=1) for ms in SERVICE_MS
+            ServerGroup(count=1, service=NodeTimer(ms / 1000.0), workers=1) for ms in SERVICE_MS
         ),
         requests=requests,
-        arrivals=OpenArrivals(rate=1.0 / SPACING_S, poisson=False),
+        arrivals=SleepLoop(rate=1.0 / SEND_GAP_S, poisson=False),
+        client_delay=HOP_S,
+        server_delay=HOP_S,
         deadline=None,
         picks_every=0,
         report_period=1.0,
@@ -151,9 +219,18 @@ def ingram_config(algorithm: str, requests: int, seed: int = 1) -> SimConfig:
     )
 
 
-def run_one(algorithm: str, requests: int, seed: int) -> tuple[float, float]:
-    """``(total_ms, average_ms)`` of one simulated run."""
-    result = simulate(ingram_config(algorithm, requests, seed))
+def run_one(
+    algorithm: str, requests: int, seed: int, as_coded: bool = True, post_delay_s: float = 0.0
+) -> tuple[float, float]:
+    """``(total_ms, average_ms)`` of one simulated run.
+
+    ``as_coded`` runs the dynamic algorithms as the report's JavaScript did
+    (``ingram_model``); False runs lblab's own strategies of those names.
+    ``post_delay_s`` delays the dynamic algorithms' POSTed estimates further.
+    """
+    picker = AS_CODED.get(algorithm) if as_coded else None
+    strategy = None if picker is None else picker(SERVICE_MS, post_delay_s)
+    result = Simulation(ingram_config(algorithm, requests, seed), strategy).run()
     t = result.requests
     sent = t.column("t_sent").to_numpy()
     lat = t.column("latency_ms").to_numpy()
@@ -161,39 +238,58 @@ def run_one(algorithm: str, requests: int, seed: int) -> tuple[float, float]:
     return float(total), float(lat.mean())
 
 
-def _note(algorithm: str, total_diff: float | None, avg_diff: float | None) -> str:
-    if total_diff is None or avg_diff is None:
+def _note(row: IngramRow, totals: Sequence[float]) -> str:
+    total_diff, avg_diff = row.total_diff_pct, row.average_diff_pct
+    if total_diff is None or avg_diff is None or row.paper_total_ms is None:
         return "no published figure for this request count"
-    if abs(total_diff) <= 3.0 and abs(avg_diff) <= 3.0:
-        return "within 3 % of the paper"
-    return WHY.get(algorithm, "differs from the paper; see the module docstring")
+    limit = 3.0 if row.algorithm in DETERMINISTIC else 10.0
+    if abs(total_diff) <= limit and abs(avg_diff) <= limit:
+        return f"within {limit:g} % of the paper"
+    below = sum(t <= row.paper_total_ms for t in totals)
+    note = f"{WHY.get(row.algorithm, 'see the docstring')}; {below}/{len(totals)} runs <= paper"
+    rerun = RERUN_100.get(row.algorithm) if row.requests == 100 else None
+    return note if rerun is None else f"{note}; author's rerun {rerun}"
+
+
+def _ranks(values: dict[str, float]) -> dict[str, int]:
+    order = sorted(values, key=lambda a: values[a])
+    return {a: i + 1 for i, a in enumerate(order)}
 
 
 def reproduce_ingram(
     requests: Sequence[int] = (10, 100, 500),
     algorithms: Sequence[str] = ALGORITHMS,
-    seeds: int = 5,
+    seeds: int = SEEDS,
+    as_coded: bool = True,
 ) -> list[IngramRow]:
-    """One row per (request count, algorithm); random rows average ``seeds`` runs."""
+    """One row per (request count, algorithm): medians over ``seeds`` runs, ranks by total."""
     rows = []
     for n in requests:
+        block, runs = [], {}
         for algo in algorithms:
-            runs = seeds if algo == "r" else 1
-            figures = [run_one(algo, n, seed) for seed in range(1, runs + 1)]
-            total = sum(f[0] for f in figures) / runs
-            average = sum(f[1] for f in figures) / runs
+            figures = [run_one(algo, n, seed, as_coded) for seed in range(1, seeds + 1)]
+            runs[algo] = totals = [f[0] for f in figures]
             paper = PAPER.get(n, {}).get(algo)
-            row = IngramRow(
-                algorithm=algo,
-                requests=n,
-                total_ms=total,
-                average_ms=average,
-                paper_total_ms=paper[0] if paper else None,
-                paper_average_ms=paper[1] if paper else None,
-                seeds=runs,
-                note="",
+            block.append(
+                IngramRow(
+                    algorithm=algo,
+                    requests=n,
+                    total_ms=median(totals),
+                    total_min_ms=min(totals),
+                    total_max_ms=max(totals),
+                    average_ms=median(f[1] for f in figures),
+                    paper_total_ms=paper[0] if paper else None,
+                    paper_average_ms=paper[1] if paper else None,
+                    seeds=seeds,
+                    note="",
+                )
             )
-            rows.append(replace(row, note=_note(algo, row.total_diff_pct, row.average_diff_pct)))
+        ours = _ranks({r.algorithm: r.total_ms for r in block})
+        published = {r.algorithm: r.paper_total_ms for r in block if r.paper_total_ms}
+        theirs = _ranks(published) if len(published) == len(block) else {}
+        for r in block:
+            r = replace(r, rank=ours[r.algorithm], paper_rank=theirs.get(r.algorithm))
+            rows.append(replace(r, note=_note(r, runs[r.algorithm])))
     return rows
 
 

@@ -9,38 +9,64 @@ from typer.testing import CliRunner
 
 from lblab.cli import app
 from simulator.reproduce import cheetah, martins
-from simulator.reproduce.ingram import DETERMINISTIC, reproduce_ingram
+from simulator.reproduce.ingram import DETERMINISTIC, reproduce_ingram, run_one
 from simulator.service import LogNormal
 
 
 @pytest.fixture(scope="module")
 def ingram_rows():
-    return {(r.algorithm, r.requests): r for r in reproduce_ingram(requests=(10, 100), seeds=3)}
+    rows = reproduce_ingram(requests=(10, 100, 500), seeds=3)
+    return {(r.algorithm, r.requests): r for r in rows}
 
 
 @pytest.mark.parametrize("algorithm", DETERMINISTIC)
-@pytest.mark.parametrize("requests", [10, 100])
+@pytest.mark.parametrize("requests", [10, 100, 500])
 def test_ingram_deterministic_rows_are_within_3_percent(ingram_rows, algorithm, requests):
     row = ingram_rows[(algorithm, requests)]
     assert abs(row.total_diff_pct) <= 3.0
     assert abs(row.average_diff_pct) <= 3.0
 
 
-def test_ingram_reference_figures_for_100_requests(ingram_rows):
-    # The hand calculation of the setup (zero network time).
-    assert ingram_rows[("first", 100)].total_ms == pytest.approx(25000)
-    assert ingram_rows[("rr", 100)].total_ms == pytest.approx(14100)
-    assert ingram_rows[("lc", 100)].total_ms == pytest.approx(8500)
-    assert ingram_rows[("lc", 100)].average_ms == pytest.approx(1413.75)
+@pytest.mark.parametrize("algorithm", ["dynamic-immediate", "dynamic-hybrid"])
+@pytest.mark.parametrize("requests", [10, 100, 500])
+def test_ingram_pushed_estimates_are_within_10_percent(ingram_rows, algorithm, requests):
+    row = ingram_rows[(algorithm, requests)]
+    assert abs(row.total_diff_pct) <= 10.0
+    assert abs(row.average_diff_pct) <= 10.0
 
 
-def test_ingram_published_ordering_holds(ingram_rows):
-    rows = [r for (_, n), r in ingram_rows.items() if n == 100]
-    worst = max(rows, key=lambda r: r.total_ms)
-    assert worst.algorithm == "first"
-    dyn, imm = ingram_rows[("dynamic", 100)], ingram_rows[("dynamic-immediate", 100)]
-    assert imm.average_ms < dyn.average_ms / 2
-    assert imm.total_ms < ingram_rows[("lc", 100)].total_ms
+def test_ingram_as_coded_dynamic_lands_between_lc_and_rr_at_500(ingram_rows):
+    # The report: smallestQueue 42.9 s < dynamic 65.5 s < sequential 70.2 s. Herding
+    # makes single runs spread over 64-84 s: the median of 20 is the figure.
+    (dyn,) = reproduce_ingram(requests=(500,), algorithms=("dynamic",), seeds=20)
+    assert abs(dyn.total_diff_pct) <= 10.0
+    assert ingram_rows[("lc", 500)].total_ms < dyn.total_ms < ingram_rows[("rr", 500)].total_ms
+    # At 10 requests it sends all ten to the first server, like noBalancing.
+    assert ingram_rows[("dynamic", 10)].total_ms == pytest.approx(
+        ingram_rows[("first", 10)].total_ms, rel=0.005
+    )
+
+
+def test_ingram_ranks_as_published_where_the_gaps_exceed_the_spread(ingram_rows):
+    for n in (10, 100, 500):
+        rank = {a: ingram_rows[(a, n)].rank for a in ("first", "rr", "lc", "dynamic-immediate")}
+        paper = {a: ingram_rows[(a, n)].paper_rank for a in rank}
+        assert sorted(rank, key=rank.__getitem__) == sorted(paper, key=paper.__getitem__)
+        best = {a for a in ingram_rows if a[1] == n and ingram_rows[a].rank <= 2}
+        assert best == {("dynamic-immediate", n), ("dynamic-hybrid", n)}
+    hybrid, immediate = (
+        ingram_rows[("dynamic-hybrid", 100)],
+        ingram_rows[("dynamic-immediate", 100)],
+    )
+    assert hybrid.total_ms < immediate.total_ms and hybrid.average_ms < immediate.average_ms
+
+
+def test_ingram_string_comparison_is_what_slows_dynamic():
+    # lblab's own dynamic compares numbers: in the same testbed it beats smallestQueue.
+    numeric, _ = run_one("dynamic", 500, seed=1, as_coded=False)
+    as_coded, _ = run_one("dynamic", 500, seed=1)
+    lc, _ = run_one("lc", 500, seed=1)
+    assert numeric < lc < as_coded
 
 
 def test_cheetah_imbalance_p2c_far_below_rr_and_hash():

@@ -82,26 +82,37 @@ def test_dynamic_herds_until_a_response_report() -> None:
     pool = make("dynamic")
     d = Driver(pool)
     assert [d.send() for _ in range(4)] == ["a"] * 4  # no reports: all 0, first wins
-    response_report(pool, "a", queue_ms=5.0, service_ms=10.0, inflight=4)  # 45
+    # the server's estimate of the work queued at it; the answered request's own wait
+    # (queue_ms) is history and does not count
+    response_report(pool, "a", queue_ms=500.0, service_ms=10.0, inflight=3, est_wait_ms=30.0)
     assert [d.send() for _ in range(2)] == ["b", "b"]
-    response_report(pool, "b", queue_ms=0.0, service_ms=10.0, inflight=2)  # 20
+    response_report(pool, "b", service_ms=10.0, inflight=2)  # no est_wait_ms: 10 * 2 = 20
     assert d.send() == "c"
-    response_report(pool, "c", est_wait_ms=50.0)  # no queue fields: est_wait_ms
-    assert d.send() == "b"
-    pushed = LoadReport(server="b", source="push", t=0, queue_ms=99.0, service_ms=1, inflight=0)
-    pool.report("b", pushed, 0.0)  # plain dynamic ignores pushed estimates
-    assert d.send() == "b"
+    response_report(pool, "c", est_wait_ms=50.0)
+    assert d.send() == "b"  # b 20 < a 30 < c 50
+    response_report(pool, "a", queue_ms=900.0, service_ms=10.0, inflight=0, est_wait_ms=0.0)
+    assert d.send() == "a"  # drained: 0, however long its last request waited
+    pushed = LoadReport(server="a", source="push", t=0, service_ms=1, inflight=9, est_wait_ms=99)
+    pool.report("a", pushed, 0.0)  # plain dynamic ignores pushed estimates
+    assert d.send() == "a"
 
 
 def test_dynamic_immediate_and_hybrid_accept_their_sources() -> None:
     immediate = make("dynamic-immediate")
     hybrid = make("dynamic-hybrid")
     for pool in (immediate, hybrid):
-        pushed = LoadReport(server="a", source="push", t=0, queue_ms=10, service_ms=1, inflight=0)
+        pushed = LoadReport(
+            server="a", source="push", t=0, service_ms=10, inflight=1, est_wait_ms=10
+        )
         pool.report("a", pushed, 0.0)
-        response_report(pool, "b", queue_ms=10.0, service_ms=1.0, inflight=0)
+        response_report(pool, "b", queue_ms=0.0, service_ms=5.0, inflight=1, est_wait_ms=5.0)
     assert Driver(immediate).send() == "b"  # the response report was ignored: b is at 0
-    assert Driver(hybrid).send() == "c"
+    assert Driver(hybrid).send() == "c"  # a 10, b 5, c 0
+    response_report(hybrid, "c", est_wait_ms=20.0)
+    assert Driver(hybrid).send() == "b"
+    pushed = LoadReport(server="b", source="push", t=0, service_ms=5, inflight=3, est_wait_ms=15)
+    hybrid.report("b", pushed, 0.0)  # latest wins, whichever path it came by
+    assert Driver(hybrid).send() == "a"  # a 10 < b 15 < c 20
 
 
 def test_lease_never_exceeds_the_allowance() -> None:
