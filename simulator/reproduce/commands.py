@@ -72,7 +72,16 @@ def ingram(
     algorithms: Annotated[str, typer.Option(help="Algorithms to run.")] = (
         "first,rr,r,lc,dynamic,dynamic-immediate,dynamic-hybrid"
     ),
-    seeds: Annotated[int, typer.Option(min=1, help="Seeds averaged for the random algorithm.")] = 5,
+    seeds: Annotated[
+        int, typer.Option(min=1, help="Runs per row (own timer jitter each); medians shown.")
+    ] = 20,
+    lblab_strategies: Annotated[
+        bool,
+        typer.Option(
+            "--lblab-strategies",
+            help="Run lblab's dynamic* (numeric estimates) instead of the report's code.",
+        ),
+    ] = False,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     out: Annotated[
         Path | None, typer.Option(help="Also write ingram.json and a chart here.")
@@ -82,11 +91,15 @@ def ingram(
     from simulator.reproduce.ingram import ALGORITHMS, reproduce_ingram
 
     rows = reproduce_ingram(
-        _ints(requests, "--requests"), _names(algorithms, ALGORITHMS, "--algorithms"), seeds
+        _ints(requests, "--requests"),
+        _names(algorithms, ALGORITHMS, "--algorithms"),
+        seeds,
+        as_coded=not lblab_strategies,
     )
     data = [r.as_dict() for r in rows]
-    columns = ("algorithm", "paper_name", "requests", "total_ms", "paper_total_ms",
-               "total_diff_pct", "average_ms", "paper_average_ms", "average_diff_pct", "note")  # fmt: skip
+    columns = ("algorithm", "paper_name", "requests", "total_ms", "total_range_ms",
+               "paper_total_ms", "total_diff_pct", "average_ms", "paper_average_ms",
+               "average_diff_pct", "rank", "paper_rank", "note")  # fmt: skip
     _emit(fmt, "Ingram (CS 422): simulated vs published", data, columns, out)
     if out is not None:
         from simulator.reproduce.ingram import ingram_chart
