@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from lblab.errors import ConfigError
 
 BACKEND_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-HOSTNAME = re.compile(
-    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
-)
+_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*\.?")
+"""DNS labels; ``_`` too, as /etc/hosts and inventories use it."""
 TOKEN = re.compile(r"[\x21-\x7e]{16,256}")
 """Visible ASCII (it travels in an HTTP header), long enough not to be guessed."""
 TOKEN_ENV = "LBLAB_ADMIN_TOKEN"
