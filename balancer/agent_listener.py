@@ -5,7 +5,10 @@ one REQUEST_FNF per sample whose data is a ``LoadReport`` (source ``agent``) as 
 Each goes to ``Pool.report`` for the backend it names. A few frames per second per
 server, so this uses the plain frame codec rather than the forwarding machinery.
 KEEPALIVEs are answered; requests that expect an answer are refused (REJECTED);
-malformed frames close the connection with the right connection error.
+malformed frames close the connection with the right connection error. The port has
+the client port's guards: the first frame judged from its header, the SETUP deadline
+and the connection caps (``--setup-timeout``, ``--max-connections``,
+``--max-pending-setup``, ``lblab.admission``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from lblab.admission import Admission
 from lblab.errors import RemoteProtocolError
 from lblab.loadreport import LoadReport
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
@@ -25,7 +29,6 @@ from lblab.wire.frames import (
     RequestFnf,
     RequestResponse,
     RequestStream,
-    Resume,
     Setup,
 )
 
@@ -39,42 +42,77 @@ AGENT_MAX_FRAME_BYTES = 64 * 1024
 
 
 class AgentConnection(asyncio.Protocol):
-    def __init__(self, node: BalancerNode) -> None:
+    def __init__(self, node: BalancerNode, admission: Admission) -> None:
         self.node = node
-        self.decoder = FrameDecoder(max_frame_length=AGENT_MAX_FRAME_BYTES)
+        self.admission = admission
+        self.decoder = FrameDecoder(max_frame_length=AGENT_MAX_FRAME_BYTES, first_frame=True)
         self.transport: asyncio.Transport | None = None
+        self.closed = False
         self.setup_done = False
+        self.setup_timer: asyncio.TimerHandle | None = None
         self.unknown_servers: set[str] = set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if self.admission.admit(self):
+            timeout_s = self.node.config.setup_timeout_s
+            self.setup_timer = self.node.loop.call_later(timeout_s, self._setup_expired)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.setup_timer is not None:
+            self.setup_timer.cancel()
+        self.admission.gone(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
         try:
             self.decoder.receive_data(data)
-            while (frame := self.decoder.next_frame()) is not NEED_DATA:
+            while not self.closed and (frame := self.decoder.next_frame()) is not NEED_DATA:
                 self._on_frame(frame)
         except RemoteProtocolError as exc:
-            log.info("agent connection: %s", exc)
-            assert self.transport is not None
-            self.transport.write(
-                encode_frame(Error(stream_id=0, error_code=exc.error_code, message=str(exc)))
+            self._close_with_error(exc)
+
+    def refuse(self, message: str) -> None:
+        """Turned away by the connection caps."""
+        self._close_with_error(RemoteProtocolError(message, ErrorCode.REJECTED_SETUP))
+
+    def _setup_expired(self) -> None:
+        self.setup_timer = None
+        if not self.setup_done:
+            timeout_s = self.node.config.setup_timeout_s
+            self._close_with_error(
+                RemoteProtocolError(
+                    f"no SETUP within {timeout_s:g} s of connecting (--setup-timeout)",
+                    ErrorCode.INVALID_SETUP,
+                )
             )
-            self.transport.close()
+
+    def _close_with_error(self, exc: RemoteProtocolError) -> None:
+        log.info("agent connection: %s", exc)
+        if self.closed or self.transport is None:
+            return
+        self.closed = True
+        self.transport.write(
+            encode_frame(Error(stream_id=0, error_code=exc.error_code, message=str(exc)))
+        )
+        self.transport.close()
 
     def _on_frame(self, frame: object) -> None:
         assert self.transport is not None
-        if not self.setup_done:
-            if isinstance(frame, Resume):
-                raise RemoteProtocolError("resumption is not supported", ErrorCode.REJECTED_RESUME)
-            if not isinstance(frame, Setup):
-                raise RemoteProtocolError("the first frame must be SETUP", ErrorCode.INVALID_SETUP)
+        if not self.setup_done:  # the decoder lets only a SETUP through first
+            assert isinstance(frame, Setup)
             if frame.major != 1:
                 raise RemoteProtocolError(
                     f"RSocket version {frame.major}.{frame.minor} is not supported",
                     ErrorCode.UNSUPPORTED_SETUP,
                 )
             self.setup_done = True
+            self.admission.setup_done(self)
+            if self.setup_timer is not None:
+                self.setup_timer.cancel()
+                self.setup_timer = None
             return
         match frame:
             case RequestFnf():
@@ -109,4 +147,8 @@ class AgentConnection(asyncio.Protocol):
 
 
 async def start_agent_listener(node: BalancerNode, host: str, port: int) -> asyncio.Server:
-    return await node.loop.create_server(lambda: AgentConnection(node), host, port)
+    config = node.config
+    admission = Admission(
+        config.max_connections, config.max_pending_setup, "the balancer's agent port"
+    )
+    return await node.loop.create_server(lambda: AgentConnection(node, admission), host, port)

@@ -8,9 +8,17 @@ no per-frame slices. The subclass rewrites stream ids in place (``U32.pack_into`
 copies the frame out once, for the outgoing write.
 
 The buffer only ever holds one partial frame beyond what was walked, so its size is
-bounded by the largest frame allowed (``max_frame_bytes``): a peer cannot make us
-buffer more than that. A frame whose declared length exceeds the limit is refused as
-soon as its length prefix arrives, before any of its body is buffered.
+bounded by the largest frame allowed (``max_frame_bytes``). A frame whose declared
+length exceeds the limit is refused as soon as its length prefix arrives. A length
+prefix reserves nothing by itself: for a partial frame the buffer grows to at most
+twice what has arrived plus ``GROW_STEP_BYTES`` (so 3 bytes cannot reserve 16 MiB, and
+a frame that does arrive is still copied O(1) times per byte), and once that frame is
+walked the buffer shrinks back to ``buffer_bytes``.
+
+``frame_problem`` checks a forwarded frame's fixed fields from the buffer (lengths,
+flags, n values, the metadata length against the frame's end) in O(1), so a frame a
+backend would call malformed (and answer by dropping its one shared connection) is
+refused at the client connection it came from.
 """
 
 from __future__ import annotations
@@ -18,13 +26,30 @@ from __future__ import annotations
 import asyncio
 
 from lblab.errors import RemoteProtocolError
-from lblab.wire.codes import FRAME_HEADER_LENGTH, HEADER, LENGTH_PREFIX_LENGTH, ErrorCode
+from lblab.wire.codes import (
+    FLAG_COMPLETE,
+    FLAG_FOLLOWS,
+    FLAG_METADATA,
+    FLAG_NEXT,
+    FRAME_HEADER_LENGTH,
+    HEADER,
+    LENGTH_PREFIX_LENGTH,
+    MAX_REQUEST_N,
+    MAX_STREAM_ID,
+    ErrorCode,
+    FrameType,
+)
 
 INITIAL_BUFFER_BYTES = 256 * 1024
-"""Receive buffer per connection. 256 KiB holds ~64 pipelined 10 KB requests per read, so
-one read (one system call) serves many frames; larger frames grow the buffer."""
+"""Receive buffer of a busy connection. 256 KiB holds ~64 pipelined 10 KB requests per
+read, so one read (one system call) serves many frames; larger frames grow the buffer
+for as long as they need it. A connection that starts smaller (a client's, 4 KiB, so
+a thousand idle clients hold 4 MiB) doubles its resting size up to this each time a
+read fills the buffer."""
 MIN_READ_BYTES = 64 * 1024
 """Compact the buffer before a read when less than this is free at its tail."""
+GROW_STEP_BYTES = 64 * 1024
+"""Least growth for a partial frame larger than the buffer (module docstring)."""
 _PREFIX_AND_HEADER = LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH
 _unpack_header = HEADER.unpack_from
 
@@ -37,11 +62,13 @@ class FrameProtocol(asyncio.BufferedProtocol):
     the walk (the connection was closed). It may rewrite bytes of that frame in place.
     """
 
-    __slots__ = ("_end", "_start", "buf", "max_frame_bytes", "mv", "transport")
+    __slots__ = ("_end", "_start", "buf", "buffer_bytes", "max_frame_bytes", "mv", "transport")
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, buffer_bytes: int = INITIAL_BUFFER_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self.buf = bytearray(INITIAL_BUFFER_BYTES)
+        self.buffer_bytes = buffer_bytes
+        """The buffer's resting size; raise it and the next read grows the buffer."""
+        self.buf = bytearray(buffer_bytes)
         self.mv = memoryview(self.buf)
         self._start = 0
         self._end = 0
@@ -50,14 +77,17 @@ class FrameProtocol(asyncio.BufferedProtocol):
     # ------------------------------------------------------------ asyncio hooks
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if len(self.buf) - self._end < MIN_READ_BYTES:
-            self._compact(len(self.buf))
+        size = len(self.buf)
+        if size - self._end < MIN_READ_BYTES:
+            self._compact(max(size, self.buffer_bytes))
         return self.mv[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
         end = self._end + nbytes
         self._end = end
         buf = self.buf
+        if end == len(buf) and self.buffer_bytes < INITIAL_BUFFER_BYTES:
+            self.buffer_bytes *= 2  # the read filled the buffer: more was waiting
         pos = self._start
         limit = self.max_frame_bytes
         on_frame = self.on_frame
@@ -76,6 +106,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
             pos = frame_end
         if pos == end:
             self._start = self._end = 0
+            if len(buf) > self.buffer_bytes:  # a large frame has gone: give its memory back
+                self._compact(self.buffer_bytes)
             return
         self._start = pos
         if end - pos >= LENGTH_PREFIX_LENGTH:
@@ -83,19 +115,21 @@ class FrameProtocol(asyncio.BufferedProtocol):
             if length > limit or length < FRAME_HEADER_LENGTH:
                 self.protocol_error(_bad_length(length, limit))
                 return
-            if LENGTH_PREFIX_LENGTH + length > len(buf) - pos:
-                self._compact(LENGTH_PREFIX_LENGTH + length)
+            need = LENGTH_PREFIX_LENGTH + length
+            if need > len(buf) - pos:
+                have = end - pos
+                self._compact(max(self.buffer_bytes, min(need, 2 * have + GROW_STEP_BYTES)))
+            elif need <= self.buffer_bytes < len(buf):
+                self._compact(self.buffer_bytes)
 
     # ------------------------------------------------------------ buffer
 
     def _compact(self, capacity: int) -> None:
-        """Move the unread tail to the front, into a bigger buffer if ``capacity`` asks."""
+        """Move the unread tail to the front, into a buffer of ``capacity`` bytes if that
+        differs from the current size (and holds the tail)."""
         start, end = self._start, self._end
-        if capacity > len(self.buf):
-            size = len(self.buf)
-            while size < capacity:
-                size *= 2
-            new = bytearray(size)
+        if capacity != len(self.buf) and capacity >= end - start:
+            new = bytearray(capacity)
             new[: end - start] = self.mv[start:end]
             self.buf, self.mv = new, memoryview(new)
         elif start:
@@ -110,6 +144,64 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def protocol_error(self, exc: RemoteProtocolError) -> None:
         """The peer broke the protocol: answer with a connection ERROR and close."""
         raise NotImplementedError
+
+
+_REQUEST_N = FrameType.REQUEST_N
+_PAYLOAD = FrameType.PAYLOAD
+_ERROR = FrameType.ERROR
+_CANCEL = FrameType.CANCEL
+_EXT = FrameType.EXT
+_WITH_N = (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL)
+_NCF = FLAG_NEXT | FLAG_COMPLETE | FLAG_FOLLOWS
+
+
+def frame_problem(
+    buf: bytearray, pos: int, length: int, sid: int, frame_type: int, flags: int
+) -> str | None:
+    """What makes a stream frame (stream id != 0) malformed, or None; O(1) reads of ``buf``.
+
+    ``pos`` is the frame's length prefix, ``length`` its body (>= 6, checked by the walk).
+    Checked: the stream id's reserved bit; REQUEST_STREAM / REQUEST_CHANNEL long enough
+    for their initial n, and n in 1..2^31-1; REQUEST_N likewise; PAYLOAD with at least
+    one of NEXT, COMPLETE, FOLLOWS; ERROR and EXT long enough for their 4-byte field;
+    and with the METADATA flag, the 3-byte metadata length inside the frame and the
+    metadata not running past its end. Frame types the caller does not forward (CANCEL
+    has no fields) pass.
+    """
+    if sid > MAX_STREAM_ID:
+        return f"stream id {sid} has the reserved top bit set"
+    at = pos + LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH  # first byte after the header
+    end = pos + LENGTH_PREFIX_LENGTH + length
+    if frame_type in _WITH_N or frame_type == _REQUEST_N:
+        if end - at < 4:
+            return f"{FrameType(frame_type).name} of {length} bytes is too short for its n"
+        n = (buf[at] << 24) | (buf[at + 1] << 16) | (buf[at + 2] << 8) | buf[at + 3]
+        if not 0 < n <= MAX_REQUEST_N:
+            return f"{FrameType(frame_type).name} n must be in 1..{MAX_REQUEST_N}, not {n}"
+        if frame_type == _REQUEST_N:
+            return None
+        at += 4
+    elif frame_type == _PAYLOAD:
+        if not flags & _NCF:
+            return "PAYLOAD with none of the NEXT, COMPLETE, FOLLOWS flags"
+    elif frame_type in (_ERROR, _EXT):
+        if end - at < 4:
+            return f"{FrameType(frame_type).name} of {length} bytes is too short"
+        if frame_type == _ERROR:
+            return None
+        at += 4
+    elif frame_type == _CANCEL:
+        return None
+    if flags & FLAG_METADATA:
+        if end - at < 3:
+            return f"{FrameType(frame_type).name} has the METADATA flag but no metadata length"
+        mlen = (buf[at] << 16) | (buf[at + 1] << 8) | buf[at + 2]
+        if at + 3 + mlen > end:
+            return (
+                f"{FrameType(frame_type).name} metadata of {mlen} bytes runs past the end of "
+                f"its {length}-byte frame"
+            )
+    return None
 
 
 def _bad_length(length: int, limit: int) -> RemoteProtocolError:

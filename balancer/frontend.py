@@ -2,7 +2,13 @@
 
 SETUP handling (what the balancer does with a client's SETUP, FIELD-NOTES "what bites"):
 the first frame must be SETUP (RESUME gets REJECTED_RESUME, anything else
-INVALID_SETUP). Version 1.x only (else UNSUPPORTED_SETUP). The LEASE flag and a resume
+INVALID_SETUP), judged as soon as its 9 bytes of length prefix and header are in
+(``check_first_frame``: a SETUP on stream 0 of at most 64 KiB), so junk is answered at
+once rather than waited for. A connection starts with a 4 KiB buffer (grown only as
+reads fill it, ``framing``); until its SETUP it
+counts toward ``--max-pending-setup`` (the oldest such connection is closed when a new
+one would exceed it) and must complete SETUP within ``--setup-timeout``;
+``--max-connections`` caps the port (``lblab.admission``). Version 1.x only (else UNSUPPORTED_SETUP). The LEASE flag and a resume
 token get UNSUPPORTED_SETUP: leases are per connection and the balancer issues none
 toward clients; it does not implement resumption. The data MIME must be one the
 backends speak (``ACCEPTED_DATA_MIMES``), else UNSUPPORTED_SETUP naming them, because
@@ -13,6 +19,12 @@ payload (e.g. credentials) is not forwarded: backend connections are shared, so 
 could not be; the balancer has no authentication of its own. The client's keepalive
 interval and max lifetime are honoured: its KEEPALIVEs are answered here (never
 forwarded) and a client silent for longer than its max lifetime is closed.
+
+Every stream frame a client sends is checked before it is forwarded (``frame_problem``:
+lengths, flags, n values, metadata length within the frame, O(1) per frame); a
+malformed one gets a connection ERROR on that client's connection only, so no client
+can make a backend drop the connection all clients share. A PAYLOAD on a stream whose
+request side the client already completed is dropped (a late frame), never forwarded.
 
 METADATA_PUSH from a client is connection-level and has no single backend; the balancer
 broadcasts it to every connected backend (a server-side cache flush or config push
@@ -27,16 +39,21 @@ responses pile up unread is disconnected.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
+from balancer.framing import frame_problem
 from balancer.outbox import RoutedConnection
+from lblab.admission import Admission
 from lblab.errors import RemoteProtocolError
-from lblab.wire.codec import decode_frame_body, encode_frame
+from lblab.wire.codec import check_first_frame, decode_frame_body, encode_frame
 from lblab.wire.codes import (
     FLAG_IGNORE,
     FLAG_RESPOND,
     MAJOR_VERSION,
+    MAX_SETUP_LENGTH,
     ErrorCode,
     FrameType,
 )
@@ -57,11 +74,30 @@ responses, or ~200 10 KB ones (asyncio's default 64 KiB would pause on every 1 M
 CLIENT_MAX_PENDING_BYTES = 64 * 1024 * 1024
 """Responses queued toward one client before it is disconnected as not reading."""
 
+CLIENT_BUFFER_BYTES = 4096
+"""A client connection's first receive buffer: a SETUP is ~100 bytes (up to 64 KiB grows
+it), and busy clients grow it to ``INITIAL_BUFFER_BYTES`` within a few reads."""
+
 _STREAM_FRAMES = frozenset(
     (FrameType.PAYLOAD, FrameType.REQUEST_N, FrameType.CANCEL, FrameType.ERROR)
 )
 _FIRST_REQUEST = FrameType.REQUEST_RESPONSE
 _LAST_REQUEST = FrameType.REQUEST_CHANNEL
+_PAYLOAD = FrameType.PAYLOAD
+
+_admissions: weakref.WeakKeyDictionary[BalancerNode, Admission] = weakref.WeakKeyDictionary()
+
+
+def admission_of(node: BalancerNode) -> Admission:
+    """The connection caps of ``node``'s client port (one per node, made on first use)."""
+    admission = _admissions.get(node)
+    if admission is None:
+        config = node.config
+        admission = Admission(
+            config.max_connections, config.max_pending_setup, "the balancer's client port"
+        )
+        _admissions[node] = admission
+    return admission
 
 
 class ClientConnection(RoutedConnection):
@@ -73,12 +109,14 @@ class ClientConnection(RoutedConnection):
         "lifetime_s",
         "node",
         "setup_done",
+        "setup_timer",
         "streams",
     )
 
     def __init__(self, node: BalancerNode) -> None:
-        super().__init__(node.config.max_frame_bytes, node.outbox)
+        super().__init__(node.config.max_frame_bytes, node.outbox, CLIENT_BUFFER_BYTES)
         self.node = node
+        self.setup_timer: asyncio.TimerHandle | None = None
         self.streams: dict[int, Any] = {}
         self.address: str | None = None
         self.setup_done = False
@@ -94,11 +132,34 @@ class ClientConnection(RoutedConnection):
         peer = transport.get_extra_info("peername")
         self.address = peer[0] if peer else None
         transport.set_write_buffer_limits(high=CLIENT_WRITE_HIGH_BYTES)
+        if not admission_of(self.node).admit(self):
+            return
         self.node.clients.add(self)
+        self.setup_timer = self.node.loop.call_later(
+            self.node.config.setup_timeout_s, self._setup_expired
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.setup_timer is not None:
+            self.setup_timer.cancel()
+        admission_of(self.node).gone(self)
         self.node.client_gone(self)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if not self.setup_done and not self.closed:
+            start = self._start
+            try:
+                check_first_frame(
+                    self.buf,
+                    start,
+                    self._end + nbytes - start,
+                    min(MAX_SETUP_LENGTH, self.max_frame_bytes),
+                )
+            except RemoteProtocolError as exc:
+                self.protocol_error(exc)
+                return
+        RoutedConnection.buffer_updated(self, nbytes)
 
     def pause_writing(self) -> None:
         self.block(self)
@@ -131,6 +192,21 @@ class ClientConnection(RoutedConnection):
             self.send(self.node.connection_error_frame(exc.error_code, str(exc)))
             self.close()
 
+    def refuse(self, message: str) -> None:
+        """Turned away by the connection caps (``lblab.admission``)."""
+        self.protocol_error(RemoteProtocolError(message, ErrorCode.REJECTED_SETUP))
+
+    def _setup_expired(self) -> None:
+        self.setup_timer = None
+        if not self.setup_done:
+            self.protocol_error(
+                RemoteProtocolError(
+                    f"no SETUP within {self.node.config.setup_timeout_s:g} s of connecting "
+                    "(--setup-timeout)",
+                    ErrorCode.INVALID_SETUP,
+                )
+            )
+
     def check_lifetime(self, now: float) -> None:
         if self.active:
             self.active = False
@@ -157,12 +233,21 @@ class ClientConnection(RoutedConnection):
         if self.closed:
             return False
         if not self.setup_done:
-            return self._on_setup(pos, length, frame_type)
+            return self._on_setup(pos, length)
         if sid:
-            if frame_type in _STREAM_FRAMES:
+            is_request = _FIRST_REQUEST <= frame_type <= _LAST_REQUEST
+            if is_request or frame_type in _STREAM_FRAMES:
+                problem = frame_problem(self.buf, pos, length, sid, frame_type, flags)
+                if problem is not None:
+                    self.protocol_error(RemoteProtocolError(problem))
+                    return False
+                if is_request:
+                    return self.node.open_stream(self, pos, length, sid, frame_type, flags)
+                if frame_type == _PAYLOAD:
+                    stream = self.streams.get(sid)
+                    if stream is not None and not stream.done and not stream.client_open:
+                        return True  # the request side is complete: a late frame, dropped
                 return self.node.client_stream_frame(self, pos, length, sid, frame_type, flags)
-            if _FIRST_REQUEST <= frame_type <= _LAST_REQUEST:
-                return self.node.open_stream(self, pos, length, sid, frame_type, flags)
             if frame_type == FrameType.EXT and flags & FLAG_IGNORE:
                 return True
             if frame_type > FrameType.RESUME_OK and flags & FLAG_IGNORE:
@@ -208,23 +293,10 @@ class ClientConnection(RoutedConnection):
         self.protocol_error(RemoteProtocolError(message))
         return False
 
-    def _on_setup(self, pos: int, length: int, frame_type: int) -> bool:
-        """Validate the connection's first frame (module docstring: what is accepted)."""
-        if frame_type == FrameType.RESUME:
-            self.protocol_error(
-                RemoteProtocolError(
-                    "resumption is not supported by the balancer", ErrorCode.REJECTED_RESUME
-                )
-            )
-            return False
-        if frame_type != FrameType.SETUP:
-            self.protocol_error(
-                RemoteProtocolError(
-                    f"the first frame must be SETUP, not type 0x{frame_type:02x}",
-                    ErrorCode.INVALID_SETUP,
-                )
-            )
-            return False
+    def _on_setup(self, pos: int, length: int) -> bool:
+        """Validate the connection's first frame (module docstring: what is accepted).
+
+        ``check_first_frame`` has already refused anything but a SETUP on stream 0."""
         try:
             setup = decode_frame_body(bytes(self.buf[pos + 3 : pos + 3 + length]))
             if not isinstance(setup, Setup):
@@ -236,6 +308,10 @@ class ClientConnection(RoutedConnection):
             self.protocol_error(exc)
             return False
         self.setup_done = True
+        admission_of(self.node).setup_done(self)
+        if self.setup_timer is not None:
+            self.setup_timer.cancel()
+            self.setup_timer = None
         self.lifetime_s = setup.max_lifetime_ms / 1000.0
         self.composite_metadata = setup.metadata_mime == COMPOSITE_METADATA
         return True

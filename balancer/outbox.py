@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from balancer.framing import FrameProtocol
+from balancer.framing import INITIAL_BUFFER_BYTES, FrameProtocol
 
 
 class Outbox:
@@ -46,8 +46,10 @@ class RoutedConnection(FrameProtocol):
 
     __slots__ = ("active", "closed", "out", "outbox")
 
-    def __init__(self, max_frame_bytes: int, outbox: Outbox) -> None:
-        super().__init__(max_frame_bytes)
+    def __init__(
+        self, max_frame_bytes: int, outbox: Outbox, buffer_bytes: int = INITIAL_BUFFER_BYTES
+    ) -> None:
+        super().__init__(max_frame_bytes, buffer_bytes)
         self.outbox = outbox
         self.out: list[bytes | bytearray] = []
         self.closed = False

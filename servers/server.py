@@ -9,6 +9,12 @@ import re
 import signal
 from dataclasses import dataclass
 
+from lblab.admission import (
+    MAX_CONNECTIONS,
+    MAX_PENDING_SETUP,
+    SETUP_TIMEOUT_S,
+    check_limits,
+)
 from lblab.errors import ConfigError
 from lblab.procs import announce_ready
 from lblab.wire.codes import ErrorCode
@@ -37,6 +43,9 @@ class ServerConfig:
     workers: int = 1
     delay_ms: float = 0.0
     drain_timeout_s: float = 8.0
+    setup_timeout_s: float = SETUP_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_pending_setup: int = MAX_PENDING_SETUP
 
     def __post_init__(self) -> None:
         if not ID_PATTERN.fullmatch(self.id):
@@ -58,6 +67,7 @@ class ServerConfig:
             raise ConfigError(f"--delay-ms must be >= 0, not {self.delay_ms}")
         if self.drain_timeout_s <= 0:
             raise ConfigError(f"--drain-timeout must be > 0, not {self.drain_timeout_s}")
+        check_limits(self.max_connections, self.max_pending_setup, self.setup_timeout_s)
 
 
 def run_server(config: ServerConfig) -> int:
@@ -74,7 +84,14 @@ def run_server(config: ServerConfig) -> int:
 async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
     loop = asyncio.get_running_loop()
     service = WorkService(config.workers, config.delay_ms, limit.duty_cycle)
-    state = ServerState(config.id, config.max_inflight, service)
+    state = ServerState(
+        config.id,
+        config.max_inflight,
+        service,
+        setup_timeout_s=config.setup_timeout_s,
+        max_connections=config.max_connections,
+        max_pending_setup=config.max_pending_setup,
+    )
     try:
         listener = await loop.create_server(
             lambda: ServerConnection(state), config.host, config.port, reuse_address=True

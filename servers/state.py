@@ -21,6 +21,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
 from lblab.loadreport import LoadReport, ReportSource
 from lblab.wire.codec import encode_frame
 from lblab.wire.frames import MetadataPush
@@ -40,10 +41,21 @@ def report_metadata(report: LoadReport) -> bytes:
 
 
 class ServerState:
-    def __init__(self, server_id: str, max_inflight: int, service: WorkService) -> None:
+    def __init__(
+        self,
+        server_id: str,
+        max_inflight: int,
+        service: WorkService,
+        *,
+        setup_timeout_s: float = SETUP_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
+        max_pending_setup: int = MAX_PENDING_SETUP,
+    ) -> None:
         self.id = server_id
         self.max_inflight = max_inflight
         self.service = service
+        self.setup_timeout_s = setup_timeout_s
+        self.admission = Admission(max_connections, max_pending_setup, f"server {server_id}")
         self.inflight = 0
         self.draining = False
         self.drained = asyncio.Event()

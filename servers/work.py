@@ -22,14 +22,21 @@ from typing import Any
 
 from lblab.errors import ApplicationError
 
-MAX_WORK_BYTES = 16_000_000
-"""Cap on ``work_bytes``. A document's Python objects take ~8x its encoded size and
-``loads`` builds a second copy, so 16 MB of work peaks near 300 MB; the thesis matrix
-tops out at 1 MB."""
+MAX_WORK_BYTES = 2_000_000
+"""Cap on ``work_bytes``: twice the thesis matrix's largest (1 MB). A larger value is an
+APPLICATION_ERROR found while parsing the body, before any work. What a size costs here
+(one unthrottled core): 1 MB ~0.1 s to build the document once, 0.07 s per request;
+2 MB 0.3 s and 0.1 s; 16 MB (the old cap) took seconds and ~160 MiB for one 40-byte
+request."""
 MAX_STREAM_ITEMS = 10_000
+MAX_STREAM_WORK_BYTES = 100_000_000
+"""Cap on ``items * work_bytes`` of one request-stream (~7 s of work on one core), so a
+40-byte request cannot ask for 10,000 items of the largest work."""
 DEFAULT_STREAM_ITEMS = 3
-CACHE_BUDGET_BYTES = 48_000_000
-"""Encoded bytes of documents kept in the cache (the matrix's 10 KB + 100 KB + 1 MB fit)."""
+CACHE_BUDGET_BYTES = 8_000_000
+"""Encoded bytes of documents kept in the cache: the matrix's 10 KB + 100 KB + 1 MB fit
+with room to spare, and requests cycling through many sizes hold ~30 MiB of documents
+at most (a document's Python objects take several times its encoded size)."""
 
 _FRAME_BYTES = len(json.dumps({"records": [], "pad": ""}))  # 26
 _SEPARATOR_BYTES = 2  # ", " between list items with json.dumps' default separators
@@ -60,6 +67,11 @@ def parse_work_request(body: bytes) -> WorkRequest:
     items = DEFAULT_STREAM_ITEMS
     if "items" in fields:
         items = _int_field(fields, "items", 1, MAX_STREAM_ITEMS)
+        if items * work_bytes > MAX_STREAM_WORK_BYTES:
+            raise ApplicationError(
+                f"items {items} x work_bytes {work_bytes} exceeds this server's cap of "
+                f"{MAX_STREAM_WORK_BYTES} bytes of work per stream; ask for fewer or smaller items"
+            )
     return WorkRequest(work_bytes, items)
 
 

@@ -6,7 +6,10 @@ included. Nothing here touches a socket or a clock, so the same code serves the 
 servers, the gevent Locust client and the tests.
 
 A malformed frame from the peer raises ``RemoteProtocolError`` whose ``error_code`` is
-the connection-level code to answer with; the decoder is then in an error state and
+the connection-level code to answer with (INVALID_SETUP for a bad SETUP,
+CONNECTION_ERROR otherwise), and never any other exception: out-of-range field values
+(a keepalive of 2^31, REQUEST_N of 0, a PAYLOAD with none of N/C/F, ...) are caught by
+the frames' own checks and turned into it. The decoder is then in an error state and
 refuses further data (the connection must be closed).
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from lblab.errors import RemoteProtocolError
+from lblab.errors import LocalProtocolError, RemoteProtocolError
 from lblab.wire.codes import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -29,6 +32,7 @@ from lblab.wire.codes import (
     HEADER,
     LENGTH_PREFIX_LENGTH,
     MAX_FRAME_LENGTH,
+    MAX_SETUP_LENGTH,
     U16,
     U32,
     U64,
@@ -261,25 +265,37 @@ def decode_frame_body(body: bytes | memoryview) -> Frame | None:
             return None
         raise _bad(f"unknown frame type 0x{type_id:02x}") from None
     r = _Reader(body, frame_type.name)
+    code = ErrorCode.INVALID_SETUP if frame_type is FrameType.SETUP else ErrorCode.CONNECTION_ERROR
     try:
         return _decode(frame_type, stream_id, flags, r)
     except RemoteProtocolError as exc:
-        if frame_type is FrameType.SETUP and exc.error_code == ErrorCode.CONNECTION_ERROR:
-            raise _bad(str(exc), ErrorCode.INVALID_SETUP) from None
+        if code != exc.error_code and exc.error_code == ErrorCode.CONNECTION_ERROR:
+            raise _bad(str(exc), code) from None
         raise
-    except (ValueError, UnicodeDecodeError) as exc:
-        code = (
-            ErrorCode.INVALID_SETUP if frame_type is FrameType.SETUP else ErrorCode.CONNECTION_ERROR
-        )
-        raise _bad(f"malformed {frame_type.name} frame: {exc}", code) from exc
+    except LocalProtocolError as exc:  # a field out of range, found by the frame's own checks
+        raise _bad(f"malformed {frame_type.name} frame: {exc}", code) from None
+    except ValueError as exc:  # UnicodeDecodeError of a MIME type
+        raise _bad(f"malformed {frame_type.name} frame: {exc}", code) from None
+
+
+_CONNECTION_LEVEL = frozenset(
+    (
+        FrameType.SETUP,
+        FrameType.LEASE,
+        FrameType.KEEPALIVE,
+        FrameType.METADATA_PUSH,
+        FrameType.RESUME,
+        FrameType.RESUME_OK,
+    )
+)
 
 
 def _decode(frame_type: FrameType, stream_id: int, flags: int, r: _Reader) -> Frame:
     follows = bool(flags & FLAG_FOLLOWS)
+    if stream_id != 0 and frame_type in _CONNECTION_LEVEL:
+        raise _bad(f"{frame_type.name} must be on stream 0, not stream {stream_id}")
     match frame_type:
         case FrameType.SETUP:
-            if stream_id != 0:
-                raise _bad("SETUP must be on stream 0", ErrorCode.INVALID_SETUP)
             major, minor = r.u16(), r.u16()
             keepalive, lifetime = r.u32(), r.u32()
             token = r.take(r.u16()) if flags & FLAG_RESUME else None
@@ -311,14 +327,10 @@ def _decode(frame_type: FrameType, stream_id: int, flags: int, r: _Reader) -> Fr
                 metadata=r.rest() if flags & FLAG_METADATA else None,
             )
         case FrameType.KEEPALIVE:
-            if stream_id != 0:
-                raise _bad("KEEPALIVE must be on stream 0")
             return Keepalive(
                 respond=bool(flags & FLAG_RESPOND), last_received_position=r.u64(), data=r.rest()
             )
         case FrameType.METADATA_PUSH:
-            if stream_id != 0:
-                raise _bad("METADATA_PUSH must be on stream 0")
             return MetadataPush(metadata=r.rest())
         case FrameType.RESUME:
             major, minor = r.u16(), r.u16()
@@ -401,21 +413,61 @@ def _error_code(code: int) -> ErrorCode | int:
         return code
 
 
+def check_first_frame(
+    buf: bytes | bytearray, pos: int, available: int, max_length: int = MAX_SETUP_LENGTH
+) -> None:
+    """Judge a connection's first frame from the bytes in so far, before its body arrives.
+
+    It must be a SETUP on stream 0 of 6..``max_length`` bytes: the length is checked once
+    its 3 bytes are in, the stream id and type once the 9 bytes of prefix and header
+    are, so junk or an absurd length prefix is refused at once rather than waited for.
+    RESUME is answered REJECTED_RESUME (nothing in lblab resumes); anything else is
+    INVALID_SETUP.
+    """
+    if available < LENGTH_PREFIX_LENGTH:
+        return
+    length = (buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2]
+    if available >= LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH:
+        stream_id, type_and_flags = HEADER.unpack_from(buf, pos + LENGTH_PREFIX_LENGTH)
+        frame_type = type_and_flags >> 10
+        if frame_type == FrameType.RESUME:
+            raise _bad("resumption is not supported", ErrorCode.REJECTED_RESUME)
+        if frame_type != FrameType.SETUP:
+            raise _bad(
+                f"the first frame must be SETUP, not type 0x{frame_type:02x}",
+                ErrorCode.INVALID_SETUP,
+            )
+        if stream_id != 0:
+            raise _bad(f"SETUP must be on stream 0, not {stream_id}", ErrorCode.INVALID_SETUP)
+    if not FRAME_HEADER_LENGTH <= length <= max_length:
+        raise _bad(
+            f"the first frame announces {length} bytes; a SETUP is "
+            f"{FRAME_HEADER_LENGTH}..{max_length} bytes",
+            ErrorCode.INVALID_SETUP,
+        )
+
+
 class FrameDecoder:
     """Accumulates TCP bytes and yields whole frames.
 
     One ``bytearray`` with a read cursor; the consumed head is dropped once per
     ``receive_data`` call, not per frame. ``max_frame_length`` caps a frame body: a
     length prefix above it is answered with CONNECTION_ERROR before the body arrives,
-    so a peer cannot make us buffer more than the cap.
+    so a peer cannot make us buffer more than the cap. Bytes are held only as they
+    arrive (a length prefix reserves nothing). With ``first_frame=True`` (a server's
+    side of a connection) the first frame is judged by ``check_first_frame`` as soon as
+    its header is in.
     """
 
-    __slots__ = ("_buf", "_error", "_pos", "max_frame_length")
+    __slots__ = ("_buf", "_error", "_first", "_pos", "max_frame_length")
 
-    def __init__(self, max_frame_length: int = MAX_FRAME_LENGTH) -> None:
+    def __init__(
+        self, max_frame_length: int = MAX_FRAME_LENGTH, *, first_frame: bool = False
+    ) -> None:
         self._buf = bytearray()
         self._pos = 0
         self._error: RemoteProtocolError | None = None
+        self._first = first_frame
         self.max_frame_length = max_frame_length
 
     def receive_data(self, data: bytes) -> None:
@@ -436,6 +488,14 @@ class FrameDecoder:
             raise self._error
         while True:
             buf, pos = self._buf, self._pos
+            if self._first:
+                try:
+                    check_first_frame(
+                        buf, pos, len(buf) - pos, min(MAX_SETUP_LENGTH, self.max_frame_length)
+                    )
+                except RemoteProtocolError as exc:
+                    self._error = exc
+                    raise
             if len(buf) - pos < LENGTH_PREFIX_LENGTH:
                 return NEED_DATA
             length = (buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2]
@@ -456,5 +516,6 @@ class FrameDecoder:
                 raise
             finally:
                 body.release()
+            self._first = False
             if frame is not None:
                 return frame

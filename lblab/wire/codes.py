@@ -57,6 +57,11 @@ MAX_FRAME_LENGTH = 0xFFFFFF
 # Stream ids and REQUEST_N are 31-bit values.
 MAX_STREAM_ID = 0x7FFFFFFF
 MAX_REQUEST_N = 0x7FFFFFFF
+# KEEPALIVE and RESUME positions are 63-bit values.
+MAX_POSITION = 0x7FFFFFFFFFFFFFFF
+# The first frame of a connection (SETUP) is refused above this before its body is awaited:
+# a SETUP carries two MIME types and a small payload (credentials, options).
+MAX_SETUP_LENGTH = 64 * 1024
 FRAME_HEADER_LENGTH = 6  # stream id (4) + type and flags (2)
 LENGTH_PREFIX_LENGTH = 3
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lblab.errors import LocalProtocolError
-from lblab.wire.codes import MAX_REQUEST_N, MAX_STREAM_ID, ErrorCode, FrameType
+from lblab.wire.codes import MAX_POSITION, MAX_REQUEST_N, MAX_STREAM_ID, ErrorCode, FrameType
 
 
 def _check_stream_id(stream_id: int, *, connection_level: bool) -> None:
@@ -27,6 +27,11 @@ def _check_stream_id(stream_id: int, *, connection_level: bool) -> None:
 def _check_n(n: int, field: str) -> None:
     if not 0 < n <= MAX_REQUEST_N:
         raise LocalProtocolError(f"{field} must be in 1..{MAX_REQUEST_N}, not {n}")
+
+
+def _check_position(position: int, field: str) -> None:
+    if not 0 <= position <= MAX_POSITION:
+        raise LocalProtocolError(f"{field} must be a 63-bit value, not {position}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +88,7 @@ class Keepalive:
 
     def __post_init__(self) -> None:
         _check_stream_id(self.stream_id, connection_level=True)
+        _check_position(self.last_received_position, "KEEPALIVE last received position")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,12 +216,21 @@ class Resume:
     stream_id: int = 0
     frame_type = FrameType.RESUME
 
+    def __post_init__(self) -> None:
+        _check_stream_id(self.stream_id, connection_level=True)
+        _check_position(self.last_received_server_position, "RESUME last received position")
+        _check_position(self.first_available_client_position, "RESUME first available position")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResumeOk:
     last_received_client_position: int
     stream_id: int = 0
     frame_type = FrameType.RESUME_OK
+
+    def __post_init__(self) -> None:
+        _check_stream_id(self.stream_id, connection_level=True)
+        _check_position(self.last_received_client_position, "RESUME_OK position")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,14 +2,19 @@
 
 Raw frames over plain sockets (``lblab.wire``) against a live balancer started with a
 small ``--max-frame-bytes``; after every case a well-behaved rsocket-py client must
-still be served.
+still be served. The ``guarded`` balancer fronts a real ``lblab server`` (which drops a
+connection on a malformed frame) and checks the guards: first-frame check, SETUP
+deadline, connection caps, memory per connection, frames checked before forwarding.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import struct
+import time
 
+import psutil
 import pytest
 from balancer_testbed import (
     RawClient,
@@ -18,10 +23,12 @@ from balancer_testbed import (
     rsocket_client,
     start_balancer,
     start_echo,
+    start_server,
     status_of,
 )
 from rsocket.payload import Payload
 
+from lblab.wire.codec import encode_frame
 from lblab.wire.codes import HEADER, ErrorCode, FrameType
 from lblab.wire.frames import Error, Keepalive, RequestResponse, Resume
 from lblab.wire.frames import Payload as PayloadFrame
@@ -39,12 +46,18 @@ def balancer(tmp_path_factory):
         yield node
 
 
+GOOD_REQUEST = b'{"work_bytes": 0}'
+
+
 def still_serves(balancer) -> None:
+    """A well-behaved rsocket-py client gets its answer (an echo, or a server's JSON)."""
+
     async def go():
         async with rsocket_client(balancer.ready["port"]) as client:
-            return await asyncio.wait_for(client.request_response(Payload(b"{}")), 5)
+            return await asyncio.wait_for(client.request_response(Payload(GOOD_REQUEST)), 5)
 
-    assert asyncio.run(go()).data == b"{}"
+    data = bytes(asyncio.run(go()).data)
+    assert data == GOOD_REQUEST or b'"server":' in data, data
     assert balancer.alive()
 
 
@@ -151,15 +164,14 @@ def test_unknown_frame_with_ignore_flag_is_dropped(balancer):
     client.close()
 
 
-def test_random_bytes(balancer):
-    rng = random.Random(20261121)
-    for _ in range(5):
-        client = RawClient(balancer.ready["port"])
-        client.send_raw(rng.randbytes(300))
-        frame = client.recv()
-        if frame is not None:  # a length prefix too long for the junk gets no answer...
-            assert isinstance(frame, Error) and frame.stream_id == 0
-        client.close()  # ...until the sender closes, which must not hurt the balancer
+@pytest.mark.parametrize("seed", range(8))
+def test_random_bytes_get_an_error_and_a_close_within_1s(balancer, seed):
+    client = RawClient(balancer.ready["port"])
+    client.send_raw(random.Random(seed).randbytes(256))
+    frame = client.recv(timeout=1.0)
+    assert isinstance(frame, Error) and frame.stream_id == 0, frame
+    assert frame.error_code in (ErrorCode.INVALID_SETUP, ErrorCode.REJECTED_RESUME), frame
+    assert client.closed(timeout=1.0)
     still_serves(balancer)
 
 
@@ -208,3 +220,200 @@ def test_client_silent_past_its_max_lifetime_is_closed(balancer):
     client = RawClient(balancer.ready["port"])
     client.send(client_setup(keepalive_ms=100, max_lifetime_ms=500))
     expect_connection_error(client, ErrorCode.CONNECTION_ERROR, "max lifetime")
+
+
+# ---------------------------------------------------------------- guards: a real server behind
+
+SETUP_TIMEOUT_S = 1.0
+MAX_PENDING_SETUP = 64
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    """A balancer with the default frame limit in front of a real ``lblab server``."""
+    logs = tmp_path_factory.mktemp("guarded")
+    server = start_server("s1", logs, "--max-inflight", "256")
+    with processes(server) as kids:
+        node = start_balancer(
+            [server],
+            logs,
+            "--setup-timeout",
+            f"{SETUP_TIMEOUT_S}s",
+            "--max-pending-setup",
+            str(MAX_PENDING_SETUP),
+            "--max-connections",
+            "1500",
+        )
+        kids.append(node)
+        node.logs = logs
+        yield node
+
+
+def server_closed_a_connection(node) -> bool:
+    return "closing a connection" in (node.logs / "s1.log").read_text()
+
+
+def rss_mib(child) -> float:
+    return psutil.Process(child.pid).memory_info().rss / 2**20
+
+
+def test_ff_ff_ff_before_setup_is_refused_at_once(guarded):
+    client = RawClient(guarded.ready["port"])
+    client.send_raw(b"\xff\xff\xff")
+    expect_connection_error(client, ErrorCode.INVALID_SETUP, "announces 16777215 bytes")
+
+
+def test_a_length_prefix_reserves_no_memory(guarded):
+    """200 connections each announce a 16 MiB frame after SETUP and send 3 bytes of it."""
+    still_serves(guarded)
+    before = rss_mib(guarded)
+    clients = []
+    for _ in range(200):
+        client = RawClient(guarded.ready["port"])
+        client.send(client_setup())
+        client.send_raw(b"\xff\xff\xff")
+        clients.append(client)
+    still_serves(guarded)  # every prefix has been read by now (one loop, in order)
+    grown = rss_mib(guarded) - before
+    for client in clients:
+        client.close()
+    assert grown < 40, f"balancer RSS grew {grown:.0f} MiB for 200 announced 16 MiB frames"
+    still_serves(guarded)
+
+
+def test_connections_without_setup_are_closed_at_the_deadline(guarded):
+    clients = [RawClient(guarded.ready["port"]) for _ in range(10)]
+    start = time.monotonic()
+    for client in clients:
+        expect_connection_error(client, ErrorCode.INVALID_SETUP, "no SETUP within")
+    assert time.monotonic() - start < SETUP_TIMEOUT_S + 1.5
+    still_serves(guarded)
+
+
+def test_a_thousand_idle_connections_do_not_stop_a_good_client(guarded):
+    still_serves(guarded)
+    before = rss_mib(guarded)
+    idle = [RawClient(guarded.ready["port"]) for _ in range(1000)]
+    try:
+        started = time.monotonic()
+        still_serves(guarded)
+        assert time.monotonic() - started < 2.0
+        grown = rss_mib(guarded) - before
+        assert grown < 40, f"balancer RSS grew {grown:.0f} MiB for 1000 idle connections"
+        # Beyond --max-pending-setup the oldest were closed with REJECTED_SETUP.
+        expect_connection_error(idle[0], ErrorCode.REJECTED_SETUP, "waiting for their SETUP")
+    finally:
+        for client in idle:
+            client.close()
+
+
+def test_max_connections_refuses_beyond_the_cap(tmp_path):
+    backend = start_echo("e0", tmp_path)
+    with processes(backend) as kids:
+        node = start_balancer([backend], tmp_path, "--max-connections", "3")
+        kids.append(node)
+        held = [RawClient(node.ready["port"]) for _ in range(3)]
+        for client in held:
+            client.send(client_setup())
+        extra = RawClient(node.ready["port"])
+        expect_connection_error(extra, ErrorCode.REJECTED_SETUP, "limit of 3 connections")
+        held[0].send(RequestResponse(stream_id=1, data=b"{}"))
+        assert isinstance(held[0].recv(), PayloadFrame)
+        held.pop().close()
+        time.sleep(0.2)
+        still_serves(node)
+
+
+def channel_frame(body: bytes, flags: int = 0) -> bytes:
+    """REQUEST_CHANNEL on stream 1 (n=1, not complete), then a frame on its stream."""
+    return raw_frame(1, FrameType.REQUEST_CHANNEL, 0, struct.pack(">I", 1) + b"{}") + body
+
+
+MALFORMED = {
+    "REQUEST_N of 0": raw_frame(1, FrameType.REQUEST_N, 0, bytes(4)),
+    "REQUEST_N of 2^31": raw_frame(1, FrameType.REQUEST_N, 0, struct.pack(">I", 2**31)),
+    "REQUEST_N without n": raw_frame(1, FrameType.REQUEST_N, 0, b"\x01"),
+    "REQUEST_STREAM too short for n": raw_frame(1, FrameType.REQUEST_STREAM, 0, b"\x00\x01"),
+    "REQUEST_STREAM n of 0": raw_frame(1, FrameType.REQUEST_STREAM, 0, bytes(4) + b"{}"),
+    "REQUEST_CHANNEL n of 2^32-1": raw_frame(1, FrameType.REQUEST_CHANNEL, 0, b"\xff" * 4),
+    "metadata past the frame end": raw_frame(
+        1, FrameType.REQUEST_RESPONSE, 0x100, b"\x00\x10\x00abc"
+    ),
+    "metadata flag without a length": raw_frame(1, FrameType.REQUEST_FNF, 0x100, b"\x00"),
+    "PAYLOAD with none of N/C/F": channel_frame(raw_frame(1, FrameType.PAYLOAD, 0, b"{}")),
+    "ERROR without a code": channel_frame(raw_frame(1, FrameType.ERROR, 0, b"\x00")),
+    "stream id with the top bit": raw_frame(2**31 + 1, FrameType.REQUEST_RESPONSE, 0, b"{}"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_frames_are_answered_at_the_balancer(guarded, case):
+    """The balancer refuses the frame itself: the shared backend connection never sees it."""
+    bystander = RawClient(guarded.ready["port"])
+    bystander.send(client_setup(), RequestResponse(stream_id=1, data=b'{"work_bytes": 200000}'))
+    client = RawClient(guarded.ready["port"])
+    client.send(client_setup())
+    client.send_raw(MALFORMED[case])
+    expect_connection_error(client, ErrorCode.CONNECTION_ERROR)
+    reply = bystander.recv()
+    assert isinstance(reply, PayloadFrame) and b'"work_bytes":200000' in reply.data, reply
+    bystander.close()
+    assert not server_closed_a_connection(guarded)
+    assert status_of(guarded)["outstanding"] == 0
+
+
+def test_payload_after_a_complete_request_is_dropped(guarded):
+    client = RawClient(guarded.ready["port"])
+    client.send(client_setup(), RequestResponse(stream_id=1, data=b'{"work_bytes": 100000}'))
+    client.send(PayloadFrame(stream_id=1, data=b"x" * 1000, follows=True))
+    reply = client.recv()
+    assert isinstance(reply, PayloadFrame) and reply.stream_id == 1
+    client.close()
+    assert not server_closed_a_connection(guarded)
+
+
+@pytest.mark.slow
+def test_one_bad_client_does_not_disturb_the_good_ones(guarded):
+    """A malformed request every 250 ms during good traffic: every good request answered.
+
+    Before the balancer checked forwarded frames, the server closed its one connection to
+    the balancer on each malformed frame and good clients got 230 answers of 2000.
+    """
+    cases = list(MALFORMED.values())
+
+    async def good(n: int) -> int:
+        ok = 0
+        async with rsocket_client(guarded.ready["port"]) as client:
+            for _ in range(n):
+                reply = await asyncio.wait_for(
+                    client.request_response(Payload(b'{"work_bytes": 1000}')), 5
+                )
+                ok += b'"server":"s1"' in reply.data
+        return ok
+
+    async def bad(stop: asyncio.Event) -> int:
+        sent = 0
+        while not stop.is_set():
+            reader, writer = await asyncio.open_connection("127.0.0.1", guarded.ready["port"])
+            writer.write(encode_frame(client_setup()) + cases[sent % len(cases)])
+            answer = await asyncio.wait_for(reader.read(4096), 2)
+            assert answer, "the balancer closed without an ERROR"
+            writer.close()
+            sent += 1
+            await asyncio.sleep(0.25)
+        return sent
+
+    async def scenario() -> tuple[list[int], int]:
+        stop = asyncio.Event()
+        bad_task = asyncio.create_task(bad(stop))
+        oks = await asyncio.gather(*(good(200) for _ in range(4)))
+        stop.set()
+        return oks, await bad_task
+
+    oks, bad_sent = asyncio.run(scenario())
+    assert oks == [200] * 4
+    assert bad_sent >= 4
+    assert not server_closed_a_connection(guarded)
+    status = status_of(guarded)
+    assert status["outstanding"] == 0
+    assert all(row["connected"] for row in status["backends"])
