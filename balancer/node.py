@@ -115,7 +115,7 @@ class NodeConfig:
     agent_port: int | None = None
     admin_port: int | None = None
     admin_host: str = "127.0.0.1"
-    admin_token: str | None = None
+    admin_token: str | None = field(default=None, repr=False)
     picks: Path | None = None
     request_timeout_s: float = 30.0
     max_frame_bytes: int = MAX_FRAME_LENGTH
