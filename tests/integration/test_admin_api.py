@@ -15,7 +15,7 @@ import time
 from collections import Counter
 
 import pytest
-from balancer_testbed import admin, processes, rsocket_client, start_echo, status_of
+from balancer_testbed import admin, processes, rsocket_client, start_echo, status_of, wait_for
 from rsocket.payload import Payload
 
 from balancer.checks import TOKEN_ENV, check_admin_bind
@@ -292,3 +292,23 @@ def test_mutated_requests_never_get_a_5xx_or_a_traceback(testbed):
     assert codes[400] > 100  # the mutations did reach the parser's checks
     assert _serves(balancer)
     assert "Traceback" not in balancer.log_path.read_text()
+
+
+def test_idle_connections_past_the_cap_get_503_and_free_their_slots_on_close(testbed):
+    balancer, _ = testbed
+    port = balancer.ready["admin_port"]
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(40)]
+    try:
+        answers = []
+        for sock in idle[-8:]:  # the 33rd to 40th: answered at once, not held
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+            answers.append(answer.split(b"\r\n", 1)[0])
+        assert answers == [b"HTTP/1.1 503 Service Unavailable"] * 8
+    finally:
+        for sock in idle:
+            sock.close()
+    t0 = time.monotonic()
+    assert wait_for(lambda: http(port, request("GET", "/status")) == 200, 2, "a free slot")
+    assert time.monotonic() - t0 < 2  # the closed ones freed their slots before the deadline
