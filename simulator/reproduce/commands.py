@@ -115,27 +115,74 @@ def cheetah(
         str, typer.Option(help="Active connections per point (paper: 20K..200K).")
     ] = "20000,50000,100000",
     duration: Annotated[str, typer.Option(help="Connection duration model.")] = "lognormal:1s,1.0",
-    study: Annotated[str, typer.Option(help="Which studies to run.")] = "imbalance,broken",
+    study: Annotated[
+        str, typer.Option(help="Which studies to run: imbalance, broken, awrr.")
+    ] = "imbalance,broken,awrr",
+    awrr_servers: Annotated[
+        int, typer.Option(min=2, help="Servers in the AWRR comparison (paper: 64).")
+    ] = 64,
+    awrr_load: Annotated[
+        float, typer.Option(min=0.05, max=0.95, help="AWRR comparison: load per server.")
+    ] = 0.6,
+    runs: Annotated[
+        int | None,
+        typer.Option(min=1, help="AWRR comparison: 15 s runs per strategy (default 2; --full 10)."),
+    ] = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="The old depth: imbalance over 2 + 4 mean durations, 10 AWRR runs."
+        ),
+    ] = False,
+    jobs: Annotated[int | None, typer.Option(min=1, help="Worker processes (default 2).")] = None,
     seed: Annotated[int, typer.Option()] = 1,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     out: Annotated[Path, typer.Option(help="Charts and JSON here.")] = Path(
         "results/reproduce-cheetah"
     ),
 ) -> None:
-    """Cheetah: imbalance of RR/P2C/least-loaded/hash, and connections broken by scaling."""
+    """Cheetah: imbalance (hash/RR/P2C/least loaded), broken connections, AWRR vs Pow2 vs LL."""
     from simulator.reproduce import cheetah as ch
+    from simulator.reproduce import cheetah_awrr as aw
+    from simulator.reproduce.parallel import default_jobs, run_calls
     from simulator.service import LogNormal, parse_service
 
-    studies = _names(study, ("imbalance", "broken"), "--study")
+    studies = _names(study, ("imbalance", "broken", "awrr"), "--study")
     model = parse_service(duration, "--duration")
     if not isinstance(model, LogNormal):
         raise ConfigError("--duration: give a lognormal model, e.g. lognormal:1s,1.0")
-    out.mkdir(parents=True, exist_ok=True)
-    progress = _progress(fmt)
+    actives = _ints(active, "--active")
+    depth = ch.FULL if full else ch.QUICK
+    awrr_runs = runs or (10 if full else 2)
+    awrr_calls, imbalance_calls, broken_calls = [], [], []
+    if "awrr" in studies:
+        awrr_calls = [(aw.awrr_point, (name, awrr_servers, awrr_load, 15.0, awrr_runs, seed),
+                       f"awrr comparison {name}") for name in aw.STRATEGIES]  # fmt: skip
     if "imbalance" in studies:
-        rows = ch.imbalance_study(
-            servers, _ints(active, "--active"), duration=model, seed=seed, progress=progress
-        )
+        imbalance_calls = [(ch.imbalance_point, (name, servers, n, model, seed, depth),
+                            f"imbalance {name} {n} active")
+                           for n in sorted(actives, reverse=True)
+                           for name in ch.IMBALANCE_STRATEGIES]  # fmt: skip
+    if "broken" in studies:
+        broken_calls = [(ch.broken_run, (name, ch.ScalingPlan(), LogNormal(0.3, 1.0), seed),
+                         f"broken connections {name}") for name in ch.BROKEN_STRATEGIES]  # fmt: skip
+    # The costliest first (workers take calls in order): the pool-driven imbalance points.
+    heavy = [c for c in imbalance_calls if c[1][0] not in ch.STATELESS]
+    light = [c for c in imbalance_calls if c[1][0] in ch.STATELESS]
+    calls = heavy + awrr_calls + broken_calls + light
+    echo = None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True))
+    results = run_calls(calls, jobs or default_jobs(), echo)
+    out.mkdir(parents=True, exist_ok=True)
+    awrr_rows = [r for r in results if isinstance(r, aw.AwrrRow)]
+    if awrr_rows:
+        data = aw.awrr_table(awrr_rows)
+        _emit(fmt, "AWRR vs Pow2 vs least loaded (Cheetah Fig. 8)", data, tuple(data[0]), out)
+        aw.awrr_chart(awrr_rows, out / "awrr.png")
+    rows = sorted(
+        (r for r in results if isinstance(r, ch.ImbalanceRow)),
+        key=lambda r: (list(ch.IMBALANCE_STRATEGIES).index(r.strategy), r.active),
+    )
+    if rows:
         hash_excess = {r.active: r.excess_pct for r in rows if r.strategy == "maglev"}
         data = [
             {
@@ -153,8 +200,8 @@ def cheetah(
         ]
         _emit(fmt, "Imbalance (Cheetah Fig. 2b)", data, tuple(data[0]), out)
         ch.imbalance_chart(rows, out / "imbalance.png")
-    if "broken" in studies:
-        rows_b = ch.broken_study(seed=seed, progress=progress)
+    rows_b = [r for r in results if isinstance(r, ch.BrokenRow)]
+    if rows_b:
         data = [
             {
                 "strategy": r.strategy,
