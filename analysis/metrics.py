@@ -32,9 +32,9 @@ import pandas as pd
 from analysis.load import KEY, Results
 from analysis.scenarios import order_scenarios, order_strategies
 from analysis.stats import grouped_quantiles, imbalance, jain_index, mean_ci
-from lblab.results import ERROR_KINDS
+from lblab.results import ERROR_KINDS, ERROR_ORIGINS
 
-REQUEST_COLUMNS = ["t_sent", "latency_ms", "ok", "error_kind", "server"]
+REQUEST_COLUMNS = ["t_sent", "latency_ms", "ok", "error_kind", "error_origin", "server"]
 CPU_COLUMNS = ["t", "server", "cpu_percent"]
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 CURVE_LEVELS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 100.0)
@@ -60,6 +60,10 @@ METRICS: dict[str, Metric] = {
         *(
             Metric(f"failure_rate_{k}", f"failure rate: {k}", "lower", "{:.2%}")
             for k in ERROR_KINDS
+        ),
+        *(
+            Metric(f"failure_rate_from_{o}", f"failure rate: from the {o}", "lower", "{:.2%}")
+            for o in ERROR_ORIGINS
         ),
         Metric("latency_mean_ms", "mean latency (ms)", "lower"),
         *(Metric(f"latency_{q}_ms", f"{q} latency (ms)", "lower") for q in QUANTILES),
@@ -141,6 +145,12 @@ def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
         is_kind = ~ok & match.to_numpy(dtype=bool)
         out[f"failure_rate_{kind}"] = (
             np.bincount(codes, weights=is_kind, minlength=k) / out["requests"]
+        )
+    origins = requests["error_origin"]
+    for origin in ERROR_ORIGINS:
+        is_origin = ~ok & (origins == origin).to_numpy(dtype=bool)
+        out[f"failure_rate_from_{origin}"] = (
+            np.bincount(codes, weights=is_origin, minlength=k) / out["requests"]
         )
     lat_ok = np.where(ok, latency, np.nan)
     out["latency_mean_ms"] = _mean_by(codes, lat_ok, k)

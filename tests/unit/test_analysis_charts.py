@@ -61,6 +61,7 @@ def _requests(strategy: str, rep: int, rows: list[tuple[float, bool, str | None]
             "latency_ms": ms,
             "ok": ok,
             "error_kind": None if ok else "rejected",
+            "error_origin": None if ok else "server",
             "server": server,
         }
         for i, (ms, ok, server) in enumerate(rows)

@@ -115,6 +115,8 @@ def test_request_metrics_by_hand(summary) -> None:
     assert rr["failure_rate"] == pytest.approx(0.25)
     assert rr["failure_rate_timeout"] == pytest.approx(0.25)
     assert rr["failure_rate_rejected"] == 0.0
+    assert rr["failure_rate_from_server"] == pytest.approx(0.25)
+    assert rr["failure_rate_from_balancer"] == rr["failure_rate_from_client"] == 0.0
     assert rr["latency_mean_ms"] == pytest.approx(20.0)  # successes only: 10, 20, 30
     assert rr["latency_p50_ms"] == pytest.approx(20.0)
     assert rr["latency_max_ms"] == pytest.approx(30.0)
