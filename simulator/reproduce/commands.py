@@ -47,12 +47,18 @@ def _print_table(title: str, rows: list[dict[str, Any]], columns: Sequence[str])
 
 
 def _emit(
-    fmt: str, title: str, rows: list[dict[str, Any]], columns: Sequence[str], out: Path | None
+    fmt: str,
+    title: str,
+    rows: list[dict[str, Any]],
+    columns: Sequence[str],
+    out: Path | None,
+    table_rows: list[dict[str, Any]] | None = None,
 ) -> None:
+    """``rows`` as JSON, or ``table_rows`` (default: ``rows``) as a table; JSON in ``out``."""
     if fmt == "json":
         typer.echo(json.dumps(rows, indent=2))
     elif fmt == "table":
-        _print_table(title, rows, columns)
+        _print_table(title, table_rows or rows, columns)
     else:
         raise ConfigError(f"--format: {fmt!r} is not table or json")
     if out is not None:
@@ -236,7 +242,13 @@ def martins(
     ),
 ) -> None:
     """Martins et al.: 10 nodes x 5 workers, homogeneous vs heterogeneous, RR/LC/LRT."""
-    from simulator.reproduce.martins import ALGORITHMS, martins_chart, reproduce_martins
+    from simulator.reproduce.martins import (
+        ALGORITHMS,
+        martins_chart,
+        martins_nodes_chart,
+        martins_service_chart,
+        reproduce_martins,
+    )
 
     if not sim:
         raise ConfigError("the live Martins experiment runs with `lblab run --preset martins`")
@@ -248,10 +260,14 @@ def martins(
         progress=_progress(fmt),
     )
     data = [r.as_dict() for r in rows]
-    _emit(fmt, "Martins average service time (Fig. 15 / 18)", data, tuple(data[0]), out)
+    shown = [r.table_dict() for r in rows]
+    title = "Martins average service time (Fig. 15 / 18), requests per node (Fig. 13 / 16)"
+    _emit(fmt, title, data, tuple(shown[0]), out, shown)
     martins_chart(rows, out / "martins.png")
+    martins_nodes_chart(rows, out / "martins-nodes.png")
+    martins_service_chart(rows, out / "martins-service.png")
     if fmt == "table":
-        typer.echo(f"chart in {out / 'martins.png'}")
+        typer.echo(f"charts in {out}: martins.png, martins-nodes.png, martins-service.png")
 
 
 def register_reproductions(app: typer.Typer) -> None:
