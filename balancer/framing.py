@@ -15,7 +15,7 @@ twice what has arrived plus ``GROW_STEP_BYTES`` (so 3 bytes cannot reserve 16 Mi
 a frame that does arrive is still copied O(1) times per byte), and once that frame is
 walked the buffer shrinks back to ``buffer_bytes``.
 
-``frame_problem`` checks a forwarded frame's fixed fields from the buffer (lengths,
+``frame_problem`` checks a client's stream frame's fixed fields from the buffer (lengths,
 flags, n values, the metadata length against the frame's end) in O(1), so a frame a
 backend would call malformed (and answer by dropping its one shared connection) is
 refused at the client connection it came from.
@@ -36,6 +36,7 @@ from lblab.wire.codes import (
     LENGTH_PREFIX_LENGTH,
     MAX_REQUEST_N,
     MAX_STREAM_ID,
+    U32,
     ErrorCode,
     FrameType,
 )
@@ -146,56 +147,52 @@ class FrameProtocol(asyncio.BufferedProtocol):
         raise NotImplementedError
 
 
-_REQUEST_N = FrameType.REQUEST_N
-_PAYLOAD = FrameType.PAYLOAD
-_ERROR = FrameType.ERROR
-_CANCEL = FrameType.CANCEL
-_EXT = FrameType.EXT
-_WITH_N = (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL)
+_unpack_u32 = U32.unpack_from
+_FNF = int(FrameType.REQUEST_FNF)
+_REQUEST_N = int(FrameType.REQUEST_N)
+_CANCEL = int(FrameType.CANCEL)
+_PAYLOAD = int(FrameType.PAYLOAD)
 _NCF = FLAG_NEXT | FLAG_COMPLETE | FLAG_FOLLOWS
 
 
 def frame_problem(
     buf: bytearray, pos: int, length: int, sid: int, frame_type: int, flags: int
 ) -> str | None:
-    """What makes a stream frame (stream id != 0) malformed, or None; O(1) reads of ``buf``.
+    """What makes a client's REQUEST_*, REQUEST_N, CANCEL, PAYLOAD or ERROR frame malformed.
 
-    ``pos`` is the frame's length prefix, ``length`` its body (>= 6, checked by the walk).
-    Checked: the stream id's reserved bit; REQUEST_STREAM / REQUEST_CHANNEL long enough
-    for their initial n, and n in 1..2^31-1; REQUEST_N likewise; PAYLOAD with at least
-    one of NEXT, COMPLETE, FOLLOWS; ERROR and EXT long enough for their 4-byte field;
-    and with the METADATA flag, the 3-byte metadata length inside the frame and the
-    metadata not running past its end. Frame types the caller does not forward (CANCEL
-    has no fields) pass.
+    None if nothing; O(1) reads of ``buf`` (~0.5 us). ``pos`` is the frame's length
+    prefix, ``length`` its body (>= 6, checked by the walk). Checked: the stream id's
+    reserved bit; REQUEST_STREAM / REQUEST_CHANNEL / REQUEST_N long enough for their n,
+    and n in 1..2^31-1; PAYLOAD with at least one of NEXT, COMPLETE, FOLLOWS; ERROR long
+    enough for its code; and with the METADATA flag, the 3-byte metadata length inside
+    the frame and the metadata not running past its end.
     """
     if sid > MAX_STREAM_ID:
         return f"stream id {sid} has the reserved top bit set"
     at = pos + LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH  # first byte after the header
-    end = pos + LENGTH_PREFIX_LENGTH + length
-    if frame_type in _WITH_N or frame_type == _REQUEST_N:
-        if end - at < 4:
+    if frame_type <= _FNF or frame_type == _PAYLOAD:
+        if frame_type == _PAYLOAD and not flags & _NCF:
+            return "PAYLOAD with none of the NEXT, COMPLETE, FOLLOWS flags"
+    elif frame_type <= _REQUEST_N:  # REQUEST_STREAM, REQUEST_CHANNEL, REQUEST_N
+        if length < FRAME_HEADER_LENGTH + 4:
             return f"{FrameType(frame_type).name} of {length} bytes is too short for its n"
-        n = (buf[at] << 24) | (buf[at + 1] << 16) | (buf[at + 2] << 8) | buf[at + 3]
+        n = _unpack_u32(buf, at)[0]
         if not 0 < n <= MAX_REQUEST_N:
             return f"{FrameType(frame_type).name} n must be in 1..{MAX_REQUEST_N}, not {n}"
         if frame_type == _REQUEST_N:
             return None
         at += 4
-    elif frame_type == _PAYLOAD:
-        if not flags & _NCF:
-            return "PAYLOAD with none of the NEXT, COMPLETE, FOLLOWS flags"
-    elif frame_type in (_ERROR, _EXT):
-        if end - at < 4:
-            return f"{FrameType(frame_type).name} of {length} bytes is too short"
-        if frame_type == _ERROR:
-            return None
-        at += 4
     elif frame_type == _CANCEL:
         return None
+    else:  # ERROR
+        if length < FRAME_HEADER_LENGTH + 4:
+            return f"ERROR of {length} bytes is too short for its error code"
+        return None
     if flags & FLAG_METADATA:
+        end = pos + LENGTH_PREFIX_LENGTH + length
         if end - at < 3:
             return f"{FrameType(frame_type).name} has the METADATA flag but no metadata length"
-        mlen = (buf[at] << 16) | (buf[at + 1] << 8) | buf[at + 2]
+        mlen = _unpack_u32(buf, at - 1)[0] & 0xFFFFFF  # 3 bytes: mask the byte before
         if at + 3 + mlen > end:
             return (
                 f"{FrameType(frame_type).name} metadata of {mlen} bytes runs past the end of "

@@ -20,8 +20,17 @@ max-inflight, no valid lease) without waiting; admitted work goes to the service
 - request-channel: each inbound payload is one unit of work whose result is sent back
   (credit permitting). Inbound credit is granted ``CHANNEL_WINDOW`` items at a time; the
   channel completes after the requester's COMPLETE and the last answer.
-- Fragments (FOLLOWS) are reassembled per stream, up to ``MAX_REASSEMBLED_BYTES``.
+- Fragments (FOLLOWS) are reassembled per stream. What one connection holds across
+  all its streams (fragments of unfinished requests, channel items not yet served) is
+  bounded by ``MAX_HELD_BYTES`` together: the request that would pass it gets a stream
+  ERROR (REJECTED: safe to retry elsewhere) and the rest of its fragments are dropped;
+  the connection, which the balancer shares among all its clients, stays up. A PAYLOAD
+  fragment for no live channel is a late frame and is dropped, never buffered.
   Answers are small JSON and are never fragmented.
+- Hostile input: the first frame is judged from its header (``check_first_frame``);
+  a connection without SETUP after ``--setup-timeout`` is closed; ``--max-connections``
+  and ``--max-pending-setup`` cap the port (``lblab.admission``); every malformed frame
+  is a ``RemoteProtocolError`` answered with a connection ERROR of its code.
 - KEEPALIVE with RESPOND is answered; a connection silent for the SETUP's max lifetime
   is closed with CONNECTION_ERROR.
 - LEASE (SETUP with the lease flag): the connection gets ``number_of_requests`` = free
@@ -45,6 +54,7 @@ from concurrent.futures import Future
 import orjson
 
 from lblab.errors import ApplicationError, RemoteProtocolError
+from lblab.failures import SERVER_FAULT_PREFIX
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
 from lblab.wire.codes import MAX_REQUEST_N, ErrorCode, FrameType
 from lblab.wire.frames import (
@@ -62,6 +72,7 @@ from lblab.wire.frames import (
     RequestResponse,
     RequestStream,
     Resume,
+    ResumeOk,
     Setup,
 )
 from lblab.wire.metadata import APPLICATION_JSON
@@ -74,8 +85,9 @@ LEASE_TTL_MS = 3000
 LEASE_RENEW_S = 1.0
 CHANNEL_WINDOW = 16
 """Inbound channel items granted at a time; re-granted when half are consumed."""
-MAX_REASSEMBLED_BYTES = 64 * 1024 * 1024
-"""A fragmented request above this closes the connection: 64x the largest matrix package."""
+MAX_HELD_BYTES = 64 * 1024 * 1024
+"""Bytes one connection may hold in unfinished fragmented frames and queued channel items,
+over all its streams: 64x the largest matrix package."""
 REPORT_PATHS = frozenset({"response", "push"})
 
 Request = RequestResponse | RequestFnf | RequestStream | RequestChannel
@@ -152,12 +164,17 @@ class ServerConnection(asyncio.Protocol):
         self.state = state
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._decoder = FrameDecoder()
+        self._decoder = FrameDecoder(first_frame=True)
         self._closed = False
         self._setup_done = False
+        self._setup_timer: asyncio.TimerHandle | None = None
         self._reports_response = False
         self._streams: dict[int, _Stream] = {}
         self._frags: dict[int, _Partial] = {}
+        self._dropping: set[int] = set()
+        """Streams whose remaining fragments are dropped (their frame passed the cap)."""
+        self._held = 0
+        """Bytes in ``_frags`` and in channels' queued inbound items (``MAX_HELD_BYTES``)."""
         self._last_recv = 0.0
         self._lifetime_s = 0.0
         self._lifetime_timer: asyncio.TimerHandle | None = None
@@ -171,13 +188,17 @@ class ServerConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport subclass
         self._last_recv = self._loop.time()
+        if not self.state.admission.admit(self):
+            return
         self.state.connections.add(self)
+        self._setup_timer = self._loop.call_later(self.state.setup_timeout_s, self._setup_expired)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        for timer in (self._lifetime_timer, self._lease_timer):
+        for timer in (self._lifetime_timer, self._lease_timer, self._setup_timer):
             if timer is not None:
                 timer.cancel()
+        self.state.admission.gone(self)
         self.state.connections.discard(self)
         self.state.push_connections.discard(self)
         self.state.lease_connections.discard(self)
@@ -224,13 +245,28 @@ class ServerConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def refuse(self, message: str) -> None:
+        """Turned away by the connection caps (``lblab.admission``)."""
+        log.warning("refusing a connection: %s", message)
+        self.close_with_error(ErrorCode.REJECTED_SETUP, message)
+
+    def _setup_expired(self) -> None:
+        self._setup_timer = None
+        if not self._setup_done:
+            self.close_with_error(
+                ErrorCode.INVALID_SETUP,
+                f"no SETUP within {self.state.setup_timeout_s:g} s of connecting (--setup-timeout)",
+            )
+
     # ------------------------------------------------------------ frames
 
     def _on_frame(self, frame: Frame) -> None:
         if not self._setup_done:
             self._on_setup(frame)
             return
-        if isinstance(frame, Fragmentable) and (frame.follows or frame.stream_id in self._frags):
+        if isinstance(frame, Fragmentable) and (
+            frame.follows or frame.stream_id in self._frags or frame.stream_id in self._dropping
+        ):
             assembled = self._reassemble(frame)
             if assembled is None:
                 return
@@ -249,6 +285,7 @@ class ServerConnection(asyncio.Protocol):
             case RequestN():
                 self._on_request_n(frame)
             case Cancel():
+                self._drop_partial(frame.stream_id)
                 st = self._streams.get(frame.stream_id)
                 if st is not None:
                     self._cancel(frame.stream_id, st)
@@ -261,19 +298,13 @@ class ServerConnection(asyncio.Protocol):
                 self.close_with_error(ErrorCode.CONNECTION_ERROR, "SETUP sent twice")
             case Resume():
                 self.close_with_error(ErrorCode.REJECTED_RESUME, "resumption is not supported")
+            case ResumeOk():
+                self.close_with_error(ErrorCode.CONNECTION_ERROR, "RESUME_OK from a client")
             case MetadataPush() | Lease() | Ext():
                 pass  # nothing for a server to act on: it sends no requests and has no extensions
 
     def _on_setup(self, frame: Frame) -> None:
-        if isinstance(frame, Resume):
-            self.close_with_error(ErrorCode.REJECTED_RESUME, "resumption is not supported")
-            return
-        if not isinstance(frame, Setup):
-            self.close_with_error(
-                ErrorCode.INVALID_SETUP,
-                f"the first frame must be SETUP, not {frame.frame_type.name}",
-            )
-            return
+        assert isinstance(frame, Setup)  # the decoder lets only a SETUP through first
         if frame.major != 1:
             self.close_with_error(
                 ErrorCode.UNSUPPORTED_SETUP,
@@ -284,6 +315,10 @@ class ServerConnection(asyncio.Protocol):
             self.close_with_error(ErrorCode.UNSUPPORTED_SETUP, "resumption is not supported")
             return
         self._setup_done = True
+        self.state.admission.setup_done(self)
+        if self._setup_timer is not None:
+            self._setup_timer.cancel()
+            self._setup_timer = None
         paths = _report_paths(frame)
         self._reports_response = "response" in paths
         if "push" in paths:
@@ -298,23 +333,53 @@ class ServerConnection(asyncio.Protocol):
 
     def _reassemble(self, frame: Fragmentable) -> Fragmentable | None:
         sid = frame.stream_id
+        if sid in self._dropping:
+            if not frame.follows:
+                self._dropping.discard(sid)
+            return None
         partial = self._frags.get(sid)
         if partial is None:
+            if isinstance(frame, Payload) and not self._takes_payload(sid):
+                return None  # a fragment for no live channel: a late frame
             self._frags[sid] = partial = _Partial(frame)
         elif not isinstance(frame, Payload):
             raise RemoteProtocolError(
                 f"stream {sid}: a new {frame.frame_type.name} arrived before the last fragment "
                 "of the previous frame"
             )
+        before = partial.size
         partial.add(frame)
-        if partial.size > MAX_REASSEMBLED_BYTES:
-            raise RemoteProtocolError(
-                f"stream {sid}: fragmented frame exceeds {MAX_REASSEMBLED_BYTES} bytes"
-            )
+        self._held += partial.size - before
+        if self._held > MAX_HELD_BYTES:
+            self._drop_partial(sid)
+            if frame.follows:
+                self._dropping.add(sid)
+            self._refuse_held(sid)
+            return None
         if frame.follows:
             return None
-        del self._frags[sid]
+        self._drop_partial(sid)
         return partial.assemble(frame)
+
+    def _takes_payload(self, sid: int) -> bool:
+        st = self._streams.get(sid)
+        return st is not None and st.kind is FrameType.REQUEST_CHANNEL and not st.inbound_done
+
+    def _drop_partial(self, sid: int) -> None:
+        partial = self._frags.pop(sid, None)
+        if partial is not None:
+            self._held -= partial.size
+
+    def _refuse_held(self, sid: int) -> None:
+        """A stream's frame would pass ``MAX_HELD_BYTES``: end that stream, keep the connection."""
+        message = (
+            f"server {self.state.id}: this connection holds over {MAX_HELD_BYTES} bytes of "
+            "unfinished requests across its streams; finish or cancel some, or retry elsewhere"
+        )
+        self.write(Error(stream_id=sid, error_code=ErrorCode.REJECTED, message=message))
+        st = self._streams.get(sid)
+        if st is not None:
+            self._cancel(sid, st)
 
     # ------------------------------------------------------------ requests
 
@@ -336,6 +401,7 @@ class ServerConnection(asyncio.Protocol):
         st = _Stream(kind, frame.data, credit)
         self._streams[sid] = st
         if kind is FrameType.REQUEST_CHANNEL:
+            self._held += len(frame.data)
             st.inbound.append((frame.data, arrived))
             st.inbound_done = isinstance(frame, RequestChannel) and frame.complete
             if not st.inbound_done:
@@ -438,6 +504,7 @@ class ServerConnection(asyncio.Protocol):
             return
         if st.inbound and st.credit > 0:
             body, arrived = st.inbound.popleft()
+            self._held -= len(body)
             st.consumed += 1
             if not st.inbound_done and st.consumed % (CHANNEL_WINDOW // 2) == 0:
                 self.write(RequestN(stream_id=sid, n=CHANNEL_WINDOW // 2))
@@ -451,6 +518,11 @@ class ServerConnection(asyncio.Protocol):
         if st is None or st.kind is not FrameType.REQUEST_CHANNEL or st.inbound_done:
             return  # late frame of a stream that ended or was cancelled
         if frame.next:
+            self._held += len(frame.data)
+            if self._held > MAX_HELD_BYTES:
+                self._held -= len(frame.data)
+                self._refuse_held(frame.stream_id)
+                return
             st.inbound.append((frame.data, time.perf_counter()))
         if frame.complete:
             st.inbound_done = True
@@ -467,6 +539,7 @@ class ServerConnection(asyncio.Protocol):
             self._pump_channel(frame.stream_id, st)
 
     def _on_error(self, frame: Error) -> None:
+        self._drop_partial(frame.stream_id)
         if frame.stream_id == 0:
             log.info("peer closed the connection with %s: %s", frame.error_code, frame.message)
             self._closed = True
@@ -489,6 +562,8 @@ class ServerConnection(asyncio.Protocol):
         st.ended = True
         if self._streams.get(sid) is st:
             del self._streams[sid]
+        self._held -= sum(len(body) for body, _ in st.inbound)
+        st.inbound.clear()
         self.state.release()
 
     # ------------------------------------------------------------ timers and leases
@@ -541,4 +616,4 @@ def _message(exc: BaseException, server_id: str) -> str:
     if isinstance(exc, ApplicationError):
         return str(exc)
     log.error("work failed", exc_info=exc)
-    return f"server {server_id} failed: {type(exc).__name__}: {exc}"
+    return f"{SERVER_FAULT_PREFIX}server {server_id} failed: {type(exc).__name__}: {exc}"

@@ -417,3 +417,25 @@ def test_one_bad_client_does_not_disturb_the_good_ones(guarded):
     status = status_of(guarded)
     assert status["outstanding"] == 0
     assert all(row["connected"] for row in status["backends"])
+
+
+def test_agent_port_judges_the_first_bytes(guarded):
+    client = RawClient(guarded.ready["agent_port"])
+    client.send_raw(random.Random(7).randbytes(256))
+    frame = client.recv(timeout=1.0)
+    assert isinstance(frame, Error) and frame.stream_id == 0, frame
+    assert frame.error_code in (ErrorCode.INVALID_SETUP, ErrorCode.REJECTED_RESUME), frame
+    assert client.closed(timeout=1.0)
+
+
+def test_agent_port_closes_connections_without_setup_at_the_deadline(guarded):
+    client = RawClient(guarded.ready["agent_port"])
+    expect_connection_error(client, ErrorCode.INVALID_SETUP, "no SETUP within")
+
+
+def test_agent_port_answers_a_malformed_frame_with_a_connection_error(guarded):
+    client = RawClient(guarded.ready["agent_port"])
+    client.send(client_setup())
+    client.send_raw(raw_frame(1, FrameType.REQUEST_N, 0, bytes(4)))
+    expect_connection_error(client, ErrorCode.CONNECTION_ERROR, "REQUEST_N")
+    still_serves(guarded)

@@ -1,0 +1,243 @@
+"""Hostile input at the server's port: every bad byte gets the spec's answer, nothing more.
+
+Raw frames over plain sockets against a real ``lblab server``: junk and absurd lengths
+before SETUP are refused from the first bytes, idle connections are closed at the
+SETUP deadline and capped, malformed frames close only their own connection, what one
+connection holds across its streams is bounded, and absurd work sizes are refused
+cheaply. After each case a well-behaved client is still served.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+import time
+
+import pytest
+from balancer_testbed import RawClient, client_setup, processes, start_server
+
+from lblab.wire.codes import HEADER, ErrorCode, FrameType
+from lblab.wire.frames import Error, Payload, RequestN, RequestResponse, RequestStream
+
+SETUP_TIMEOUT_S = 1.0
+MAX_PENDING_SETUP = 32
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("server-bad-input")
+    child = start_server(
+        "s1",
+        logs,
+        "--max-inflight",
+        "64",
+        "--setup-timeout",
+        str(SETUP_TIMEOUT_S),
+        "--max-pending-setup",
+        str(MAX_PENDING_SETUP),
+    )
+    with processes(child):
+        child.logs = logs
+        yield child
+
+
+def connect(server, *frames) -> RawClient:
+    client = RawClient(server.ready["port"])
+    client.send(client_setup(), *frames)
+    return client
+
+
+def work(work_bytes: int, **extra: object) -> bytes:
+    return json.dumps({"work_bytes": work_bytes, **extra}).encode()
+
+
+def still_serves(server) -> None:
+    client = connect(server, RequestResponse(stream_id=1, data=work(0)))
+    reply = client.recv()
+    assert isinstance(reply, Payload) and json.loads(reply.data)["server"] == "s1", reply
+    client.close()
+    assert server.alive()
+    assert "Traceback" not in (server.logs / "s1.log").read_text()
+
+
+def raw_frame(stream_id: int, frame_type: int, flags: int, body: bytes = b"") -> bytes:
+    frame = HEADER.pack(stream_id, frame_type << 10 | flags) + body
+    return len(frame).to_bytes(3, "big") + frame
+
+
+def expect_error(client: RawClient, code: ErrorCode, text: str = "", stream_id: int = 0) -> Error:
+    frame = client.recv()
+    assert isinstance(frame, Error), frame
+    assert (frame.stream_id, frame.error_code) == (stream_id, code), frame
+    assert text in frame.message, frame.message
+    return frame
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_bytes_get_an_error_and_a_close_within_1s(server, seed):
+    client = RawClient(server.ready["port"])
+    client.send_raw(random.Random(seed).randbytes(256))
+    frame = client.recv(timeout=1.0)
+    assert isinstance(frame, Error) and frame.stream_id == 0, frame
+    assert frame.error_code in (ErrorCode.INVALID_SETUP, ErrorCode.REJECTED_RESUME), frame
+    assert client.closed(timeout=1.0)
+    still_serves(server)
+
+
+FIRST_BYTES = {
+    "FF FF FF": (b"\xff\xff\xff", ErrorCode.INVALID_SETUP, "announces 16777215 bytes"),
+    "request header": (
+        raw_frame(1, FrameType.REQUEST_RESPONSE, 0)[:9],
+        ErrorCode.INVALID_SETUP,
+        "must be SETUP",
+    ),
+    "RESUME header": (raw_frame(0, FrameType.RESUME, 0)[:9], ErrorCode.REJECTED_RESUME, "resum"),
+    "SETUP keepalive 2^31": (
+        raw_frame(
+            0,
+            FrameType.SETUP,
+            0,
+            struct.pack(">HHII", 1, 0, 2**31, 1000) + b"\x01a\x01b",
+        ),
+        ErrorCode.INVALID_SETUP,
+        "keepalive_ms",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(FIRST_BYTES))
+def test_the_first_bytes_are_judged_at_once(server, case):
+    data, code, text = FIRST_BYTES[case]
+    client = RawClient(server.ready["port"])
+    client.send_raw(data)
+    expect_error(client, code, text)
+    assert client.closed(timeout=1.0)
+    still_serves(server)
+
+
+def test_connections_without_setup_are_closed_at_the_deadline(server):
+    clients = [RawClient(server.ready["port"]) for _ in range(5)]
+    start = time.monotonic()
+    for client in clients:
+        expect_error(client, ErrorCode.INVALID_SETUP, "no SETUP within")
+        assert client.closed()
+    assert time.monotonic() - start < SETUP_TIMEOUT_S + 1.5
+
+
+def test_too_many_connections_without_setup_close_the_oldest(server):
+    idle = [RawClient(server.ready["port"]) for _ in range(MAX_PENDING_SETUP + 5)]
+    try:
+        still_serves(server)
+        expect_error(idle[0], ErrorCode.REJECTED_SETUP, "waiting for their SETUP")
+    finally:
+        for client in idle:
+            client.close()
+
+
+MALFORMED = {
+    "REQUEST_N of 0": raw_frame(1, FrameType.REQUEST_N, 0, bytes(4)),
+    "REQUEST_STREAM too short for n": raw_frame(1, FrameType.REQUEST_STREAM, 0, b"\x00"),
+    "metadata past the frame end": raw_frame(
+        1, FrameType.REQUEST_RESPONSE, 0x100, b"\x00\x10\x00abc"
+    ),
+    "PAYLOAD with none of N/C/F": raw_frame(1, FrameType.PAYLOAD, 0, b"{}"),
+    "LEASE of 2^31": raw_frame(0, FrameType.LEASE, 0, struct.pack(">II", 2**31, 1)),
+    "KEEPALIVE on stream 1": raw_frame(1, FrameType.KEEPALIVE, 0, bytes(8)),
+    "unknown type without IGNORE": raw_frame(1, 0x30, 0, b"x"),
+    "frame shorter than its header": b"\x00\x00\x02ab",
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_frame_closes_only_its_connection(server, case):
+    bystander = connect(server, RequestResponse(stream_id=1, data=work(300_000)))
+    client = connect(server)
+    client.send_raw(MALFORMED[case])
+    expect_error(client, ErrorCode.CONNECTION_ERROR)
+    assert client.closed()
+    reply = bystander.recv()
+    assert isinstance(reply, Payload) and json.loads(reply.data)["work_bytes"] == 300_000
+    bystander.close()
+    still_serves(server)
+
+
+def test_frames_the_spec_says_to_ignore_are_ignored(server):
+    client = connect(
+        server,
+        RequestN(stream_id=41, n=5),  # late frames of streams that do not exist
+        Payload(stream_id=43, data=b"x", next=True),
+    )
+    client.send_raw(raw_frame(45, FrameType.CANCEL, 0) + raw_frame(1, 0x30, 0x200, b"ext"))
+    client.send(RequestResponse(stream_id=1, data=work(0)))
+    reply = client.recv()
+    assert isinstance(reply, Payload) and reply.stream_id == 1, reply
+    client.close()
+
+
+def fragments(sid: int, total: int, first: bool, chunk: int = MIB) -> bytes:
+    """``total`` bytes of a fragmented request on ``sid`` (all with FOLLOWS: unfinished)."""
+    out = []
+    for i in range(total // chunk):
+        if first and i == 0:
+            out.append(raw_frame(sid, FrameType.REQUEST_RESPONSE, 0x80, b"x" * chunk))
+        else:
+            out.append(raw_frame(sid, FrameType.PAYLOAD, 0x80 | 0x20, b"x" * chunk))
+    return b"".join(out)
+
+
+def test_what_one_connection_holds_is_bounded_across_its_streams(server):
+    """Eight unfinished 9 MiB requests pass the 64 MiB per connection: the eighth is refused
+    with a stream ERROR, the connection (a balancer's, shared) carries on."""
+    client = connect(server)
+    for i in range(8):
+        client.send_raw(fragments(2 * i + 1, 9 * MIB, first=True))
+    error = expect_error(client, ErrorCode.REJECTED, "unfinished requests", stream_id=15)
+    assert "64" in error.message or str(64 * MIB) in error.message
+    client.send_raw(raw_frame(15, FrameType.PAYLOAD, 0x20, b"end"))  # dropped with the rest
+    for i in range(7):
+        client.send_raw(raw_frame(2 * i + 1, FrameType.CANCEL, 0))  # frees what they held
+    client.send(RequestResponse(stream_id=101, data=work(0)))
+    reply = client.recv()
+    assert isinstance(reply, Payload) and reply.stream_id == 101, reply
+    client.send_raw(fragments(103, 60 * MIB, first=True))  # room again after the CANCELs
+    client.send(RequestResponse(stream_id=105, data=work(0)))
+    reply = client.recv()
+    assert isinstance(reply, Payload) and reply.stream_id == 105, reply
+    client.close()
+    still_serves(server)
+
+
+def test_payload_fragments_of_no_stream_are_not_held(server):
+    client = connect(server)
+    client.send_raw(fragments(77, 70 * MIB, first=False))  # would pass the cap if held
+    client.send(RequestResponse(stream_id=1, data=work(0)))
+    reply = client.recv()
+    assert isinstance(reply, Payload) and reply.stream_id == 1, reply
+    client.close()
+
+
+ABSURD_WORK = {
+    "work_bytes of 16 MB": (work(16_000_000), "exceeds this server's cap of 2000000"),
+    "10,000 items of 1 MB": (work(1_000_000, items=10_000), "bytes of work per stream"),
+    "negative work_bytes": (work(-5), "must be >= 0"),
+}
+
+
+@pytest.mark.parametrize("case", list(ABSURD_WORK))
+def test_absurd_work_sizes_are_refused_cheaply(server, case):
+    data, text = ABSURD_WORK[case]
+    client = connect(server)
+    start = time.monotonic()
+    client.send(RequestStream(stream_id=1, initial_n=1, data=data))
+    expect_error(client, ErrorCode.APPLICATION_ERROR, text, stream_id=1)
+    assert time.monotonic() - start < 0.5
+    client.close()
+
+
+def test_the_thesis_1_mb_work_volume_still_works(server):
+    client = connect(server, RequestResponse(stream_id=1, data=work(1_000_000)))
+    reply = client.recv(timeout=10)
+    assert isinstance(reply, Payload) and json.loads(reply.data)["work_bytes"] == 1_000_000
+    client.close()
