@@ -334,9 +334,11 @@ class ServerConnection(asyncio.Protocol):
     def _reassemble(self, frame: Fragmentable) -> Fragmentable | None:
         sid = frame.stream_id
         if sid in self._dropping:
-            if not frame.follows:
-                self._dropping.discard(sid)
-            return None
+            if isinstance(frame, Payload):
+                if not frame.follows:
+                    self._dropping.discard(sid)
+                return None
+            self._dropping.discard(sid)  # a new request on the id: the dropped frame is over
         partial = self._frags.get(sid)
         if partial is None:
             if isinstance(frame, Payload) and not self._takes_payload(sid):

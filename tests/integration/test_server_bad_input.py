@@ -18,7 +18,14 @@ import pytest
 from balancer_testbed import RawClient, client_setup, processes, start_server
 
 from lblab.wire.codes import HEADER, ErrorCode, FrameType
-from lblab.wire.frames import Error, Payload, RequestN, RequestResponse, RequestStream
+from lblab.wire.frames import (
+    Error,
+    Payload,
+    RequestChannel,
+    RequestN,
+    RequestResponse,
+    RequestStream,
+)
 
 SETUP_TIMEOUT_S = 1.0
 MAX_PENDING_SETUP = 32
@@ -195,18 +202,36 @@ def test_what_one_connection_holds_is_bounded_across_its_streams(server):
         client.send_raw(fragments(2 * i + 1, 9 * MIB, first=True))
     error = expect_error(client, ErrorCode.REJECTED, "unfinished requests", stream_id=15)
     assert "64" in error.message or str(64 * MIB) in error.message
-    client.send_raw(raw_frame(15, FrameType.PAYLOAD, 0x20, b"end"))  # dropped with the rest
+    client.send_raw(raw_frame(15, FrameType.PAYLOAD, 0x80 | 0x20, b"more"))  # dropped
     for i in range(7):
         client.send_raw(raw_frame(2 * i + 1, FrameType.CANCEL, 0))  # frees what they held
-    client.send(RequestResponse(stream_id=101, data=work(0)))
+    client.send(RequestResponse(stream_id=15, data=work(0)))  # the refused id, reused
     reply = client.recv()
-    assert isinstance(reply, Payload) and reply.stream_id == 101, reply
+    assert isinstance(reply, Payload) and reply.stream_id == 15, reply
     client.send_raw(fragments(103, 60 * MIB, first=True))  # room again after the CANCELs
     client.send(RequestResponse(stream_id=105, data=work(0)))
     reply = client.recv()
     assert isinstance(reply, Payload) and reply.stream_id == 105, reply
     client.close()
     still_serves(server)
+
+
+def test_a_channel_that_ignores_its_credit_is_ended_not_buffered(server):
+    """Channel items beyond what REQUEST_N granted queue up; past the cap the channel ends."""
+    client = connect(server, RequestChannel(stream_id=1, initial_n=1, data=work(1_000_000)))
+    item = raw_frame(1, FrameType.PAYLOAD, 0x20, b"x" * MIB)
+    client.send_raw(item * 70)
+    error = client.recv()
+    while isinstance(error, RequestN | Payload):  # its credit and first answer come first
+        error = client.recv()
+    assert isinstance(error, Error) and error.stream_id == 1, error
+    assert error.error_code == ErrorCode.REJECTED and "unfinished requests" in error.message
+    client.send(RequestResponse(stream_id=3, data=work(0)))
+    reply = client.recv()
+    while not (isinstance(reply, Payload) and reply.stream_id == 3):
+        assert reply.stream_id == 1, reply  # only late frames of the ended channel
+        reply = client.recv()
+    client.close()
 
 
 def test_payload_fragments_of_no_stream_are_not_held(server):
