@@ -133,6 +133,9 @@ def _drain_stdout_to(popen: subprocess.Popen[bytes], log_path: Path | None) -> N
     assert stdout is not None
 
     def pump() -> None:
+        # Blocking reads: a child's start-up code may have left the pipe non-blocking
+        # (seen as a BlockingIOError in this thread under load).
+        os.set_blocking(stdout.fileno(), True)
         with open(log_path, "ab") if log_path else open(os.devnull, "wb") as out:
             for chunk in iter(lambda: os.read(stdout.fileno(), 65536), b""):
                 out.write(chunk)
