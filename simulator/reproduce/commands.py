@@ -125,8 +125,11 @@ def cheetah(
         str, typer.Option(help="Which studies to run: imbalance, broken, awrr.")
     ] = "imbalance,broken,awrr",
     awrr_servers: Annotated[
-        int, typer.Option(min=2, help="Servers in the AWRR comparison (paper: 64).")
-    ] = 64,
+        str | None,
+        typer.Option(
+            help="AWRR comparison: server counts (default 64, the paper's; --full 16,32,64)."
+        ),
+    ] = None,
     awrr_load: Annotated[
         float, typer.Option(min=0.05, max=0.95, help="AWRR comparison: load per server.")
     ] = 0.6,
@@ -160,10 +163,12 @@ def cheetah(
     actives = _ints(active, "--active")
     depth = ch.FULL if full else ch.QUICK
     awrr_runs = runs or (10 if full else 2)
+    awrr_counts = _ints(awrr_servers or ("16,32,64" if full else "64"), "--awrr-servers")
     awrr_calls, imbalance_calls, broken_calls = [], [], []
     if "awrr" in studies:
-        awrr_calls = [(aw.awrr_point, (name, awrr_servers, awrr_load, 15.0, awrr_runs, seed),
-                       f"awrr comparison {name}") for name in aw.STRATEGIES]  # fmt: skip
+        awrr_calls = [(aw.awrr_point, (name, n, awrr_load, 15.0, awrr_runs, seed),
+                       f"awrr comparison {name} {n} servers")
+                      for n in sorted(awrr_counts, reverse=True) for name in aw.STRATEGIES]  # fmt: skip
     if "imbalance" in studies:
         imbalance_calls = [(ch.imbalance_point, (name, servers, n, model, seed, depth),
                             f"imbalance {name} {n} active")
@@ -179,7 +184,10 @@ def cheetah(
     echo = None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True))
     results = run_calls(calls, jobs or default_jobs(), echo)
     out.mkdir(parents=True, exist_ok=True)
-    awrr_rows = [r for r in results if isinstance(r, aw.AwrrRow)]
+    awrr_rows = sorted(
+        (r for r in results if isinstance(r, aw.AwrrRow)),
+        key=lambda r: (r.servers, list(aw.STRATEGIES).index(r.strategy)),
+    )
     if awrr_rows:
         data = aw.awrr_table(awrr_rows)
         _emit(fmt, "AWRR vs Pow2 vs least loaded (Cheetah Fig. 8)", data, tuple(data[0]), out)

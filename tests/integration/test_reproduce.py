@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from balancer.strategies.base import RequestView
 from lblab.cli import app
+from lblab.errors import ConfigError
 from simulator.reproduce import cheetah, martins
 from simulator.reproduce.ingram import DETERMINISTIC, reproduce_ingram, run_one
 from simulator.service import LogNormal
@@ -172,3 +175,104 @@ def test_simulate_command_writes_a_results_dir(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["simulated"] is True and manifest["strategies"] == ["lc", "p2c"]
     assert (out / "requests.parquet").exists()
+
+
+# ---- Cheetah Fig. 8 (AWRR vs Pow2 vs least loaded) and the study engine ------------------
+
+
+@pytest.fixture(scope="module")
+def cheetah_fig8_rows():
+    from simulator.reproduce.cheetah_awrr import awrr_point
+
+    names = ("r", "awrr", "pow2-cpu", "ll-cpu")
+    return {name: awrr_point(name, servers=64, load=0.6, seconds=10.0, runs=1) for name in names}
+
+
+def test_cheetah_awrr_and_pow2_beat_the_hash_and_least_loaded_as_published(cheetah_fig8_rows):
+    # Fig. 8, 64 servers: AWRR and Pow2 cut the p99 FCT of a uniform hash (paper: 2.2x,
+    # 1.9x), AWRR at least as well as Pow2; least loaded on 10 ms-old CPU reports herds.
+    p99 = {name: row.p99_ms for name, row in cheetah_fig8_rows.items()}
+    assert p99["awrr"] < p99["r"] / 1.3
+    assert p99["pow2-cpu"] < p99["r"] / 1.3
+    assert p99["awrr"] <= 1.05 * p99["pow2-cpu"]
+    assert p99["ll-cpu"] > max(p99["awrr"], p99["pow2-cpu"])
+    assert all(
+        row.requests == cheetah_fig8_rows["r"].requests for row in cheetah_fig8_rows.values()
+    )
+
+
+def test_cheetah_awrr_comparison_runs_the_papers_awrr():
+    from simulator.reproduce.cheetah_awrr import _strategy, awrr_config
+
+    strategy = _strategy("awrr", awrr_config("awrr", 4, 0.6, 1.0, seed=1))
+    assert strategy.config.a == 0.5  # type: ignore[attr-defined]
+
+
+def test_cheetah_vectorised_rr_is_the_registry_rr():
+    sim = cheetah.ConnectionPool("rr", 7, seed=1)
+    for i in range(20):
+        sim.connect(RequestView(request_id=i), 0.0, 1.0)
+    picked = [int(view.id[1:]) - 1 for _, view in sim.open.values()]
+    assert picked == cheetah.stateless_servers("rr", 7, 20, seed=1).tolist()
+
+
+def test_cheetah_stationary_start_holds_the_active_count():
+    rng = np.random.default_rng(5)
+    duration = LogNormal(1.0, 1.0)
+    _, remaining = cheetah.stationary_start(20_000, duration, rng)
+    assert abs(len(remaining) - 20_000) < 600  # Poisson(20000): sd 141
+    # Equilibrium residuals of a lognormal(mean 1, sigma 1): mean E[D^2] / 2E[D] = e / 2.
+    assert remaining.mean() == pytest.approx(np.e / 2, rel=0.05)
+
+
+def test_reproduce_cheetah_command_writes_the_awrr_table_and_chart(tmp_path):
+    result = CliRunner().invoke(
+        app,
+        ["reproduce", "cheetah", "--study", "awrr", "--awrr-servers", "8", "--runs", "1",
+         "--jobs", "1", "--format", "json", "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["strategy"] for r in rows] == ["r", "rr", "awrr", "pow2-cpu", "ll-cpu", "p2c", "lc"]
+    assert rows[0]["better_than_hash_x"] == 1.0 and rows[2]["paper_x"] == 2.2
+    assert (tmp_path / "awrr.png").stat().st_size > 10_000
+    assert json.loads((tmp_path / "awrr.json").read_text()) == rows
+
+
+def test_reproduce_cheetah_rejects_an_unknown_study():
+    result = CliRunner().invoke(app, ["reproduce", "cheetah", "--study", "fig8"])
+    assert isinstance(result.exception, ConfigError)  # main() prints it as one line, exit 2
+    assert "not among imbalance, broken, awrr" in str(result.exception)
+
+
+# ---- Martins per-node counts and service-time distributions (Fig. 13/14/16/17) --------
+
+
+def test_martins_node_counts_sum_to_the_requests_and_favour_fast_nodes():
+    rows = {
+        algo: martins.martins_point(algo, 150, True, seconds=4.0, seeds=1) for algo in ("rr", "lc")
+    }
+    for row in rows.values():
+        assert len(row.node_requests) == martins.NODES
+        assert sum(row.node_requests) + row.unserved == row.requests == 600
+        assert len(row.service_ms) == round(row.requests * row.ok_pct / 100)
+    assert set(rows["rr"].node_requests) == {60}  # Fig. 16a: RR splits evenly
+    lc = rows["lc"].node_requests
+    assert min(lc[:3]) > max(lc[3:6]) > 0 and min(lc[3:6]) > max(lc[6:])  # Fig. 16b
+    data = rows["lc"].as_dict()
+    assert sum(data["service_histogram"]["counts"]) == len(rows["lc"].service_ms)
+    quantiles = data["service_ms_quantiles"]
+    assert quantiles["p10"] <= quantiles["p50"] <= quantiles["p90"] <= quantiles["max"]
+
+
+def test_reproduce_martins_command_writes_node_and_service_charts(tmp_path):
+    result = CliRunner().invoke(
+        app,
+        ["reproduce", "martins", "--rates", "150", "--algorithms", "rr", "--seconds", "2",
+         "--seeds", "1", "--format", "json", "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [sum(r["node_requests"]) + r["unserved"] for r in rows] == [300, 300]
+    for chart in ("martins-nodes.png", "martins-service.png"):
+        assert (tmp_path / chart).stat().st_size > 10_000
