@@ -51,6 +51,7 @@ from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import check_first_frame, decode_frame_body, encode_frame
 from lblab.wire.codes import (
     FLAG_IGNORE,
+    FLAG_METADATA,
     FLAG_RESPOND,
     MAJOR_VERSION,
     MAX_SETUP_LENGTH,
@@ -84,6 +85,8 @@ _STREAM_FRAMES = frozenset(
 _FIRST_REQUEST = FrameType.REQUEST_RESPONSE
 _LAST_REQUEST = FrameType.REQUEST_CHANNEL
 _PAYLOAD = FrameType.PAYLOAD
+KEEPALIVE_MIN_LENGTH = 14
+"""Header (6) and the 8-byte last received position."""
 
 _admissions: weakref.WeakKeyDictionary[BalancerNode, Admission] = weakref.WeakKeyDictionary()
 
@@ -260,12 +263,20 @@ class ClientConnection(RoutedConnection):
 
     def _connection_frame(self, pos: int, length: int, frame_type: int, flags: int) -> bool:
         if frame_type == FrameType.KEEPALIVE:
+            if length < KEEPALIVE_MIN_LENGTH or self.buf[pos + 9] & 0x80:
+                self.protocol_error(
+                    RemoteProtocolError("KEEPALIVE needs a 63-bit last received position")
+                )
+                return False
             if flags & FLAG_RESPOND:
                 frame = self.buf[pos : pos + 3 + length]
                 frame[8] &= ~FLAG_RESPOND & 0xFF  # clear R; echo position and data
                 self.send(frame)
             return True
         if frame_type == FrameType.METADATA_PUSH:
+            if not flags & FLAG_METADATA:  # it goes to every backend: hold it to the spec
+                self.protocol_error(RemoteProtocolError("METADATA_PUSH without the METADATA flag"))
+                return False
             push = bytes(self.buf[pos : pos + 3 + length])
             for backend in self.node.backends.values():
                 conn = backend.conn

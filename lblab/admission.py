@@ -33,10 +33,11 @@ class Refusable(Protocol):
 
 
 class Admission:
+    """The caps of one port (values checked by the command line: ``check_limits``)."""
+
     __slots__ = ("max_connections", "max_pending_setup", "open", "pending", "what")
 
     def __init__(self, max_connections: int, max_pending_setup: int, what: str) -> None:
-        check_limits(max_connections, max_pending_setup, 1.0)
         self.max_connections = max_connections
         self.max_pending_setup = max_pending_setup
         self.what = what

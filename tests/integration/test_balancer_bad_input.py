@@ -138,6 +138,11 @@ AFTER_SETUP_CASES = {
     "frame shorter than its header": (b"\x00\x00\x02ab", "shorter than the 6-byte header"),
     "second SETUP": (None, "only be sent once"),
     "LEASE from a client": (raw_frame(0, FrameType.LEASE, 0, bytes(8)), "did not negotiate"),
+    "KEEPALIVE without a position": (raw_frame(0, FrameType.KEEPALIVE, 0x80, b"ab"), "63-bit"),
+    "METADATA_PUSH without the METADATA flag": (
+        raw_frame(0, FrameType.METADATA_PUSH, 0, b"m"),
+        "without the METADATA flag",
+    ),
 }
 
 
