@@ -165,8 +165,10 @@ def calibrate(
 def register(app: typer.Typer) -> None:
     """Add this part's commands to ``app``."""
     from simulator.reproduce.commands import register_reproductions
+    from simulator.validate import validate
 
     app.command("simulate")(simulate)
+    app.command("validate")(validate)
     app.command("calibrate")(calibrate)
     register_reproductions(reproduce_app)
     app.add_typer(reproduce_app, name="reproduce")

@@ -20,6 +20,8 @@ plus service), in the time unit of ``1 / mu``.
 
 from __future__ import annotations
 
+import math
+
 from lblab.errors import ConfigError
 
 
@@ -86,6 +88,16 @@ def mmc_sojourn(servers: int, rho: float, mu: float = 1.0) -> float:
     offered = servers * rho
     wait = erlang_c(servers, offered) / (servers * mu - offered * mu)
     return 1.0 / mu + wait
+
+
+def relaxation_time(servers: int, rho: float, mu: float = 1.0) -> float:
+    """Time for an M/M/c queue to approach its steady state: ``1 / (c mu (1 - sqrt(rho))^2)``.
+
+    The relaxation time of the M/M/1 queue (Morse 1955; Cohen, *The Single Server Queue*)
+    and its heavy-traffic M/M/c form: how long a simulation started empty must warm up.
+    """
+    _check_load(rho)
+    return 1.0 / (servers * mu * (1.0 - math.sqrt(rho)) ** 2)
 
 
 def supermarket_tail(d: int, rho: float, i: int) -> float:

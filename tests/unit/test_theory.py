@@ -80,3 +80,10 @@ def test_ordering_of_the_policies_at_every_load() -> None:
 def test_unstable_or_meaningless_inputs_are_refused(call) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError):
         call()
+
+
+def test_relaxation_time_of_mm1_and_mmc() -> None:
+    assert theory.relaxation_time(1, 0.9) == pytest.approx(1 / (1 - 0.9**0.5) ** 2)
+    assert theory.relaxation_time(1, 0.9) == pytest.approx(379.74, abs=0.01)
+    assert theory.relaxation_time(10, 0.9) == pytest.approx(37.974, abs=0.001)
+    assert theory.relaxation_time(1, 0.5) < theory.relaxation_time(1, 0.8)
