@@ -4,7 +4,9 @@ Raw frames over plain sockets against a real ``lblab server``: junk and absurd l
 before SETUP are refused from the first bytes, idle connections are closed at the
 SETUP deadline and capped, malformed frames close only their own connection, what one
 connection holds across its streams is bounded, and absurd work sizes are refused
-cheaply. After each case a well-behaved client is still served.
+cheaply. After each case a well-behaved client is still served. Hypothesis feeds the
+server mutated sessions directly (the balancer's checks in front of it are fuzzed in
+``tests/property/test_balancer_fuzz.py``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,16 @@ import struct
 import time
 
 import pytest
-from balancer_testbed import RawClient, client_setup, processes, start_server
+from balancer_testbed import RawClient, client_setup, processes, start_server, wait_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from lblab.wire.codec import encode_frame
 from lblab.wire.codes import HEADER, ErrorCode, FrameType
 from lblab.wire.frames import (
+    Cancel,
     Error,
+    Keepalive,
     Payload,
     RequestChannel,
     RequestN,
@@ -266,3 +273,53 @@ def test_the_thesis_1_mb_work_volume_still_works(server):
     reply = client.recv(timeout=10)
     assert isinstance(reply, Payload) and json.loads(reply.data)["work_bytes"] == 1_000_000
     client.close()
+
+
+SESSION_FRAMES = [
+    RequestResponse(stream_id=1, data=work(100)),
+    RequestResponse(stream_id=3, data=work(100)[:5], metadata=b"", follows=True),
+    Payload(stream_id=3, data=work(100)[5:], next=True),
+    RequestStream(stream_id=5, initial_n=2, data=work(100)),
+    RequestN(stream_id=5, n=1),
+    RequestChannel(stream_id=7, initial_n=1, data=work(100)),
+    Payload(stream_id=7, data=work(100), next=True, complete=True),
+    Cancel(stream_id=5),
+    Keepalive(respond=True, data=b"k"),
+]
+
+
+@st.composite
+def mutated_session(draw) -> bytes:
+    frames = draw(st.lists(st.sampled_from(SESSION_FRAMES), min_size=1, max_size=6))
+    data = bytearray(b"".join(encode_frame(f) for f in frames))
+    for _ in range(draw(st.integers(0, 4))):
+        i = draw(st.integers(0, len(data) - 1))
+        if draw(st.booleans()):
+            data[i] = draw(st.integers(0, 255))
+        elif i + 4 <= len(data):
+            value = draw(st.sampled_from([0, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]))
+            data[i : i + 4] = struct.pack(">I", value)
+    return encode_frame(client_setup()) + bytes(data)
+
+
+@settings(max_examples=30, deadline=None)
+@given(mutated_session())
+def test_mutated_sessions_never_hurt_the_server(server, data):
+    """Whatever a connection sends, the server answers or closes it, stays up, and its
+    in-flight count returns to 0 once that connection is gone."""
+    client = RawClient(server.ready["port"])
+    client.send_raw(data)
+    time.sleep(0.05)
+    client.close()
+    probe = connect(server)
+    stream_ids = iter(range(1, 1000, 2))
+
+    def idle() -> bool:
+        probe.send(RequestResponse(stream_id=next(stream_ids), data=work(0)))
+        reply = probe.recv()
+        return isinstance(reply, Payload) and json.loads(reply.data)["inflight"] == 0
+
+    wait_for(idle, 5, "the server's in-flight count back to 0")
+    probe.close()
+    assert server.alive()
+    assert "Traceback" not in (server.logs / "s1.log").read_text()
