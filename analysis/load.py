@@ -12,26 +12,31 @@ string). Measured on a synthetic 5M-row requests table (66 MB of Parquet, 2 busy
 cores): the columns the metrics need load in 0.9 s with a peak RSS of 430 MB (130 MB of
 it the imports); ``summarize`` on top takes 5.5 s and peaks at 645 MB.
 
-Warm-up: the runner keeps the rows of each phase's first ``warmup`` seconds and marks
-them with a boolean ``warmup`` column in all three tables (loadtests/runner.py); they are
-dropped here. A table without the column (simulated runs, older runs) has no warm-up.
+Measured window (``lblab/windows.py``): the runner labels every row of the three tables
+``window`` = before / inside / after its phase's measured window; only ``inside`` rows
+are read here. Tables without that column (older runs) drop the rows marked ``warmup``
+instead; a table with neither is all measured.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lblab.config import load_json_object
 from lblab.errors import ConfigError
 from lblab.results import MANIFEST, SCHEMAS, missing_columns
+from lblab.windows import INSIDE, WINDOW_COLUMN, Window, manifest_windows
+
+if TYPE_CHECKING:  # pandas loads with the first table read, so opening a bad run fails fast
+    import pandas as pd
 
 KEY = ["run_id", "strategy", "scenario", "replication"]
 """Columns naming one unit of measurement; pooled metrics drop ``run_id`` and ``replication``."""
@@ -61,6 +66,11 @@ class Run:
     def simulated(self) -> bool:
         return bool(self.manifest.get("simulated", False))
 
+    def windows(self) -> dict[tuple[str, str, str, int], Window]:
+        """Measured window of each (run_id, scenario, strategy, replication) the manifest
+        records (``lblab/windows.py``); empty for runs written before windows."""
+        return {(self.run_id, *key): w for key, w in manifest_windows(self.manifest).items()}
+
     def table_files(self, table: str) -> list[Path]:
         """The consolidated table file, or the part files of an unconsolidated run."""
         whole = self.path / f"{table}.parquet"
@@ -81,18 +91,87 @@ def open_run(path: str | Path) -> Run:
     manifest: dict[str, Any] = {}
     if manifest_path.exists():
         try:
-            manifest = json.loads(manifest_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ResultsError(
-                f"{manifest_path} is not valid JSON ({exc}); fix or remove it"
-            ) from exc
+            manifest = load_json_object(manifest_path, "manifest")
+        except ConfigError as exc:
+            raise ResultsError(str(exc)) from None
     run = Run(p, manifest)
     if not run.table_files("requests"):
         raise ResultsError(
             f"{p} has no requests.parquet (nor parts/requests/*.parquet): it is not a results "
             "directory, or the run wrote nothing yet"
         )
+    for table in SCHEMAS:  # footers only: an unreadable file is named now, not mid-report
+        for path in run.table_files(table):
+            with _parquet_errors(path, table):
+                pq.read_schema(path)
     return run
+
+
+def check_run(run: Run) -> None:
+    """Check every table file's columns against the results contract (footers only).
+
+    For commands that hand the run to other processes (the notebooks' kernels), where a
+    ``ResultsError`` raised while reading would be a cell's traceback, not one line.
+    """
+    for table in SCHEMAS:
+        for path in run.table_files(table):
+            _check_schema(path, table)
+
+
+@contextmanager
+def _parquet_errors(path: Path, table: str) -> Iterator[None]:
+    """Turn pyarrow's errors about an unreadable file into a ``ResultsError`` naming it."""
+    try:
+        yield
+    except pa.ArrowMemoryError:
+        raise  # out of memory says nothing about the file
+    except (pa.ArrowException, OSError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ResultsError(
+            f"{path} is not a readable {table} table ({reason}): it is truncated, damaged or "
+            "not Parquet; restore it, or remove it and re-run that part of the experiment"
+        ) from None
+
+
+def _check_schema(path: Path, table: str) -> list[str]:
+    """The column names of one table file, checked against the results contract."""
+    with _parquet_errors(path, table):
+        schema = pq.read_schema(path)
+    names = schema.names
+    missing = missing_columns(table, names)
+    retyped = [
+        f"{f.name} is {schema.field(f.name).type}, not {f.type}"
+        for f in SCHEMAS[table]
+        if f.name in names and not _compatible(schema.field(f.name).type, f.type)
+    ]
+    if missing or retyped:
+        problem = f"lacks required columns {missing}" if missing else "; ".join(retyped)
+        raise ResultsError(
+            f"{path}: the {table} table {problem} (it has {names}). It was not written to the "
+            "results contract: rewrite it with lblab.results.to_arrow, or re-run the "
+            "experiment with the current lblab"
+        )
+    return names
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "text"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t):
+        return "float"
+    return "null" if pa.types.is_null(t) else str(t)
+
+
+def _compatible(found: pa.DataType, contract: pa.DataType) -> bool:
+    """Same kind of values (any width or encoding); whole numbers pass for floats."""
+    have, want = _kind(found), _kind(contract)
+    return have in (want, "null") or (have, want) == ("int", "float")
 
 
 @dataclass
@@ -105,6 +184,10 @@ class Results:
     @property
     def mixed(self) -> bool:
         return len({r.simulated for r in self.runs}) > 1
+
+    def windows(self) -> dict[tuple[str, str, str, int], Window]:
+        """Every run's measured windows (``Run.windows``)."""
+        return {k: w for run in self.runs for k, w in run.windows().items()}
 
     def table(self, table: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """Rows of ``table`` from every run, warm-up excluded, with ``columns`` (plus the key).
@@ -160,21 +243,15 @@ def _read(run: Run, table: str, wanted: list[str], notes: list[str]) -> pd.DataF
         return None
     frames = []
     for path in files:
-        names = pq.read_schema(path).names
-        missing = missing_columns(table, names)
-        if missing:
-            raise ResultsError(
-                f"{path}: the {table} table lacks required columns {missing} (it has {names}). "
-                "It was not written to the results contract: rewrite it with "
-                "lblab.results.to_arrow, or re-run the experiment with the current lblab"
-            )
-        columns = [c for c in wanted if c in names] + (["warmup"] if "warmup" in names else [])
+        names = _check_schema(path, table)
+        columns = [c for c in wanted if c in names] + [c for c in _MARKS if c in names]
         dictionary = [c for c in _DICTIONARY_COLUMNS if c in columns]
-        source = pq.ParquetFile(path, read_dictionary=dictionary)
-        for i in range(source.num_row_groups):
-            chunk = _without_warmup(source.read_row_group(i, columns=columns))
-            frames.append(chunk.to_pandas(self_destruct=True, split_blocks=True))
-            del chunk
+        with _parquet_errors(path, table):
+            source = pq.ParquetFile(path, read_dictionary=dictionary)
+            for i in range(source.num_row_groups):
+                chunk = _measured_only(source.read_row_group(i, columns=columns))
+                frames.append(chunk.to_pandas(self_destruct=True, split_blocks=True))
+                del chunk
     pa.default_memory_pool().release_unused()
     if not frames:
         return None
@@ -194,12 +271,21 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
         union = sorted(set().union(*(set(f[col].cat.categories) for f in frames)))
         for f in frames:
             f[col] = f[col].cat.set_categories(union)
+    import pandas as pd
+
     return pd.concat(frames, ignore_index=True)
 
 
-def _without_warmup(chunk: pa.Table) -> pa.Table:
-    """Drop rows marked ``warmup`` (null counts as measured) in Arrow, before pandas."""
-    if "warmup" not in chunk.column_names:
+_MARKS = (WINDOW_COLUMN, "warmup")
+
+
+def _measured_only(chunk: pa.Table) -> pa.Table:
+    """Keep the rows inside the measured window (see the module doc), in Arrow."""
+    names = chunk.column_names
+    if WINDOW_COLUMN in names:
+        measured = pc.fill_null(pc.equal(chunk[WINDOW_COLUMN], INSIDE), False)
+    elif "warmup" in names:  # runs from before windows: null counts as measured
+        measured = pc.invert(pc.fill_null(chunk["warmup"], False))
+    else:
         return chunk
-    measured = pc.invert(pc.fill_null(chunk["warmup"], False))
-    return chunk.filter(measured).drop_columns(["warmup"])
+    return chunk.filter(measured).drop_columns([c for c in _MARKS if c in names])

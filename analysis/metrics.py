@@ -23,7 +23,7 @@ Definitions (all after warm-up, see analysis/load.py):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +33,7 @@ from analysis.load import KEY, Results
 from analysis.scenarios import order_scenarios, order_strategies
 from analysis.stats import grouped_quantiles, imbalance, jain_index, mean_ci
 from lblab.results import ERROR_KINDS, ERROR_ORIGINS
+from lblab.windows import Window
 
 REQUEST_COLUMNS = ["t_sent", "latency_ms", "ok", "error_kind", "error_origin", "server"]
 CPU_COLUMNS = ["t", "server", "cpu_percent"]
@@ -121,8 +122,15 @@ def _mean_by(codes: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
         return np.where(n > 0, total / np.maximum(n, 1), np.nan)
 
 
-def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
-    """One row per unit: counts, throughput, failure rates, latency of successes."""
+def request_metrics(
+    requests: pd.DataFrame, windows: Mapping[tuple[str, str, str, int], Window] | None = None
+) -> pd.DataFrame:
+    """One row per unit: counts, throughput, failure rates, latency of successes.
+
+    ``window_s`` is the unit's measured window from its manifest (``windows``, keyed by
+    run_id, scenario, strategy, replication; ``lblab/windows.py``); a unit without one
+    (older and simulated runs) uses the span from its first send to its last answer.
+    """
     names = [m for m in METRICS if not m.startswith("cpu_")]
     if requests.empty:
         return pd.DataFrame(columns=[*KEY, *names, "window_s"])
@@ -135,7 +143,18 @@ def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
     out["ok"] = np.bincount(codes, weights=ok, minlength=k).astype(np.int64)
     t0 = pd.Series(t_sent).groupby(codes).min().to_numpy()
     t1 = pd.Series(t_sent + np.nan_to_num(latency) / 1000.0).groupby(codes).max().to_numpy()
-    out["window_s"] = t1 - t0
+    span = t1 - t0
+    if windows:
+        recorded = [
+            windows.get((str(r), str(c), str(s), int(n)))
+            for r, c, s, n in zip(
+                out["run_id"], out["scenario"], out["strategy"], out["replication"], strict=True
+            )
+        ]
+        span = np.array(
+            [w.seconds if w is not None else x for w, x in zip(recorded, span, strict=True)]
+        )
+    out["window_s"] = span
     out["throughput_rps"] = out["ok"] / out["window_s"].where(out["window_s"] > 0)
     out["failure_rate"] = 1.0 - out["ok"] / out["requests"]
     kinds = requests["error_kind"]
@@ -191,9 +210,13 @@ def cpu_metrics(cpu: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*KEY, *names])
 
 
-def unit_metrics(requests: pd.DataFrame, cpu: pd.DataFrame | None = None) -> pd.DataFrame:
+def unit_metrics(
+    requests: pd.DataFrame,
+    cpu: pd.DataFrame | None = None,
+    windows: Mapping[tuple[str, str, str, int], Window] | None = None,
+) -> pd.DataFrame:
     """Every metric in METRICS, one row per unit (CPU columns NaN without CPU samples)."""
-    out = request_metrics(requests)
+    out = request_metrics(requests, windows)
     cpu_part = cpu_metrics(cpu if cpu is not None else pd.DataFrame())
     for frame in (out, cpu_part):
         for col in KEY:
@@ -361,7 +384,7 @@ def summarize(results: Results, cpu_bin_s: float = 1.0) -> Summary:
     """Read the needed columns once and compute every frame the report shows."""
     requests = results.table("requests", REQUEST_COLUMNS)
     cpu = results.table("cpu", CPU_COLUMNS)
-    units = unit_metrics(requests, cpu)
+    units = unit_metrics(requests, cpu, results.windows())
     servers = server_metrics(requests, cpu)
     return Summary(
         units=units,

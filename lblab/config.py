@@ -1,12 +1,18 @@
-"""Parsing of the values people type: durations, sizes, addresses, key=value lists, TOML.
+"""Parsing of the values people type: numbers, durations, sizes, addresses, key=value
+lists, TOML and JSON files.
 
 Each parser raises ``ConfigError`` naming the field, the bad value and an example of a
-good one. Component configs are frozen dataclasses built from these values once, at
-load; after that no code sees a raw dict.
+good one; ``lblab.cli.main`` turns it into one line on stderr and exit code 2. Component
+configs are frozen dataclasses built from these values once, at load, and check their
+ranges in ``__post_init__`` with ``check_range``; after that no code sees a raw dict.
+NaN and infinity are never accepted: every comparison with NaN is false, so a NaN would
+slip through ``x <= 0`` checks and surface much later as a traceback.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -30,8 +36,74 @@ _SIZE_UNITS = {
 }
 
 
-def parse_duration(value: str | float | int, field: str = "duration") -> float:
-    """Seconds from ``90``, ``1.5s``, ``250ms``, ``20m`` or ``1h``."""
+MAX_DURATION = 7 * 86400.0
+"""Longest duration anything here accepts (a week): longer is a typo, not an experiment."""
+
+
+def check_range(
+    field: str,
+    value: float,
+    *,
+    minimum: float | None = None,
+    above: float | None = None,
+    maximum: float | None = None,
+) -> None:
+    """Raise ``ConfigError`` unless ``value`` is finite and within the bounds given.
+
+    The ``__post_init__`` helper: safe against NaN, which passes every ``<`` test.
+    """
+    try:
+        finite = not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:  # an integer past the float range
+        raise ConfigError(f"{field}: the number given is far too large") from None
+    if not finite:
+        raise ConfigError(f"{field}: {value!r} is not a finite number; give a plain number")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{field}: {value} must be {minimum:g} or more")
+    if above is not None and value <= above:
+        raise ConfigError(f"{field}: {value} must be above {above:g}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{field}: {value} must be at most {maximum:g}")
+
+
+def parse_float(
+    value: Any,
+    field: str,
+    *,
+    minimum: float | None = None,
+    above: float | None = None,
+    maximum: float | None = None,
+) -> float:
+    """A finite number from a TOML number or its text, within the bounds given."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{field}: {value!r} is not a number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{field}: {value!r} is not a number") from None
+    check_range(field, number, minimum=minimum, above=above, maximum=maximum)
+    return number
+
+
+def parse_int(value: Any, field: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """A whole number from a TOML integer or its text (``5``, not ``5.5`` nor ``true``)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigError(f"{field}: {value!r} is not a whole number")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{field}: {value!r} is not a whole number") from None
+    check_range(field, number, minimum=minimum, maximum=maximum)
+    return number
+
+
+def parse_duration(
+    value: str | float | int, field: str = "duration", *, above: float | None = None
+) -> float:
+    """Seconds from ``90``, ``1.5s``, ``250ms``, ``20m`` or ``1h``: finite, 0 to a week.
+
+    ``above=0`` refuses 0 as well (a timeout or a period).
+    """
     if isinstance(value, int | float) and not isinstance(value, bool):
         seconds = float(value)
     else:
@@ -41,8 +113,14 @@ def parse_duration(value: str | float | int, field: str = "duration") -> float:
                 f"{field}: {value!r} is not a duration; write e.g. 90, 250ms, 30s, 20m or 1h"
             )
         seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if not math.isfinite(seconds):
+        raise ConfigError(f"{field}: {value!r} is not a finite duration; write e.g. 30s or 20m")
     if seconds < 0:
         raise ConfigError(f"{field}: {value!r} is negative; a duration is 0 or more")
+    if above is not None and seconds <= above:
+        raise ConfigError(f"{field}: {value!r} is too short; give more than {above:g} s")
+    if seconds > MAX_DURATION:
+        raise ConfigError(f"{field}: {value!r} is longer than a week; give e.g. 30s or 20m")
     return seconds
 
 
@@ -65,7 +143,7 @@ def parse_size(value: str | int, field: str = "size") -> int:
 
 def parse_hostport(value: str, field: str = "address") -> tuple[str, int]:
     """``(host, port)`` from ``127.0.0.1:7001`` or ``[::1]:7001``."""
-    host, sep, port = value.rpartition(":")
+    host, sep, port = str(value).rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{field}: {value!r} is not HOST:PORT; write e.g. 127.0.0.1:7001")
     return host.strip("[]"), int(port)
@@ -84,11 +162,41 @@ def parse_assignments(value: str, field: str) -> dict[str, str]:
     return out
 
 
-def load_toml(path: Path) -> dict[str, Any]:
+def _read_text(path: Path, what: str) -> str:
+    """The UTF-8 text of a file a person named, or a ``ConfigError`` saying why not."""
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
+        raise ConfigError(f"{what} {path} does not exist; check the path") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} {path} is a directory; give the file itself") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{what} {path} is not UTF-8 text (byte {exc.start}); is it the right file?"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+
+
+def load_toml(path: Path, what: str = "config file") -> dict[str, Any]:
+    """The tables of a TOML file; every way it can be unreadable is a ``ConfigError``."""
+    text = _read_text(path, what)
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        raise ConfigError(f"{what} {path} is not valid TOML: {exc}") from None
+
+
+def load_json_object(path: Path, what: str) -> dict[str, Any]:
+    """A JSON file holding one object (a manifest); anything else is a ``ConfigError``."""
+    text = _read_text(path, what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not valid JSON ({exc}); fix or remove it") from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{what} {path} holds a JSON {type(data).__name__}, not an object; "
+            "is it the right file?"
+        )
+    return data

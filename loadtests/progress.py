@@ -70,12 +70,12 @@ class RunProgress:
             description=f"{self._label}  {rate:7.0f} req/s  {failures} failed",
         )
 
-    def end_phase(self, status: str, requests: int, failures: int, seconds: float) -> None:
+    def end_phase(self, status: str, requests: int, failures: int, ok_per_s: float | None) -> None:
+        """``ok_per_s``: successful requests per second of the measured window
+        (``lblab/windows.py``), the figure the summary and the report show."""
         self._progress.advance(self._run)
-        line = (
-            f"{self._label}: {status}, {requests} requests, {failures} failed, "
-            f"{requests / seconds if seconds > 0 else 0:.0f} req/s"
-        )
+        rate = "no measured window" if ok_per_s is None else f"{ok_per_s:.0f} ok req/s measured"
+        line = f"{self._label}: {status}, {requests} requests, {failures} failed, {rate}"
         if self.live:
             self._progress.console.log(line)
         else:

@@ -17,8 +17,11 @@ run. ``manifest.json`` is rewritten atomically at every step, with each phase's 
 process group, keeps what was measured, marks the running phase interrupted, and exits
 130; ``--resume`` reruns from the first phase that is not done.
 
-Warm-up: rows of the first ``warmup`` seconds of each phase (from its first request) are
-kept and marked ``warmup = true`` in all three tables; analyses filter them out.
+Measured window (``lblab/windows.py``): each phase's window, from its first request plus
+``warmup`` to the end of its load, is in the manifest (``window``), and every row of the
+three tables says where it falls (``window``: before, inside, after; ``warmup`` is kept
+as ``window == "before"``). Analyses, the summary and the progress line count only
+``inside`` rows and divide by the window's length.
 
 Workers on other hosts (``expect_workers``, with ``locust_master_bind``): the master here
 waits for them each phase, and they write their records on their own hosts. A phase
@@ -49,6 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lblab.results import MANIFEST, consolidate, to_arrow, write_part
+from lblab.windows import BEFORE, INSIDE, WINDOW_COLUMN, Window, label_times, phase_window
 from loadtests import loadgen
 from loadtests.collect import WindowSource
 from loadtests.loadspec import LoadSpec
@@ -135,6 +139,11 @@ def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Man
         "order": "replication, then scenario, then strategies rotated by one per replication",
         "strategy_switch": "PUT /strategy on a running balancer (fresh strategy state)",
         "warmup": {"seconds": config.warmup, "rows": "kept, marked warmup=true"},
+        "window": {
+            "definition": "first request + warmup to the end of the load (lblab/windows.py)",
+            "rows": "every table has window = before | inside | after",
+            "cpu_sample_interval_s": config.testbed.agent_interval,
+        },
         "software": software_versions(),
         "host": host_facts(),
         "seeds": {"run": config.seed, "phase": "seed + phase index"},
@@ -349,7 +358,9 @@ class Runner:
         if not facts["requests"] and status == "done" and not cfg.expect_workers:
             status, error = "failed", "no requests were recorded"
         m.update_phase(phase, status=status, error=error, end=end, **facts, timeline=timeline.log)
-        progress.end_phase(status, facts["requests"], facts["failures"], end - start)
+        progress.end_phase(
+            status, facts["requests"], facts["failures"], facts.get("ok_per_s_window")
+        )
         return status == "done"
 
     def _merge_records(self, phase: Phase, start: float) -> dict[str, Any]:
@@ -359,11 +370,30 @@ class Runner:
         table = read_records(records)
         requests = table.num_rows
         load_start = pc.min(table["t_sent"]).as_py() if requests else start
+        window_facts: dict[str, Any] = {}
         if requests:
-            write_part(self.run_dir, "requests", phase.key, self._label(table, phase, load_start))
+            answered = pc.add(table["t_sent"], pc.divide(table["latency_ms"], 1000.0))
+            load = self.config.loads[phase.scenario]
+            window = phase_window(
+                load_start,
+                pc.max(answered).as_py(),
+                self.config.warmup,
+                None if load.count else self.config.duration,
+            )
+            labelled = self._label(table, phase, window)
+            write_part(self.run_dir, "requests", phase.key, labelled)
+            inside = pc.equal(labelled[WINDOW_COLUMN], INSIDE)
+            ok_inside = pc.sum(pc.and_(inside, labelled["ok"])).as_py() or 0
+            window_facts = {
+                "window": window.to_dict(),
+                "requests_in_window": pc.sum(inside).as_py() or 0,
+                "ok_in_window": ok_inside,
+                "ok_per_s_window": ok_inside / window.seconds if window.seconds > 0 else None,
+            }
         loaders = pc.value_counts(table["loader"].fill_null("unknown")).to_pylist()
         return {
             "load_start": load_start,
+            **window_facts,
             "requests": requests,
             "failures": requests - pc.sum(table["ok"]).as_py() if requests else 0,
             "locust_requests": loadgen.locust_request_count(records),
@@ -393,7 +423,7 @@ class Runner:
         m.save()
         return EXIT_PHASE_FAILED if failed else EXIT_OK
 
-    def _label(self, table: pa.Table, phase: Phase, load_start: float) -> pa.Table:
+    def _label(self, table: pa.Table, phase: Phase, window: Window) -> pa.Table:
         n = table.num_rows
         labels = {
             "run_id": pa.array([self.run_dir.name] * n, pa.string()),
@@ -403,8 +433,9 @@ class Runner:
         }
         for i, (name, col) in enumerate(labels.items()):
             table = table.add_column(i, name, col)
-        warm = pc.less(table["t_sent"], load_start + self.config.warmup)
-        return table.append_column("warmup", warm)
+        where = pa.array(label_times(table["t_sent"].to_numpy(), window), pa.string())
+        table = table.append_column(WINDOW_COLUMN, where)
+        return table.append_column("warmup", pc.equal(where, BEFORE))
 
     # ------------------------------------------------------------ picks and cpu
 
@@ -434,12 +465,14 @@ class Runner:
                 ("picks", self.picks, ("t", "server", "inflight_at_pick")),
                 ("cpu", self.cpu, ("t", "server", "cpu_percent")),
             ):
-                rows = [
+                rows: list[dict[str, Any]] = [
                     {c: r.get(c) for c in cols} for r in source.window(entry["start"], entry["end"])
                 ]
                 counts[table] = len(rows)
-                if rows:
-                    warm_end = entry.get("load_start", entry["start"]) + self.config.warmup
+                window = Window.from_dict(entry.get("window"))
+                if rows and window is not None:
+                    interval = self.config.testbed.agent_interval if table == "cpu" else 0.0
+                    where = label_times([r["t"] for r in rows], window, interval)
                     labelled = [
                         {
                             "run_id": self.run_dir.name,
@@ -447,9 +480,10 @@ class Runner:
                             "strategy": p.strategy,
                             "replication": p.replication,
                             **r,
-                            "warmup": r["t"] < warm_end,
+                            WINDOW_COLUMN: w,
+                            "warmup": w == BEFORE,
                         }
-                        for r in rows
+                        for r, w in zip(rows, where, strict=True)
                     ]
                     write_part(self.run_dir, table, p.key, to_arrow(table, labelled))
             self.manifest.update_phase(p, picks=counts["picks"], cpu_samples=counts["cpu"])

@@ -1,17 +1,23 @@
 """The end of a run: the HTML report if ``analysis.report`` can build it, else a table.
 
 The plain summary (per strategy x scenario: requests, ok %, p50/p95 latency, successful
-requests per second) reads only ``requests.parquet`` and excludes warm-up rows, so it
-works for any run directory, even when the analysis part is missing or fails.
+requests per second) reads only ``requests.parquet`` and the manifest, so it works for
+any run directory, even when the analysis part is missing or fails. It counts the rows
+inside each phase's measured window and divides by the windows' lengths, the same
+definition as the report's (``lblab/windows.py``).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from lblab.results import MANIFEST
+from lblab.windows import INSIDE, WINDOW_COLUMN, Window, manifest_windows
 
 
 def summary_rows(run_dir: Path) -> list[dict[str, object]]:
@@ -20,11 +26,17 @@ def summary_rows(run_dir: Path) -> list[dict[str, object]]:
     df = pd.read_parquet(run_dir / "requests.parquet")
     if df.empty:
         return []
-    if "warmup" in df:
+    if WINDOW_COLUMN in df:
+        df = df[df[WINDOW_COLUMN] == INSIDE]
+    elif "warmup" in df:
         df = df[~df["warmup"].fillna(False).astype(bool)]
+    windows = _windows(run_dir)
     rows = []
     for (strategy, scenario), g in df.groupby(["strategy", "scenario"], sort=False):
-        span = g["t_sent"].max() - g["t_sent"].min()
+        span = 0.0
+        for rep, r in g.groupby("replication"):
+            window = windows.get((str(scenario), str(strategy), int(rep)))
+            span += window.seconds if window else r["t_sent"].max() - r["t_sent"].min()
         ok = g[g["ok"]]
         rows.append(
             {
@@ -40,8 +52,15 @@ def summary_rows(run_dir: Path) -> list[dict[str, object]]:
     return rows
 
 
+def _windows(run_dir: Path) -> dict[tuple[str, str, int], Window]:
+    try:
+        return manifest_windows(json.loads((run_dir / MANIFEST).read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
 def print_summary(run_dir: Path, console: Console) -> None:
-    table = Table(title=f"{run_dir.name}: measured part of each phase (warm-up excluded)")
+    table = Table(title=f"{run_dir.name}: each phase's measured window (lblab/windows.py)")
     for col in ("strategy", "scenario", "requests", "ok %", "p50 ms", "p95 ms", "ok req/s"):
         table.add_column(col, justify="left" if col in ("strategy", "scenario") else "right")
     for r in summary_rows(run_dir):

@@ -1,0 +1,61 @@
+"""Measured windows on a real run: one window per phase, every row labelled, one req/s.
+
+The ``tiny`` preset's run (``tiny_run_dir``: real servers, agents, balancer, Locust).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.load import open_results
+from analysis.metrics import summarize
+from lblab.windows import AFTER, BEFORE, INSIDE, LABELS
+from loadtests.summary import summary_rows
+
+pytestmark = pytest.mark.slow
+
+
+def _phases(run_dir: Path) -> list[dict]:
+    return json.loads((run_dir / "manifest.json").read_text())["phases"]
+
+
+def test_every_row_of_every_table_says_where_it_falls(tiny_run_dir: Path) -> None:
+    for table in ("requests", "cpu", "picks"):
+        df = pd.read_parquet(tiny_run_dir / f"{table}.parquet")
+        assert set(df["window"]) <= set(LABELS) and (df["window"] == INSIDE).any(), table
+        assert df["warmup"].eq(df["window"] == BEFORE).all(), table
+    for phase in _phases(tiny_run_dir):
+        w = phase["window"]
+        assert w["seconds"] == pytest.approx(3.0)  # tiny: 3 s measured after 1 s warm-up
+        assert w["start"] == pytest.approx(phase["load_start"] + 1.0)
+
+
+def test_cpu_samples_after_the_load_are_not_measured(tiny_run_dir: Path) -> None:
+    """rr on mp+mr saturates the two 0.25-CPU servers: inside the window they read >= 90 %
+    of their allowance; the samples after the load (idle) are labelled after."""
+    cpu = pd.read_parquet(tiny_run_dir / "cpu.parquet")
+    cell = cpu[(cpu.strategy == "rr") & (cpu.scenario == "mp+mr")]
+    inside = cell[cell.window == INSIDE].groupby("server").cpu_percent.mean()
+    assert inside["s1"] >= 90 and inside["s2"] >= 90, inside.to_dict()
+    phase = next(p for p in _phases(tiny_run_dir) if p["key"].endswith("mp+mr-rr"))
+    after = cell[cell.window == AFTER]
+    assert (after.t > phase["window"]["end"]).all()
+    inside_t = cell[cell.window == INSIDE].t
+    assert inside_t.min() - 0.25 >= phase["window"]["start"] - 1e-6
+    assert inside_t.max() <= phase["window"]["end"]
+
+
+def test_progress_summary_and_report_show_one_throughput(tiny_run_dir: Path) -> None:
+    """The same phase never shows two different req/s: manifest (progress line), summary
+    table, analysis (report) all count ok requests inside the window / its length."""
+    by_phase = {(p["scenario"], p["strategy"]): p["ok_per_s_window"] for p in _phases(tiny_run_dir)}
+    summary = {(r["scenario"], r["strategy"]): r["ok_per_s"] for r in summary_rows(tiny_run_dir)}
+    units = summarize(open_results(tiny_run_dir)).units
+    report = {(u.scenario, u.strategy): u.throughput_rps for u in units.itertuples()}
+    assert by_phase.keys() == summary.keys() == report.keys()
+    for key, rate in by_phase.items():
+        assert summary[key] == pytest.approx(rate) and report[key] == pytest.approx(rate), key
