@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S
+
 
 def register(app: typer.Typer) -> None:
     """Add this part's commands to ``app``."""
@@ -35,6 +37,16 @@ def server(
     drain_timeout: float = typer.Option(
         8.0, help="On SIGTERM, seconds to let in-flight requests finish before exiting."
     ),
+    setup_timeout: float = typer.Option(
+        SETUP_TIMEOUT_S, help="Seconds a connection may take to send its SETUP before it is closed."
+    ),
+    max_connections: int = typer.Option(
+        MAX_CONNECTIONS, help="Connections at once; more are refused."
+    ),
+    max_pending_setup: int = typer.Option(
+        MAX_PENDING_SETUP,
+        help="Connections at once still without SETUP; beyond it the oldest is closed.",
+    ),
 ) -> None:
     """Run a JSON-work RSocket server (prints `lblab-ready {...}` once it listens)."""
     from lblab.errors import ConfigError
@@ -57,6 +69,9 @@ def server(
         workers=workers,
         delay_ms=delay_ms,
         drain_timeout_s=drain_timeout,
+        setup_timeout_s=setup_timeout,
+        max_connections=max_connections,
+        max_pending_setup=max_pending_setup,
     )
     raise typer.Exit(run_server(config))
 
