@@ -231,7 +231,7 @@ def awrr_chart(rows: Sequence[AwrrRow], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(8, 4))
     counts = sorted({r.servers for r in rows})
     if len(counts) > 1:
         for name in dict.fromkeys(r.strategy for r in rows):
@@ -250,7 +250,7 @@ def awrr_chart(rows: Sequence[AwrrRow], path: Path) -> Path:
         ax.set_ylabel("ms")
         where = f"{counts[0]} servers at load {rows[0].load:g}"
     ax.set_title(f"Bimodal work, {where} (cf. Cheetah Fig. 8)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -55,6 +55,10 @@ QUANTILES = (10, 50, 90, 99, 100)
 HISTOGRAM_BINS = 20
 NODES_RATE, SERVICE_RATE = 150, 200
 """The rates of the paper's per-node (Fig. 13/16) and distribution (Fig. 14/17) figures."""
+FAST_S = 20.0
+"""Fig. 17's threshold: 2072 of RR's 4000 requests under 20 s, > 2600 for LC and LRT."""
+PAPER_UNDER_20S_PCT = {"rr": "51.8", "lc": "> 65", "lrt": "> 65"}
+"""Fig. 17 (heterogeneous, 200 req/s) as shares of 4000: 2072 and "> 2600"."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -80,6 +84,11 @@ class MartinsRow:
             for q, v in zip(QUANTILES, values, strict=False)
         }
 
+    def under_pct(self, seconds: float) -> float:
+        """Share of all requests served in under ``seconds``."""
+        fast = int((self.service_ms < seconds * 1000.0).sum())
+        return 100.0 * fast / self.requests if self.requests else 0.0
+
     def histogram(self) -> dict[str, list[float] | list[int]]:
         """``HISTOGRAM_BINS`` equal bins from 0 to the slowest request, in seconds."""
         top = float(self.service_ms.max()) / 1000.0 if len(self.service_ms) else 1.0
@@ -97,6 +106,10 @@ class MartinsRow:
             "ok_pct": round(self.ok_pct, 2),
             "node_requests": list(self.node_requests),
             "unserved": self.unserved,
+            "under_20s_pct": round(self.under_pct(FAST_S), 1),
+            "paper_under_20s_pct": PAPER_UNDER_20S_PCT.get(self.algorithm)
+            if self.heterogeneous and self.rate == SERVICE_RATE
+            else None,
             "service_ms_quantiles": self.quantiles_ms(),
             "service_histogram": self.histogram(),
         }
@@ -106,10 +119,11 @@ class MartinsRow:
         row = self.as_dict()
         del row["service_histogram"], row["service_ms_quantiles"]
         row["node_requests"] = " ".join(str(n) for n in self.node_requests)
-        for name, value in self.quantiles_ms().items():
-            if name != "max":
-                row[f"{name}_ms"] = value
-        row["max_ms"] = self.quantiles_ms().get("max")
+        quantiles = self.quantiles_ms()
+        for name in ("p50", "p99", "max"):
+            row[f"{name}_ms"] = quantiles.get(name)
+        row["under_20s_pct"] = row.pop("under_20s_pct")
+        row["paper_under_20s_pct"] = row.pop("paper_under_20s_pct")
         return row
 
 
