@@ -114,6 +114,8 @@ class AsCodedDynamic(ConfiguredStrategy):
     def on_report(self, backend: BackendView, report: LoadReport, now: float) -> None:
         inflight = report.inflight or 0
         delay = self.delays_ms[backend.index]
+        if self._posts:
+            self._apply_posts(now)  # POSTs that landed before this report, in order
         if report.source == "response" and self.uses_response_reports:
             # handler.js: serverLoad = response.headers['serverload'], a string
             self.loads[backend.index] = str(delay * inflight)

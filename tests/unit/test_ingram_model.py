@@ -86,3 +86,14 @@ def test_a_late_post_takes_effect_only_when_it_arrives() -> None:
     report(pool, "a", "push", inflight=1, now=0.0)
     assert pick(pool, now=0.010) == "a"  # 250 not here yet: all 0, the first
     assert pick(pool, now=0.030) == "b"  # a at 250 now
+
+
+def test_a_late_post_is_ordered_before_a_later_header() -> None:
+    pool = pool_of(AsCodedHybrid(DELAYS, post_delay_s=0.010))
+    report(pool, "b", "push", inflight=1, now=0.0)  # 500, lands at 0.010
+    report(pool, "a", "push", inflight=3, now=0.0)  # 500, lands at 0.010
+    report(pool, "a", "response", inflight=0, now=0.020)  # "0" after the POST
+    strategy = pool.strategy
+    assert isinstance(strategy, AsCodedHybrid)
+    assert strategy.loads[:2] == ["0", 500]
+    assert pick(pool, now=0.030) == "a"
