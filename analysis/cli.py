@@ -33,9 +33,13 @@ def register(app: typer.Typer) -> None:
         results_dir: ResultsArg,
     ) -> None:
         """Write RESULTS_DIR/report/index.html: every chart, the tables, the verdict."""
+        _results_dir(results_dir)
+        from analysis.load import open_run
+
+        open_run(results_dir)  # a clear error before the charting imports
         from analysis.report import build_report
 
-        path = build_report(_results_dir(results_dir))
+        path = build_report(results_dir)
         typer.echo(f"report: {path}")
 
     @app.command("notebooks")
@@ -64,10 +68,13 @@ def register(app: typer.Typer) -> None:
         Without --execute the .ipynb files are written and Jupyter is started on them
         when it is installed; otherwise the command prints how to open them.
         """
-        from analysis.load import open_run
+        _results_dir(results_dir)
+        from analysis.load import check_run, open_run
+
+        run = open_run(results_dir)  # a clear error before any kernel starts
+        check_run(run)
         from analysis.nbrun import execute_notebooks, write_notebooks
 
-        run = open_run(_results_dir(results_dir))  # a clear error before any kernel starts
         out_dir = out or run.path / "notebooks"
         if execute:
             paths, failures = execute_notebooks(run.path, out_dir)

@@ -64,9 +64,17 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Entry point: a ``ConfigError`` becomes a one-line message and exit code 2."""
+    """Entry point: a ``ConfigError`` becomes one line on stderr and exit code 2.
+
+    This is the only place that does so. Commands raise ``ConfigError`` for bad input,
+    and the code that reads a file a person named (``lblab.config.load_toml``,
+    ``load_json_object``, ``analysis.load``) converts what that file can raise
+    (``UnicodeDecodeError``, ``IsADirectoryError``, TOML, JSON and Parquet errors) into a
+    ``ConfigError`` right there, so any other exception stays a traceback: a bug.
+    """
     try:
         app()
     except ConfigError as exc:
-        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        message = " ".join(str(exc).split())  # one line, whatever the message held
+        typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
         sys.exit(2)

@@ -92,11 +92,9 @@ def register(app: typer.Typer) -> None:
         """
         from rich.console import Console
 
-        from lblab.config import load_toml
-        from lblab.procs import ProcessFailed
-        from loadtests import runconfig, summary
+        from lblab.config import load_json_object, load_toml
+        from loadtests import runconfig
         from loadtests.presets import load_preset
-        from loadtests.runner import EXIT_PHASE_FAILED, Manifest, Runner, new_manifest
 
         console = Console(stderr=True)
         flags = flags_layer(
@@ -119,12 +117,21 @@ def register(app: typer.Typer) -> None:
             run_dir = Path(out)
             manifest_path = run_dir / "manifest.json"
             if not manifest_path.is_file():
-                raise ConfigError(f"{flag}: {manifest_path} does not exist")
-            manifest = Manifest(manifest_path, _read_json(manifest_path))
-            cfg = runconfig.build(manifest.data["config"])
+                raise ConfigError(
+                    f"{flag}: {manifest_path} does not exist; --out must name a run directory "
+                    "that `lblab run` wrote"
+                )
+            data = load_json_object(manifest_path, "run manifest")
+            if not isinstance(data.get("config"), dict) or not isinstance(data.get("phases"), list):
+                raise ConfigError(
+                    f"{flag}: {manifest_path} has no config and phases; it was not written by "
+                    "`lblab run`"
+                )
+            cfg = runconfig.resolve(None, data["config"], {})
             verb = "resuming" if resume else "collecting"
             console.print(f"{verb} {run_dir} (its own config; other flags are ignored)")
         else:
+            data = None
             file_layer = load_toml(Path(config)) if config else None
             preset_name = preset or (file_layer or {}).get("preset") or "quick"
             cfg = runconfig.resolve(load_preset(preset_name), file_layer, flags)
@@ -137,10 +144,24 @@ def register(app: typer.Typer) -> None:
                     f"{run_dir} already holds a run; continue it with --resume --out {run_dir} "
                     "or choose another --out"
                 )
-            run_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                run_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(
+                    f"run directory {run_dir} cannot be created ({exc.strerror or exc}); "
+                    "choose another --out"
+                ) from None
             cfg = runconfig.with_out(cfg, str(run_dir))
+        # The config is checked: only now the heavy parts load.
+        from lblab.procs import ProcessFailed
+        from loadtests import summary
+        from loadtests.runner import EXIT_PHASE_FAILED, Manifest, Runner, new_manifest
+
+        if data is None:
             manifest = new_manifest(run_dir, cfg, given)
             manifest.save()
+        else:
+            manifest = Manifest(run_dir / "manifest.json", data)
         console.print(f"run directory: {run_dir}")
         try:
             runner = Runner(cfg, run_dir, manifest)
@@ -161,7 +182,9 @@ def register(app: typer.Typer) -> None:
         master: str = typer.Option(
             ..., "--master", help="HOST:PORT of the Locust master (lblab run --locust-master-bind)."
         ),
-        processes: int = typer.Option(1, "--processes", min=1, help="Workers to keep running."),
+        processes: int = typer.Option(
+            1, "--processes", min=1, max=256, help="Workers to keep running."
+        ),
         loader: str = typer.Option(
             None, "--loader", help="This loader's name in the records (default: the hostname)."
         ),
@@ -182,14 +205,8 @@ def register(app: typer.Typer) -> None:
         from loadtests.remote_workers import keep_workers
 
         address = parse_hostport(master, "--master")
+        root = Path(records_root)
+        if root.exists() and not root.is_dir():
+            raise ConfigError(f"--records-root {root} is a file; give a folder for the records")
         name = loader or socket.gethostname()
-        raise typer.Exit(keep_workers(address, processes, name, Path(records_root).resolve()))
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+        raise typer.Exit(keep_workers(address, processes, name, root.resolve()))

@@ -29,19 +29,35 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lblab.config import parse_duration, parse_hostport, parse_size
+from lblab.config import (
+    check_range,
+    parse_duration,
+    parse_float,
+    parse_hostport,
+    parse_int,
+    parse_size,
+)
 from lblab.errors import ConfigError
 from lblab.scenarios import CELLS, Cell, Scenario, builtin_scenario
+from lblab.wire.codes import MAX_FRAME_LENGTH
 from loadtests.openloop import ARRIVALS
+from servers.work import MAX_WORK_BYTES
 
 TESTBEDS = ("local", "external")
 ACTIONS = ("kill", "restart", "drain", "add", "remove")
 MODELS = ("closed", "open")
 DEFAULT_MASTER_PORT = 5557  # Locust's own default master port
+# Bounds past which a value is a typo, not an experiment (10^12 users is not a plan).
+MAX_USERS = 100_000
+MAX_RATE = 1_000_000.0  # requests/s
+MAX_COUNT = 1_000_000_000
+MAX_REPLICATIONS = 1000
+MAX_LOCUST_WORKERS = 256
+MAX_REQUEST_TIMEOUT = 3600.0  # the balancer's own bound (balancer/node.py)
 
 DEFAULTS: dict[str, Any] = {
     "run": {
@@ -99,17 +115,15 @@ class LoadConfig:
     def __post_init__(self) -> None:
         _one_of("load.model", self.model, MODELS)
         _one_of("load.arrival", self.arrival, ARRIVALS)
-        if self.users < 1:
-            raise ConfigError(f"load.users: {self.users} must be 1 or more")
-        if self.spawn_rate <= 0:
-            raise ConfigError(f"load.spawn_rate: {self.spawn_rate} must be above 0 users/s")
+        check_range("load.users", self.users, minimum=1, maximum=MAX_USERS)
+        check_range("load.spawn_rate", self.spawn_rate, above=0, maximum=MAX_USERS)
         lo, hi = self.think_time
         if not 0 <= lo <= hi:
             raise ConfigError(f"load.think_time: {list(self.think_time)} needs 0 <= min <= max")
+        check_range("load.rate", self.rate, minimum=0, maximum=MAX_RATE)
         if self.model == "open" and self.rate <= 0:
             raise ConfigError("load.rate: the open model needs a rate above 0 requests/s")
-        if self.count < 0:
-            raise ConfigError(f"load.count: {self.count} must be 0 (by duration) or more")
+        check_range("load.count", self.count, minimum=0, maximum=MAX_COUNT)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,10 +135,17 @@ class ServerSpec:
     max_inflight: int | None = None
 
     def __post_init__(self) -> None:
-        if not self.id or not self.id.replace("-", "").replace("_", "").isalnum():
-            raise ConfigError(f"servers: id {self.id!r} must be letters, digits, - or _")
-        if self.cpu_quota is not None and not 0 < self.cpu_quota <= 64:
-            raise ConfigError(f"servers.{self.id}.cpu_quota: {self.cpu_quota} must be in (0, 64]")
+        """The checks ``lblab server`` makes at its start, made here, before any process."""
+        from servers.server import ServerConfig
+
+        try:
+            ServerConfig(id=self.id, port=0, **self._given())
+        except ConfigError as exc:
+            raise ConfigError(f"servers.{self.id}: {exc}") from None
+
+    def _given(self) -> dict[str, Any]:
+        names = ("cpu_quota", "workers", "delay_ms", "max_inflight")
+        return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
 
     def argv(self) -> list[str]:
         """``lblab server`` flags for this spec (id and port are the testbed's)."""
@@ -149,6 +170,10 @@ class TimelineEvent:
     spec: ServerSpec | None = None  # for "add" of a server not in [[servers]]
     weight: float = 1.0
 
+    def __post_init__(self) -> None:
+        check_range("timeline.at", self.at, minimum=0)
+        check_range(f"timeline.{self.server}.weight", self.weight, above=0, maximum=1e6)
+
     def applies_to(self, scenario: str) -> bool:
         return not self.scenarios or scenario in self.scenarios
 
@@ -160,6 +185,10 @@ class TestbedConfig:
     admin: tuple[str, int] | None = None
     agent_interval: float = 0.25
     balancer_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # The agent's own bounds (servers/agent.py, --interval).
+        check_range("testbed.agent_interval", self.agent_interval, minimum=0.01, maximum=60)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,6 +214,33 @@ class RunConfig:
     strategy_options: Mapping[str, Mapping[str, str]]
     timeline: tuple[TimelineEvent, ...]
     raw: Mapping[str, Any] = field(repr=False)  # the merged dict, for manifest and printing
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name:
+            raise ConfigError(f"run.name: {self.name!r} must be a non-empty name without '/'")
+        if self.duration <= 0 and not all(
+            load.model == "open" and load.count for load in self.loads.values()
+        ):
+            raise ConfigError(
+                "run.duration must be above 0 (only open-loop phases with a count may omit it)"
+            )
+        check_range("run.replications", self.replications, minimum=1, maximum=MAX_REPLICATIONS)
+        check_range(
+            "run.request_timeout", self.request_timeout, above=0, maximum=MAX_REQUEST_TIMEOUT
+        )
+        check_range("run.locust_workers", self.locust_workers, maximum=MAX_LOCUST_WORKERS)
+        check_range("run.expect_workers", self.expect_workers, maximum=MAX_LOCUST_WORKERS)
+        ids = [s.id for s in self.servers]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"servers: ids {ids} repeat one")
+        added = {e.server for e in self.timeline if e.action == "add"}
+        for server, weight in self.weights.items():
+            if server not in ids and server not in added:
+                raise ConfigError(
+                    f"weights.{server}: no server has that id (servers: {', '.join(ids)}); "
+                    "give [weights] for the servers of this run"
+                )
+            check_range(f"weights.{server}", weight, above=0, maximum=1e6)
 
     def to_toml(self) -> str:
         return dumps_toml(self.raw)
@@ -252,23 +308,16 @@ def _one_of(name: str, value: Any, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
 
 
-def _int(name: str, value: Any, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigError(f"{name}: {value!r} is not a whole number")
-    try:
-        n = int(value)
-    except ValueError:
-        raise ConfigError(f"{name}: {value!r} is not a whole number") from None
-    if n < minimum:
-        raise ConfigError(f"{name}: {n} must be {minimum} or more")
-    return n
+def _table(name: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name}: give a table ([{name}] with NAME = VALUE lines), not {value!r}")
+    return value
 
 
-def _float(name: str, value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}: {value!r} is not a number") from None
+def _list(name: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{name}: give a list ([...] or [[{name}]] tables), not {value!r}")
+    return value
 
 
 def _names(name: str, value: Any) -> tuple[str, ...]:
@@ -289,15 +338,15 @@ def _load(raw: Mapping[str, Any], where: str) -> LoadConfig:
         raise ConfigError(f"{where}.think_time: give [min, max] seconds, e.g. [0.5, 1.5]")
     return LoadConfig(
         model=raw.get("model", "closed"),
-        users=_int(f"{where}.users", raw.get("users", 50), 1),
-        spawn_rate=_float(f"{where}.spawn_rate", raw.get("spawn_rate", 10)),
+        users=parse_int(raw.get("users", 50), f"{where}.users", minimum=1),
+        spawn_rate=parse_float(raw.get("spawn_rate", 10), f"{where}.spawn_rate"),
         think_time=(
             parse_duration(think[0], f"{where}.think_time"),
             parse_duration(think[1], f"{where}.think_time"),
         ),
-        rate=_float(f"{where}.rate", raw.get("rate", 0)),
+        rate=parse_float(raw.get("rate", 0), f"{where}.rate"),
         arrival=raw.get("arrival", "constant"),
-        count=_int(f"{where}.count", raw.get("count", 0)),
+        count=parse_int(raw.get("count", 0), f"{where}.count"),
     )
 
 
@@ -312,6 +361,9 @@ def _cell(raw: Any, where: str) -> Cell:
         )
     package = parse_size(raw["package"], f"{where}.package")
     work = parse_size(raw["work"], f"{where}.work")
+    # A request is one frame (24-bit length); the server refuses more work than it allows.
+    check_range(f"{where}.package", package, maximum=MAX_FRAME_LENGTH - 1024)
+    check_range(f"{where}.work", work, maximum=MAX_WORK_BYTES)
     return Cell(str(raw.get("name", f"{package}B+{work}B")), package, work)
 
 
@@ -321,47 +373,56 @@ def _server(raw: Any, where: str) -> ServerSpec:
     unknown = set(raw) - {"id", "cpu_quota", "workers", "delay_ms", "max_inflight"}
     if unknown:
         raise ConfigError(f"{where}: unknown server keys {sorted(unknown)}")
+
+    def number(key: str, parse: Callable[..., Any], **bounds: Any) -> Any:
+        return None if raw.get(key) is None else parse(raw[key], f"{where}.{key}", **bounds)
+
     return ServerSpec(
         id=str(raw["id"]),
-        cpu_quota=None
-        if raw.get("cpu_quota") is None
-        else _float(f"{where}.cpu_quota", raw["cpu_quota"]),
-        workers=None if raw.get("workers") is None else _int(f"{where}.workers", raw["workers"], 1),
-        delay_ms=None
-        if raw.get("delay_ms") is None
-        else _float(f"{where}.delay_ms", raw["delay_ms"]),
-        max_inflight=None
-        if raw.get("max_inflight") is None
-        else _int(f"{where}.max_inflight", raw["max_inflight"], 1),
+        cpu_quota=number("cpu_quota", parse_float),
+        workers=number("workers", parse_int, minimum=1),
+        delay_ms=number("delay_ms", parse_float, minimum=0, maximum=3_600_000),
+        max_inflight=number("max_inflight", parse_int, minimum=1, maximum=1_000_000),
     )
 
 
-def _known_strategies() -> tuple[str, ...] | None:
-    """The balancer's registry names, or None when the registry is not importable here."""
+def _check_strategies(
+    strategies: tuple[str, ...], options: Mapping[str, Mapping[str, str]]
+) -> None:
+    """Names and options as the balancer will check them, now rather than at its start.
+
+    Skipped where the balancer's registry is not importable (a loader-only install).
+    """
     try:
-        from balancer.strategies.registry import strategy_names
+        from balancer.strategies.options import build_config
+        from balancer.strategies.registry import strategy_class, strategy_names
     except ImportError:
-        return None
-    return tuple(strategy_names())
+        return
+    known = strategy_names()
+    for name in [*strategies, *options]:
+        if name not in known:
+            raise ConfigError(
+                f"run.strategies: unknown strategy {name!r}; valid names are {', '.join(known)}"
+            )
+    for name, values in options.items():
+        build_config(strategy_class(name).Config, values, name)
 
 
 def build(raw: Mapping[str, Any]) -> RunConfig:
     """Check a merged config dict into a ``RunConfig`` (raises ConfigError)."""
-    run, testbed_raw = raw["run"], raw["testbed"]
+    run, testbed_raw = _table("run", raw["run"]), _table("testbed", raw["testbed"])
     strategies = _names("run.strategies", run["strategies"])
-    known = _known_strategies()
-    if known is not None:
-        for s in strategies:
-            if s not in known:
-                raise ConfigError(
-                    f"run.strategies: unknown strategy {s!r}; valid names are {', '.join(known)}"
-                )
+    options = {
+        k: {a: str(b) for a, b in _table(f"strategy_options.{k}", v).items()}
+        for k, v in _table("strategy_options", raw.get("strategy_options", {})).items()
+    }
+    _check_strategies(strategies, options)
 
-    defs = raw.get("scenario_defs", {})
+    defs = _table("scenario_defs", raw.get("scenario_defs", {}))
     scenarios, loads = [], {}
     for name in _names("run.scenarios", run["scenarios"]):
         if name in defs:
-            d = defs[name]
+            d = _table(f"scenario_defs.{name}", defs[name])
             cells = d.get("cells")
             if not isinstance(cells, list) or not cells:
                 raise ConfigError(f"scenario_defs.{name}.cells: give a non-empty list of cells")
@@ -381,22 +442,14 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
             # [load] is checked only where it is used (martins sets the rate per scenario).
             loads[name] = _load(raw["load"], "load")
 
-    servers = tuple(_server(s, f"servers[{i}]") for i, s in enumerate(raw.get("servers", [])))
+    servers = tuple(
+        _server(s, f"servers[{i}]") for i, s in enumerate(_list("servers", raw.get("servers", [])))
+    )
     ids = [s.id for s in servers]
-    if len(set(ids)) != len(ids):
-        raise ConfigError(f"servers: ids {ids} repeat one")
-
-    weights_raw = raw.get("weights", {})
-    weights = {k: _float(f"weights.{k}", v) for k, v in weights_raw.items()}
-    for k, w in weights.items():
-        if w <= 0:
-            raise ConfigError(f"weights.{k}: {w} must be above 0")
-
-    options = raw.get("strategy_options", {})
-    if not all(isinstance(v, Mapping) for v in options.values()):
-        raise ConfigError(
-            "strategy_options: use one table per strategy, e.g. [strategy_options.lc]"
-        )
+    weights = {
+        str(k): parse_float(v, f"weights.{k}")
+        for k, v in _table("weights", raw.get("weights", {})).items()
+    }
 
     kind = testbed_raw["kind"]
     _one_of("testbed.kind", kind, TESTBEDS)
@@ -420,13 +473,17 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         kind=kind,
         balancer=balancer,
         admin=admin,
-        agent_interval=_float("testbed.agent_interval", testbed_raw.get("agent_interval", 0.25)),
-        balancer_args=tuple(str(a) for a in testbed_raw.get("balancer_args", [])),
+        agent_interval=parse_float(
+            testbed_raw.get("agent_interval", 0.25), "testbed.agent_interval"
+        ),
+        balancer_args=tuple(
+            str(a) for a in _list("testbed.balancer_args", testbed_raw.get("balancer_args", []))
+        ),
     )
 
     timeline = []
     scenario_names = {s.name for s in scenarios}
-    for i, ev in enumerate(raw.get("timeline", [])):
+    for i, ev in enumerate(_list("timeline", raw.get("timeline", []))):
         where = f"timeline[{i}]"
         if not isinstance(ev, Mapping) or not {"at", "action", "server"} <= set(ev):
             raise ConfigError(
@@ -449,7 +506,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
             )
         elif server not in ids:
             raise ConfigError(f"{where}.server: {server!r} is not one of the servers {ids}")
-        only = tuple(ev.get("scenarios", ()))
+        only = _names(f"{where}.scenarios", ev["scenarios"]) if ev.get("scenarios") else ()
         for s in only:
             if s not in scenario_names:
                 raise ConfigError(f"{where}.scenarios: {s!r} is not a scenario of this run")
@@ -460,7 +517,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
                 server=server,
                 scenarios=only,
                 spec=spec,
-                weight=_float(f"{where}.weight", ev.get("weight", 1.0)),
+                weight=parse_float(ev.get("weight", 1.0), f"{where}.weight"),
             )
         )
     if timeline and kind == "external":
@@ -468,8 +525,8 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
             "timeline events need the local testbed (the runner owns those processes)"
         )
 
-    locust_workers = _int("run.locust_workers", run["locust_workers"])
-    expect_workers = _int("run.expect_workers", run.get("expect_workers", 0))
+    locust_workers = parse_int(run["locust_workers"], "run.locust_workers")
+    expect_workers = parse_int(run.get("expect_workers", 0), "run.expect_workers")
     master_bind = _master_bind(str(run.get("locust_master_bind") or ""))
     if expect_workers and master_bind is None:
         raise ConfigError(
@@ -482,24 +539,15 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
             "(workers on other hosts) or --locust-workers N as well"
         )
 
-    duration = parse_duration(run["duration"], "run.duration")
-    warmup = parse_duration(run["warmup"], "run.warmup")
-    if duration <= 0 and not all(load.model == "open" and load.count for load in loads.values()):
-        raise ConfigError(
-            "run.duration must be above 0 (only open-loop phases with a count may omit it)"
-        )
-    name = str(run["name"])
-    if not name or "/" in name:
-        raise ConfigError(f"run.name: {name!r} must be a non-empty name without '/'")
     return RunConfig(
-        name=name,
+        name=str(run["name"]),
         strategies=strategies,
         scenarios=tuple(scenarios),
         loads=loads,
-        duration=duration,
-        warmup=warmup,
-        replications=_int("run.replications", run["replications"], 1),
-        seed=_int("run.seed", run["seed"]),
+        duration=parse_duration(run["duration"], "run.duration"),
+        warmup=parse_duration(run["warmup"], "run.warmup"),
+        replications=parse_int(run["replications"], "run.replications", minimum=1),
+        seed=parse_int(run["seed"], "run.seed"),
         request_timeout=parse_duration(run["request_timeout"], "run.request_timeout"),
         locust_workers=locust_workers,
         locust_master_bind=master_bind,
@@ -508,7 +556,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         testbed=testbed,
         servers=servers,
         weights=weights,
-        strategy_options={k: {a: str(b) for a, b in v.items()} for k, v in options.items()},
+        strategy_options=options,
         timeline=tuple(timeline),
         raw=raw,
     )

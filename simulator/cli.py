@@ -72,7 +72,9 @@ def simulate(
         bool, typer.Option("--no-picks", help="Record no picks (huge runs).")
     ] = False,
     seed: Annotated[int | None, typer.Option(help="Random seed [1].")] = None,
-    replications: Annotated[int, typer.Option(min=1, help="Replications (seed, seed+1, ...).")] = 1,
+    replications: Annotated[
+        int, typer.Option(min=1, max=1000, help="Replications (seed, seed+1, ...).")
+    ] = 1,
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="TOML file with the same settings.")
     ] = None,
@@ -88,6 +90,8 @@ def simulate(
     from simulator.run import simulate as run_one
     from simulator.summary import print_summary
 
+    if out is not None and out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a directory for the run's tables")
     raw: dict[str, Any] = load_toml(config) if config else {}
     raw.update(
         _given(
@@ -123,11 +127,13 @@ def simulate(
         raw.setdefault("run_id", out.name)
     names = strategy or [raw.get("strategy", "p2c")]
     base = config_from_mapping({**raw, "strategy": names[0]})
-    results = []
-    for name in names:
-        for rep in range(replications):
-            cfg = replace(base, strategy=name, replication=rep, seed=base.seed + rep)
-            results.append(run_one(cfg))
+    # Every config is built (and so checked) before the first simulation starts.
+    configs = [
+        replace(base, strategy=name, replication=rep, seed=base.seed + rep)
+        for name in names
+        for rep in range(replications)
+    ]
+    results = [run_one(cfg) for cfg in configs]
     print_summary(results)
     if out is not None:
         from simulator.output import write_run
@@ -143,15 +149,15 @@ def calibrate(
     ] = "service_ms",
 ) -> None:
     """Fit the JSON-work cost model service = a + b*work_bytes + c*package_bytes."""
-    import pyarrow.parquet as pq
-
+    from analysis.load import open_results
     from simulator.service import fit_cost_model
 
-    path = run_dir / "requests.parquet"
-    if not path.exists():
-        raise ConfigError(f"{path} does not exist; give a results dir of a measured run")
-    table = pq.read_table(path).to_pandas()
+    # The analysis reader checks the directory and its files (and drops warm-up rows).
+    columns = ["ok", "work_bytes", "package_bytes", "latency_ms", column]
+    table = open_results(run_dir).table("requests", columns)
     table = table[table["ok"]]
+    if table.empty:
+        raise ConfigError(f"{run_dir} has no successful requests to fit; give a measured run")
     if column not in table.columns:
         typer.secho(
             f"warning: no {column!r} column; fitting latency_ms (includes queueing and network)",
@@ -170,5 +176,6 @@ def register(app: typer.Typer) -> None:
     app.command("simulate")(simulate)
     app.command("validate")(validate)
     app.command("calibrate")(calibrate)
+    app.command("twin")(__import__("simulator.twin", fromlist=["twin"]).twin)
     register_reproductions(reproduce_app)
     app.add_typer(reproduce_app, name="reproduce")

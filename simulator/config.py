@@ -25,10 +25,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lblab.config import parse_duration
+from lblab.config import check_range, parse_duration, parse_float, parse_int
 from lblab.errors import ConfigError
 from simulator.service import ServiceModel, parse_service
 from simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals, scenario_cells
+
+MAX_SERVERS = 100_000
+MAX_WORKERS = 10_000
+MAX_REQUESTS = 1_000_000_000
+"""Past these a run would not finish (or not fit in memory): a typo, not an experiment."""
 
 EPOCH = 1_700_000_000.0
 """Simulated time 0 in epoch seconds (2023-11-14T22:13:20Z): fixed, so runs are reproducible."""
@@ -51,16 +56,14 @@ class ServerGroup:
     """One-way balancer<->server delay in seconds for this group (None: the global one)."""
 
     def __post_init__(self) -> None:
-        if self.count < 1:
-            raise ConfigError(f"servers: count {self.count} must be at least 1")
-        if self.workers < 1:
-            raise ConfigError(f"servers: workers {self.workers} must be at least 1")
-        if self.speed <= 0:
-            raise ConfigError(f"servers: speed {self.speed} must be > 0")
-        if self.weight <= 0:
-            raise ConfigError(f"servers: weight {self.weight} must be > 0")
-        if self.capacity is not None and self.capacity < 1:
-            raise ConfigError(f"servers: capacity {self.capacity} must be at least 1")
+        check_range("servers.count", self.count, minimum=1, maximum=MAX_SERVERS)
+        check_range("servers.workers", self.workers, minimum=1, maximum=MAX_WORKERS)
+        check_range("servers.speed", self.speed, above=0, maximum=1e6)
+        check_range("servers.weight", self.weight, above=0, maximum=1e6)
+        if self.capacity is not None:
+            check_range("servers.capacity", self.capacity, minimum=1)
+        if self.delay is not None:
+            check_range("servers.delay", self.delay, minimum=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,21 +99,27 @@ class SimConfig:
     run_id: str = "sim"
 
     def __post_init__(self) -> None:
+        from balancer.strategies.options import build_config
+        from balancer.strategies.registry import strategy_class
+
+        # The strategy is built per replication by the run; check its name and options now.
+        build_config(
+            strategy_class(self.strategy).Config, dict(self.strategy_options), self.strategy
+        )
         if not self.servers:
             raise ConfigError("servers: at least one server is needed")
-        if self.requests < 1:
-            raise ConfigError(f"requests: {self.requests} must be at least 1")
-        if self.max_tries < 1:
-            raise ConfigError(f"max_tries: {self.max_tries} must be at least 1")
-        if self.picks_every < 0:
-            raise ConfigError(f"picks_every: {self.picks_every} must be 0 (none) or more")
-        if self.routing_keys < 0:
-            raise ConfigError(f"routing_keys: {self.routing_keys} must be 0 or more")
+        if self.server_count > MAX_SERVERS:
+            raise ConfigError(f"servers: {self.server_count} in all; give at most {MAX_SERVERS}")
+        check_range("requests", self.requests, minimum=1, maximum=MAX_REQUESTS)
+        check_range("max_tries", self.max_tries, minimum=1, maximum=100)
+        check_range("picks_every", self.picks_every, minimum=0)
+        check_range("routing_keys", self.routing_keys, minimum=0, maximum=MAX_REQUESTS)
         for name in ("report_period", "tick_period"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name}: {getattr(self, name)} must be > 0 seconds")
-        if self.deadline is not None and self.deadline <= 0:
-            raise ConfigError(f"deadline: {self.deadline} must be > 0 seconds")
+            check_range(name, getattr(self, name), above=0)
+        for name in ("report_delay", "client_delay", "server_delay"):
+            check_range(name, getattr(self, name), minimum=0)
+        if self.deadline is not None:
+            check_range("deadline", self.deadline, above=0)
         if not self.cells:
             object.__setattr__(self, "cells", scenario_cells(self.scenario))
 
@@ -134,11 +143,7 @@ def _get(raw: Mapping[str, Any], key: str, default: Any = None) -> Any:
 
 
 def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
-    value = _get(raw, key, default)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key}: {value!r} is not a whole number") from None
+    return parse_int(_get(raw, key, default), key)
 
 
 def _duration_or_none(value: Any, key: str) -> float | None:
@@ -151,8 +156,9 @@ def _groups(raw: Mapping[str, Any]) -> tuple[ServerGroup, ...]:
     groups = _get(raw, "servers", 3)
     workers = _int(raw, "workers", 1)
     service = parse_service(str(_get(raw, "service", "exp:10ms")))
-    if isinstance(groups, int):
-        return (ServerGroup(count=groups, service=service, workers=workers),)
+    if isinstance(groups, int | str) and not isinstance(groups, bool):
+        count = parse_int(groups, "servers", minimum=1)
+        return (ServerGroup(count=count, service=service, workers=workers),)
     if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
         raise ConfigError("servers: give a count or a list of [[servers]] tables")
     known = {"count", "service", "workers", "speed", "weight", "capacity", "delay"}
@@ -163,15 +169,16 @@ def _groups(raw: Mapping[str, Any]) -> tuple[ServerGroup, ...]:
             raise ConfigError(
                 f"servers[{i}]: unknown keys {sorted(unknown)}; known are {sorted(known)}"
             )
+        where = f"servers[{i}]"
         out.append(
             ServerGroup(
-                count=int(g.get("count", 1)),
+                count=parse_int(g.get("count", 1), f"{where}.count"),
                 service=parse_service(str(g["service"])) if "service" in g else service,
-                workers=int(g.get("workers", workers)),
-                speed=float(g.get("speed", 1.0)),
-                weight=float(g.get("weight", 1.0)),
-                capacity=int(g["capacity"]) if "capacity" in g else None,
-                delay=parse_duration(g["delay"], "delay") if "delay" in g else None,
+                workers=parse_int(g.get("workers", workers), f"{where}.workers"),
+                speed=parse_float(g.get("speed", 1.0), f"{where}.speed"),
+                weight=parse_float(g.get("weight", 1.0), f"{where}.weight"),
+                capacity=parse_int(g["capacity"], f"{where}.capacity") if "capacity" in g else None,
+                delay=parse_duration(g["delay"], f"{where}.delay") if "delay" in g else None,
             )
         )
     return tuple(out)
@@ -183,14 +190,11 @@ def _arrivals(raw: Mapping[str, Any]) -> Arrivals:
         raise ConfigError("give either rate (open arrivals) or users (closed), not both")
     if users is not None:
         return ClosedUsers(
-            users=int(users),
+            users=parse_int(users, "users", minimum=1, maximum=MAX_REQUESTS),
             think=parse_duration(_get(raw, "think", 0), "think"),
             exponential_think=bool(_get(raw, "exponential_think", False)),
         )
-    try:
-        value = float(rate if rate is not None else 1000.0)
-    except (TypeError, ValueError):
-        raise ConfigError(f"rate: {rate!r} is not a number of requests per second") from None
+    value = parse_float(1000.0 if rate is None else rate, "rate", above=0, maximum=1e9)
     return OpenArrivals(rate=value, poisson=bool(_get(raw, "poisson", True)))
 
 

@@ -19,8 +19,8 @@ def _ints(text: str, field: str) -> list[int]:
         raise ConfigError(
             f"{field}: {text!r} is not a comma list of numbers, e.g. 10,100,500"
         ) from None
-    if not values or min(values) < 1:
-        raise ConfigError(f"{field}: {text!r} needs numbers of 1 or more, e.g. 10,100,500")
+    if not values or min(values) < 1 or max(values) > 10_000_000:
+        raise ConfigError(f"{field}: {text!r} needs numbers in 1..10^7, e.g. 10,100,500")
     return values
 
 
@@ -115,7 +115,7 @@ def ingram(
 
 def cheetah(
     servers: Annotated[
-        int, typer.Option(help="Servers in the imbalance study (paper: 468).")
+        int, typer.Option(min=1, max=100_000, help="Servers in the imbalance study (paper: 468).")
     ] = 468,
     active: Annotated[
         str, typer.Option(help="Active connections per point (paper: 20K..200K).")

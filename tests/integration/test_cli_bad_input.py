@@ -1,0 +1,205 @@
+"""Every command given bad files or absurd values: exit 2, one line on stderr, no traceback.
+
+Each case runs ``lblab`` as a real process. The cases are independent, so the module runs
+them all at once (a few at a time) and each test checks its own outcome. A case whose
+validation failed to stop it would start real work (a server, a run): the per-process
+timeout turns that into a failure, not a hang.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lblab.procs import lblab_command
+from lblab.results import SCHEMAS
+
+ONE_LINE = "one"  # a ConfigError: exactly one line, "error: ..."
+USAGE = "usage"  # a flag the command line parser refuses: its short usage message
+
+
+class Case(NamedTuple):
+    args: tuple[str, ...]  # "{d}" stands for the folder of bad files
+    says: str  # a word of the message (case-insensitive)
+    kind: str = ONE_LINE
+
+
+def _requests_table(**replace: pa.Array) -> pa.Table:
+    """A one-row requests table to the contract, with some columns replaced."""
+    schema = SCHEMAS["requests"]
+    columns = {f.name: pa.array([None], type=f.type) for f in schema}
+    columns.update(run_id=pa.array(["r"]), strategy=pa.array(["rr"]), scenario=pa.array(["sp+sr"]))
+    columns.update(replace)
+    return pa.table(columns)
+
+
+def _results_dir(root: Path, name: str, requests: bytes | None, manifest: bytes | None) -> None:
+    d = root / name
+    d.mkdir()
+    if requests is not None:
+        (d / "requests.parquet").write_bytes(requests)
+    if manifest is not None:
+        (d / "manifest.json").write_bytes(manifest)
+
+
+def _parquet_bytes(table: pa.Table, tmp: Path) -> bytes:
+    pq.write_table(table, tmp)
+    data = tmp.read_bytes()
+    tmp.unlink()
+    return data
+
+
+TOML_FILES: Mapping[str, str | bytes] = {
+    "malformed.toml": "[run\nduration = ",
+    "binary.toml": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe",
+    "servers5.toml": "servers = 5\n",
+    "weights-unknown.toml": "[weights]\ns1 = 1\ns9 = 3\n",
+    "timeout0.toml": '[run]\nrequest_timeout = "0s"\n',
+    "duration-nan.toml": "[run]\nduration = nan\n",
+    "duration-inf.toml": "[run]\nduration = inf\n",
+    "users-huge.toml": "[load]\nusers = 1000000000000\n",
+    "quota-nan.toml": '[[servers]]\nid = "s1"\ncpu_quota = nan\n[weights]\ns1 = 1\n',
+    "workers-too-many.toml": '[[servers]]\nid = "s1"\nworkers = 64\n[weights]\ns1 = 1\n',
+    "option-unknown.toml": '[strategy_options.lc]\ntie = "sideways"\n',
+    "cell-huge.toml": (
+        '[run]\nscenarios = ["big"]\n[scenario_defs.big]\n'
+        'cells = [{package = "20MB", work = "10KB"}]\n'
+    ),
+    "sim-rate-nan.toml": "rate = nan\n",
+    "sim-servers-text.toml": "servers = [5]\n",
+    "sim-speed-nan.toml": '[[servers]]\ncount = 2\nspeed = nan\nservice = "exp:10ms"\n',
+}
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("bad")
+    for name, content in TOML_FILES.items():
+        path = d / name
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+    (d / "a-directory.toml").mkdir()
+    (d / "a-file").write_text("not a directory\n")
+    (d / "empty").mkdir()
+    good = _parquet_bytes(_requests_table(), d / "tmp.parquet")
+    foreign = _parquet_bytes(pa.table({"a": [1, 2], "b": ["x", "y"]}), d / "tmp.parquet")
+    retyped = _parquet_bytes(
+        _requests_table(latency_ms=pa.array(["fast"]), ok=pa.array(["yes"])), d / "tmp.parquet"
+    )
+    manifest = b'{"run_id": "r"}'
+    _results_dir(d, "truncated", good[: len(good) // 2], manifest)
+    _results_dir(d, "not-parquet", b"run_id,latency_ms\nr,1.0\n", manifest)
+    _results_dir(d, "foreign", foreign, manifest)
+    _results_dir(d, "retyped", retyped, manifest)
+    _results_dir(d, "manifest-not-json", good, b"{run_id: r")
+    _results_dir(d, "manifest-list", good, b"[1, 2, 3]")
+    _results_dir(d, "manifest-dir", good, None)
+    (d / "manifest-dir" / "manifest.json").mkdir()
+    _results_dir(d, "run-foreign-manifest", None, b'{"run_id": "r", "phases": "none"}')
+    return d
+
+
+CASES: dict[str, Case] = {
+    # ---- lblab run: config files and flags (--print-config stops before any work)
+    "run-malformed-toml": Case(("run", "--config", "{d}/malformed.toml", "--print-config"), "not valid toml"),
+    "run-binary-config": Case(("run", "--config", "{d}/binary.toml", "--print-config"), "not utf-8"),
+    "run-config-is-dir": Case(("run", "--config", "{d}/a-directory.toml", "--print-config"), "is a directory"),
+    "run-servers-5": Case(("run", "--config", "{d}/servers5.toml", "--print-config"), "servers: give a list"),
+    "run-weights-unknown-server": Case(("run", "--config", "{d}/weights-unknown.toml", "--print-config"), "weights.s9"),
+    "run-request-timeout-0": Case(("run", "--config", "{d}/timeout0.toml", "--print-config"), "request_timeout"),
+    "run-duration-nan-toml": Case(("run", "--config", "{d}/duration-nan.toml", "--print-config"), "finite"),
+    "run-duration-inf-toml": Case(("run", "--config", "{d}/duration-inf.toml", "--print-config"), "finite"),
+    "run-duration-huge-flag": Case(("run", "--duration", "1000000000000", "--print-config"), "longer than a week"),
+    "run-users-huge": Case(("run", "--config", "{d}/users-huge.toml", "--print-config"), "load.users"),
+    "run-cpu-quota-nan": Case(("run", "--config", "{d}/quota-nan.toml", "--print-config"), "cpu_quota"),
+    "run-workers-over-inflight": Case(("run", "--config", "{d}/workers-too-many.toml", "--print-config"), "--workers 64"),
+    "run-unknown-strategy": Case(("run", "--strategies", "rr,nope", "--print-config"), "unknown strategy 'nope'"),
+    "run-unknown-scenario": Case(("run", "--scenarios", "sp+sr,huge", "--print-config"), "unknown scenario 'huge'"),
+    "run-unknown-option-value": Case(("run", "--config", "{d}/option-unknown.toml", "--print-config"), "sideways"),
+    "run-cell-20mb": Case(("run", "--config", "{d}/cell-huge.toml", "--print-config"), "package: 20000000 must be at most"),
+    "run-out-is-a-file": Case(("run", "--preset", "tiny", "--out", "{d}/a-file"), "cannot be created"),
+    "run-resume-no-manifest": Case(("run", "--resume", "--out", "{d}/empty"), "does not exist"),
+    "run-resume-manifest-not-json": Case(("run", "--resume", "--out", "{d}/manifest-not-json"), "not valid json"),
+    "run-resume-foreign-manifest": Case(("run", "--resume", "--out", "{d}/run-foreign-manifest"), "not written by"),
+    # ---- lblab simulate / calibrate / reproduce
+    "simulate-rate-nan": Case(("simulate", "--rate", "nan", "--requests", "10"), "rate"),
+    "simulate-requests-huge": Case(("simulate", "--requests", "1000000000000"), "requests"),
+    "simulate-servers-0": Case(("simulate", "--servers", "0", "--requests", "10"), "servers"),
+    "simulate-unknown-strategy-second": Case(("simulate", "-s", "rr", "-s", "nope", "--requests", "10"), "unknown strategy 'nope'"),
+    "simulate-rate-nan-toml": Case(("simulate", "--config", "{d}/sim-rate-nan.toml"), "rate"),
+    "simulate-servers-list-of-numbers": Case(("simulate", "--config", "{d}/sim-servers-text.toml"), "servers"),
+    "simulate-speed-nan": Case(("simulate", "--config", "{d}/sim-speed-nan.toml"), "speed"),
+    "simulate-binary-config": Case(("simulate", "--config", "{d}/binary.toml"), "not utf-8"),
+    "simulate-out-is-a-file": Case(("simulate", "--requests", "10", "--out", "{d}/a-file"), "is a file"),
+    "calibrate-truncated": Case(("calibrate", "{d}/truncated"), "truncated"),
+    "calibrate-foreign": Case(("calibrate", "{d}/foreign"), "lacks required columns"),
+    "reproduce-ingram-requests-huge": Case(("reproduce", "ingram", "--requests", "10,1000000000000"), "--requests"),
+    "reproduce-cheetah-servers-0": Case(("reproduce", "cheetah", "--servers", "0"), "--servers", USAGE),
+    "testbed-hosts-0": Case(("testbed", "up", "--hosts", "0", "--root", "{d}/testbed"), "--hosts"),
+    # ---- lblab report / notebooks: results folders
+    "report-missing-dir": Case(("report", "{d}/nope"), "not a directory"),
+    "report-empty-dir": Case(("report", "{d}/empty"), "no requests.parquet"),
+    "report-truncated-parquet": Case(("report", "{d}/truncated"), "truncated"),
+    "report-not-parquet": Case(("report", "{d}/not-parquet"), "not parquet"),
+    "report-foreign-parquet": Case(("report", "{d}/foreign"), "lacks required columns"),
+    "report-retyped-columns": Case(("report", "{d}/retyped"), "latency_ms is string"),
+    "report-manifest-not-json": Case(("report", "{d}/manifest-not-json"), "not valid json"),
+    "report-manifest-a-list": Case(("report", "{d}/manifest-list"), "not an object"),
+    "report-manifest-a-dir": Case(("report", "{d}/manifest-dir"), "is a directory"),
+    "notebooks-foreign-parquet": Case(("notebooks", "{d}/foreign", "--no-open"), "lacks required columns"),
+    # ---- lblab server / agent / balancer / locust-workers: flags
+    "server-delay-nan": Case(("server", "--id", "s1", "--port", "0", "--delay-ms", "nan"), "--delay-ms"),
+    "server-drain-inf": Case(("server", "--id", "s1", "--port", "0", "--drain-timeout", "inf"), "--drain-timeout"),
+    "agent-pid-negative": Case(("agent", "--server", "s1", "--pid", "-5", "--report-to", "127.0.0.1:9"), "--pid"),
+    "agent-allowance-nan": Case(("agent", "--server", "s1", "--pid", "1", "--report-to", "127.0.0.1:9", "--allowance", "nan"), "--allowance"),
+    "balancer-port-huge": Case(("balancer", "--backend", "s1=127.0.0.1:9", "--port", "99999"), "--port", USAGE),
+    "balancer-picks-is-dir": Case(("balancer", "--backend", "s1=127.0.0.1:9", "--port", "0", "--picks", "{d}/a-directory.toml"), "directory", USAGE),
+    "locust-workers-root-is-file": Case(("locust-workers", "--master", "127.0.0.1:9", "--records-root", "{d}/a-file"), "is a file"),
+    "locust-workers-processes-huge": Case(("locust-workers", "--master", "127.0.0.1:9", "--records-root", "{d}/records", "--processes", "1000000"), "--processes", USAGE),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def outcomes(bad_files: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every case's finished process, run a few at a time (they only parse and refuse)."""
+
+    def run(case: Case) -> subprocess.CompletedProcess[str]:
+        args = [a.replace("{d}", str(bad_files)) for a in case.args]
+        return subprocess.run(
+            lblab_command(*args), capture_output=True, text=True, timeout=90, cwd=bad_files
+        )
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = dict(zip(CASES, pool.map(run, CASES.values()), strict=True))
+    return done
+
+
+@pytest.mark.timeout(600)  # the first test runs every case (the module fixture)
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_exits_2_with_one_line(
+    name: str, outcomes: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    case, out = CASES[name], outcomes[name]
+    shown = f"exit {out.returncode}\nstdout: {out.stdout[-800:]}\nstderr: {out.stderr[-2000:]}"
+    assert out.returncode == 2, shown
+    assert "Traceback" not in out.stderr + out.stdout, shown
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    if case.kind == ONE_LINE:
+        assert len(lines) == 1, shown
+        assert lines[0].startswith("error: "), shown
+    else:
+        assert 1 <= len(lines) <= 6, shown
+    assert case.says.lower() in out.stderr.lower(), shown
+
+
+def test_at_least_30_cases_over_every_command_that_reads_input() -> None:
+    assert len(CASES) >= 30
+    commands = {case.args[0] for case in CASES.values()}
+    assert commands >= {"run", "simulate", "calibrate", "reproduce", "report", "notebooks",
+                        "server", "agent", "balancer", "locust-workers", "testbed"}  # fmt: skip
