@@ -191,7 +191,7 @@ JSQ(d) runs over 300 servers spend the most on warm-up; JSQ and lc only meet bou
 
 SIZES = {
     "quick": Size("quick", 8, 1.0),
-    "default": Size("default", 8, 2.5),
+    "default": Size("default", 8, 2.0),
 }
 
 
@@ -407,6 +407,8 @@ def _figure(x: float | None) -> str:
 
 def _error(c: CaseResult) -> tuple[str, str]:
     """Error and interval half-width as printed: % for times, absolute for fractions."""
+    if c.theory is None and c.error == 0.0:
+        return "inside", f"{100 * c.half_width:.2f} %"
     if c.metric == "T":
         return f"{100 * c.error:+.2f} %", f"{100 * c.half_width:.2f} %"
     return f"{c.error:+.4f}", f"{c.half_width:.4f}"
