@@ -183,7 +183,7 @@ class Depth:
 
 QUICK = Depth(warmup=0.5, measure=0.5, samples=20)
 FULL = Depth()
-"""The depth of the first version of this study (``--full``)."""
+"""The first version's depth (``--full``); it started empty, this starts in steady state."""
 
 
 @cache
