@@ -1,0 +1,189 @@
+"""The report's "Measured vs simulated" section, from ``RESULTS_DIR/twin/twin.json``.
+
+``twin_section(run_dir)`` returns a self-contained HTML fragment (tables and plain
+words, no scripts, no images), or None when the run has no twin (``lblab twin``
+writes one). It only reads ``twin.json``; ``simulator/twin.py`` computes everything.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+TWIN_JSON = Path("twin") / "twin.json"
+_MISS_STYLE = ' style="background:#fbe3e3"'
+_LABELS = {
+    "throughput_rps": "throughput (ok/s)",
+    "latency_mean_ms": "mean latency (ms)",
+    "latency_p95_ms": "p95 latency (ms)",
+}
+
+
+def _num(value: Any, fmt: str = "{:.1f}") -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def _pct(value: Any) -> str:
+    return "n/a" if value is None else f"{value:+.0%}"
+
+
+def _tau(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _cells_table(data: dict[str, Any]) -> str:
+    miss = data["summary"]["miss_threshold"]
+    head = "".join(
+        f"<th>{_esc(label)}<br>measured</th><th>simulated</th><th>error</th>"
+        for label in _LABELS.values()
+    )
+    rows = []
+    for c in data["cells"]:
+        tds = []
+        for f in _LABELS:
+            err = c["error"][f]
+            style = _MISS_STYLE if err is None or abs(err) > miss else ""
+            tds.append(
+                f"<td>{_num(c['measured'][f])}</td><td>{_num(c['simulated'][f])}</td>"
+                f"<td{style}>{_pct(err)}</td>"
+            )
+        rows.append(
+            f"<tr><td>{_esc(c['scenario'])}</td><td>{_esc(c['strategy'])}</td>{''.join(tds)}</tr>"
+        )
+    return f"<table><tr><th>scenario</th><th>strategy</th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _rank_table(data: dict[str, Any]) -> str:
+    target = data["summary"]["tau_target"]
+    rows = []
+    for scenario, r in data["rank"].items():
+        tds = []
+        for key in ("throughput", "latency_mean"):
+            tau = r[key]["tau"]
+            style = _MISS_STYLE if tau is None or tau < target else ""
+            tds.append(
+                f"<td>{_esc(' > '.join(r[key]['measured']))}</td>"
+                f"<td>{_esc(' > '.join(r[key]['simulated']))}</td><td{style}>{_tau(tau)}</td>"
+            )
+        rows.append(f"<tr><td>{_esc(scenario)}</td>{''.join(tds)}</tr>")
+    return (
+        "<table><tr><th>scenario</th><th>by throughput: measured</th><th>simulated</th>"
+        "<th>tau</th><th>by mean latency: measured</th><th>simulated</th><th>tau</th></tr>"
+        f"{''.join(rows)}</table>"
+    )
+
+
+def _scale_table(data: dict[str, Any]) -> str:
+    scales = data.get("scales") or []
+    if not scales:
+        return ""
+    target = data["summary"]["tau_target"]
+    head = "".join(
+        f"<th>{s['servers']} servers: ranking by throughput</th><th>tau vs twin</th>"
+        "<th>tau vs measured</th>"
+        for s in scales
+    )
+    rows = []
+    for scenario in data["rank"]:
+        tds = []
+        for s in scales:
+            r = s["rank"].get(scenario, {}).get("throughput", {})
+            tau = r.get("tau_vs_twin")
+            style = _MISS_STYLE if tau is None or tau < target else ""
+            tds.append(
+                f"<td>{_esc(' > '.join(r.get('simulated', [])))}</td>"
+                f"<td{style}>{_tau(tau)}</td><td>{_tau(r.get('tau_vs_measured'))}</td>"
+            )
+        rows.append(f"<tr><td>{_esc(scenario)}</td>{''.join(tds)}</tr>")
+    return (
+        "<h3>Does the ranking hold at scale?</h3>"
+        "<p>The same twin with more servers of the same capacity mix and the load per "
+        "server kept (users or rate scaled with the servers). Tau vs twin compares with the "
+        f"{len(data['model']['servers'])}-server twin's ranking, tau vs measured with the "
+        "live ranking.</p>"
+        f"<table><tr><th>scenario</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def _model_table(data: dict[str, Any]) -> str:
+    servers = "".join(
+        f"<tr><td>{_esc(s['id'])}</td><td>{_num(s.get('cpu_quota'), '{:g}')}</td>"
+        f"<td>{_num(s['weight'], '{:g}')}</td><td>{s['workers']}</td>"
+        f"<td>{_esc(s['fit'])}</td><td>{_num(s['fit_r2'], '{:.3f}')}</td>"
+        f"<td>{s['samples']}</td></tr>"
+        for s in data["model"]["servers"]
+    )
+    scenarios = "".join(
+        f"<tr><td>{_esc(name)}</td><td>{_num(m['front_ms'], '{:.2f}')}</td>"
+        f"<td>{_num(m['think_ms'], '{:.2f}')}</td><td>{m['requests_per_phase']}</td></tr>"
+        for name, m in data["model"]["scenarios"].items()
+    )
+    return (
+        "<details><summary>What the twin took from the run</summary>"
+        "<p>Service times: each server's own measured times, resampled per request shape "
+        "(the calibrated cost model below prices shapes it never served). Front end: the "
+        "time outside the servers' slots (generator, balancer, links, server event loop), "
+        "as a fixed delay. Think: the closed loop's time outside the request.</p>"
+        "<table><tr><th>server</th><th>CPU quota</th><th>weight</th><th>workers</th>"
+        f"<th>cost model</th><th>R&sup2;</th><th>samples</th></tr>{servers}</table>"
+        "<table><tr><th>scenario</th><th>front end (ms, round trip)</th><th>think (ms)</th>"
+        f"<th>requests per phase</th></tr>{scenarios}</table></details>"
+    )
+
+
+def _plain_words(data: dict[str, Any]) -> str:
+    s = data["summary"]
+    cells = len(data["cells"])
+    misses = s["throughput_misses"]
+    low = s["tau_below_target"]
+    worst = s["max_abs_throughput_error"]
+    parts = [
+        f"The simulator, given this run's servers, load and measured service times, predicts "
+        f"the throughput of {cells - len(misses)} of {cells} strategy x scenario cells within "
+        f"{s['miss_threshold']:.0%} (worst error {_pct(worst).lstrip('+')})."
+    ]
+    if misses:
+        parts.append(f"It misses by more than that in: {_esc(', '.join(misses))}.")
+    if low:
+        parts.append(
+            f"The ranking of the strategies by throughput agrees poorly (Kendall tau below "
+            f"{s['tau_target']}) in: {_esc(', '.join(low))}; there the simulator's ranking "
+            "(and so its answers at scale) should not be taken for the testbed's."
+        )
+    else:
+        parts.append(
+            f"The ranking by throughput agrees in every scenario (tau at least {s['tau_target']})."
+        )
+    for note in data["model"].get("notes", []):
+        parts.append(f"Note: {_esc(note)}.")
+    return f"<p>{' '.join(parts)}</p>"
+
+
+def twin_section(run_dir: str | Path) -> str | None:
+    """The "Measured vs simulated" section of the report, or None without a twin."""
+    path = Path(run_dir) / TWIN_JSON
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        body = (
+            _plain_words(data)
+            + _cells_table(data)
+            + "<h3>Rank agreement (Kendall tau-b)</h3>"
+            + _rank_table(data)
+            + _scale_table(data)
+            + _model_table(data)
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return (
+            '<h2 id="twin">Measured vs simulated</h2>'
+            f'<p class="note">{_esc(path)} is unreadable ({_esc(type(exc).__name__)}: '
+            f"{_esc(exc)}); run <code>lblab twin {_esc(run_dir)}</code> again.</p>"
+        )
+    return f'<h2 id="twin">Measured vs simulated</h2>{body}'

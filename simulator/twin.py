@@ -1,0 +1,742 @@
+"""The simulated twin of a run: the same testbed in the simulator, and how far it misses.
+
+``lblab twin RESULTS_DIR`` reads a finished run (live or simulated), builds its twin and
+writes ``RESULTS_DIR/twin/``: the simulated run (the tables ``lblab simulate`` writes),
+one ``scale-N/`` folder per ``--scale`` and ``twin.json`` with measured vs simulated
+figures, prediction errors and rank agreement (Kendall tau-b).
+
+What the twin takes from the run, all measured or configured, nothing tuned to fit:
+
+- **Servers**: the run's servers in order, with their weights, workers and max-inflight
+  (capacity). Each server's service time is what that server reported per request
+  (``service_ms``, the slot's time from start to end of the work, so CPU quotas, cgroup
+  throttling and CPU contention on a shared machine are in it). The twin resamples those
+  times per request shape (``MeasuredService``); a shape the server never served is
+  priced by the JSON-work cost model that ``lblab calibrate`` fits to the same rows.
+- **Front end**: ``latency - queue_ms - service_ms`` of each request is the time spent
+  outside the server's slot (generator, balancer, links, the server's event loop). Its
+  mean per phase, median over the scenario's phases, becomes the twin's round-trip
+  client<->balancer delay: one figure per scenario, the same for every strategy.
+- **Load**: the closed model's users, and as think time the loop's measured time
+  outside the request (``users / sent-rate - mean latency``, Little's law: the configured
+  think time plus the generator's own time between a response and the next send),
+  median over the scenario's phases; the open model's rate and arrival process.
+- Scenarios (request shapes), strategies and their options, request timeout (deadline),
+  agent interval, replications and seeds; warm-up marked as in the run.
+
+A scaled twin (``--scale N``) gives N servers the same capacity mix (each measured
+server repeated N / n times), and users or rate times N / n; the front end and think
+time stay per request (a balancer and generator scaled out with the servers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import typer
+
+from lblab.errors import ConfigError
+from simulator.config import EPOCH, ServerGroup, SimConfig
+from simulator.service import JsonCost, ServiceModel, fit_cost_model
+from simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals
+
+TWIN_DIR = "twin"
+TWIN_JSON = "twin.json"
+FIGURES = ("throughput_rps", "latency_mean_ms", "latency_p95_ms")
+RANKED = {"throughput": "throughput_rps", "latency_mean": "latency_mean_ms"}
+MISS = 0.15
+"""A cell whose throughput error is above this (relative) misses the twin's target."""
+TAU_TARGET = 0.8
+MAX_SAMPLES_PER_CELL = 5000
+MIN_REQUESTS = 2000
+MAX_SCALE = 100_000
+
+
+# ------------------------------------------------------------------ rank agreement
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's tau-b of two paired sequences (ties in either count as neither).
+
+    None when it is undefined: fewer than two pairs, or one side all ties.
+    """
+    if len(x) != len(y):
+        raise ValueError(f"kendall_tau: {len(x)} values against {len(y)}")
+    concordant = discordant = ties_x = ties_y = 0
+    n = len(x)
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = x[i] - x[j], y[i] - y[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    return (concordant - discordant) / denominator if denominator > 0 else None
+
+
+# ------------------------------------------------------------------ service model
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class MeasuredService:
+    """A server's own measured service times, resampled per request shape.
+
+    ``samples[(package_bytes, work_bytes)]`` holds seconds; a shape without samples is
+    priced by ``fit`` (the calibrated cost model) times a resampled measured ratio
+    of service time to the fit's prediction, so its spread is the server's too.
+    """
+
+    fit: JsonCost
+    samples: Mapping[Cell, tuple[float, ...]]
+    ratios: tuple[float, ...]
+    r2: float
+
+    @property
+    def mean_s(self) -> float:
+        pooled = [s for values in self.samples.values() for s in values]
+        return float(np.mean(pooled)) if pooled else self.fit.mean_s
+
+    def sample(self, rng: random.Random, work_bytes: int, package_bytes: int) -> float:
+        measured = self.samples.get((package_bytes, work_bytes))
+        if measured:
+            return measured[int(rng.random() * len(measured))]
+        ratio = self.ratios[int(rng.random() * len(self.ratios))] if self.ratios else 1.0
+        return self.fit.sample(rng, work_bytes, package_bytes) * ratio
+
+    def spec(self) -> str:
+        return f"measured({len(self.samples)} shapes; otherwise {self.fit.spec()})"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "fit": self.fit.spec(),
+            "fit_r2": round(self.r2, 4),
+            "service_ms_mean": {
+                f"{p}B+{w}B": round(1000.0 * float(np.mean(v)), 4)
+                for (p, w), v in sorted(self.samples.items())
+            },
+            "samples": sum(len(v) for v in self.samples.values()),
+        }
+
+
+def fit_service(rows: pd.DataFrame, seed: int = 1) -> MeasuredService:
+    """The service model of one server from its rows (``package_bytes``, ``work_bytes``,
+    ``service_ms`` of successful requests)."""
+    fit = fit_cost_model(rows["work_bytes"], rows["package_bytes"], rows["service_ms"])
+    rng = np.random.default_rng(seed)
+    samples: dict[Cell, tuple[float, ...]] = {}
+    for (package, work), group in rows.groupby(["package_bytes", "work_bytes"], sort=True):
+        seconds = group["service_ms"].to_numpy(dtype=float) / 1000.0
+        if len(seconds) > MAX_SAMPLES_PER_CELL:
+            seconds = rng.choice(seconds, MAX_SAMPLES_PER_CELL, replace=False)
+        samples[(int(package), int(work))] = tuple(float(s) for s in seconds)
+    predicted = (
+        fit.model.a
+        + fit.model.b * rows["work_bytes"].to_numpy(dtype=float)
+        + fit.model.c * rows["package_bytes"].to_numpy(dtype=float)
+    )
+    ratio = rows["service_ms"].to_numpy(dtype=float) / 1000.0 / np.maximum(predicted, 1e-9)
+    if len(ratio) > MAX_SAMPLES_PER_CELL:
+        ratio = rng.choice(ratio, MAX_SAMPLES_PER_CELL, replace=False)
+    return MeasuredService(fit.model, samples, tuple(float(r) for r in ratio), fit.r2)
+
+
+# ------------------------------------------------------------------ the run, described
+
+
+@dataclass(frozen=True, slots=True)
+class TwinServer:
+    id: str
+    weight: float
+    workers: int
+    capacity: int | None
+    cpu_quota: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TwinScenario:
+    name: str
+    cells: tuple[Cell, ...]
+    closed: bool
+    users: int = 0
+    rate: float = 0.0
+    poisson: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Testbed:
+    """What the twin copies from the run: servers, load, matrix, settings."""
+
+    servers: tuple[TwinServer, ...]
+    strategies: tuple[str, ...]
+    strategy_options: Mapping[str, Mapping[str, str]]
+    scenarios: tuple[TwinScenario, ...]
+    replications: int
+    seed: int
+    deadline: float | None
+    report_period: float
+    warmup_fraction: float
+    notes: tuple[str, ...]
+
+
+def _live_testbed(manifest: Mapping[str, Any]) -> Testbed:
+    from loadtests.runconfig import build
+
+    config = build(manifest["config"])
+    facts = manifest.get("testbed", {}).get("servers", {})
+    servers = []
+    for spec in config.servers:
+        started = facts.get(spec.id, {})
+        servers.append(
+            TwinServer(
+                id=spec.id,
+                weight=float(config.weights.get(spec.id, 1.0)),
+                workers=int(started.get("workers") or spec.workers or 1),
+                capacity=started.get("max_inflight") or spec.max_inflight,
+                cpu_quota=spec.cpu_quota,
+            )
+        )
+    scenarios = []
+    for s in config.scenarios:
+        load = config.loads[s.name]
+        cells = tuple((c.package_bytes, c.work_bytes) for c in s.cells)
+        if load.model == "closed":
+            scenarios.append(TwinScenario(s.name, cells, True, users=load.users))
+        else:
+            scenarios.append(
+                TwinScenario(
+                    s.name, cells, False, rate=load.rate, poisson=load.arrival == "poisson"
+                )
+            )
+    notes = []
+    if config.timeline:
+        notes.append("the run's timeline events (kill, drain, add...) are not modelled")
+    length = config.warmup + config.duration
+    return Testbed(
+        servers=tuple(servers),
+        strategies=config.strategies,
+        strategy_options=config.strategy_options,
+        scenarios=tuple(scenarios),
+        replications=config.replications,
+        seed=config.seed,
+        deadline=config.request_timeout,
+        report_period=config.testbed.agent_interval,
+        warmup_fraction=config.warmup / length if length > 0 else 0.0,
+        notes=tuple(notes),
+    )
+
+
+def _simulated_testbed(manifest: Mapping[str, Any]) -> Testbed:
+    configs = manifest.get("config")
+    if not isinstance(configs, list) or not configs:
+        raise ConfigError("the simulated run's manifest has no config list; re-run lblab simulate")
+    first = configs[0]
+    servers: list[TwinServer] = []
+    for group in first["servers"]:
+        for _ in range(int(group["count"])):
+            servers.append(
+                TwinServer(
+                    id=f"s{len(servers) + 1}",
+                    weight=float(group["weight"]),
+                    workers=int(group["workers"]),
+                    capacity=group.get("capacity"),
+                    cpu_quota=None,
+                )
+            )
+    scenarios: dict[str, TwinScenario] = {}
+    options: dict[str, dict[str, str]] = {}
+    for c in configs:
+        options[c["strategy"]] = dict(c.get("strategy_options") or {})
+        arrivals = c["arrivals"]
+        closed = arrivals["model"] == "ClosedUsers"
+        scenarios.setdefault(
+            c["scenario"],
+            TwinScenario(
+                c["scenario"],
+                tuple((int(p), int(w)) for p, w in c["cells"]),
+                closed,
+                users=int(arrivals.get("users", 0)),
+                rate=float(arrivals.get("rate", 0.0)),
+                poisson=bool(arrivals.get("poisson", False)),
+            ),
+        )
+    return Testbed(
+        servers=tuple(servers),
+        strategies=tuple(dict.fromkeys(c["strategy"] for c in configs)),
+        strategy_options=options,
+        scenarios=tuple(scenarios.values()),
+        replications=len({c["replication"] for c in configs}),
+        seed=int(min(c["seed"] - c["replication"] for c in configs)),
+        deadline=first.get("deadline"),
+        report_period=float(first["report_period"]),
+        warmup_fraction=0.0,
+        notes=(),
+    )
+
+
+# ------------------------------------------------------------------ measured figures
+
+
+@dataclass(frozen=True)
+class Measured:
+    units: pd.DataFrame
+    """One row per unit: the analysis's unit metrics plus ``front_ms``."""
+    pooled: pd.DataFrame
+    """strategy, scenario and the mean of each of FIGURES over replications."""
+    rows: pd.DataFrame
+    """Successful requests with the service columns (for fitting)."""
+
+
+def measure(run_dir: Path) -> Measured:
+    """The run's figures by the report's own definitions (analysis.metrics)."""
+    from analysis.load import KEY, open_results
+    from analysis.metrics import REQUEST_COLUMNS, pool, unit_metrics
+
+    results = open_results(run_dir)
+    columns = list(
+        dict.fromkeys([*REQUEST_COLUMNS, "package_bytes", "work_bytes", "service_ms", "queue_ms"])
+    )
+    requests = results.table("requests", columns)
+    if requests.empty:
+        raise ConfigError(f"{run_dir} has no measured requests; give a finished run")
+    if "service_ms" not in requests.columns or requests["service_ms"].notna().sum() == 0:
+        raise ConfigError(
+            f"{run_dir}: the requests table has no service_ms (servers' own service times, "
+            "recorded by lblab runs since the twin exists); re-run the experiment with this "
+            "lblab to build its twin"
+        )
+    units = unit_metrics(requests)
+    ok = requests[requests["ok"].fillna(False).astype(bool) & requests["service_ms"].notna()]
+    ok = ok.assign(front_ms=ok["latency_ms"] - ok["queue_ms"].fillna(0.0) - ok["service_ms"])
+    front = ok.groupby(KEY, observed=True)["front_ms"].mean().reset_index()
+    front["replication"] = front["replication"].astype(int)
+    for col in ("run_id", "strategy", "scenario"):
+        front[col] = front[col].astype(str)
+    units = units.merge(front, on=KEY, how="left")
+    long = pool(units, list(FIGURES))
+    pooled = long.pivot_table(
+        index=["strategy", "scenario"], columns="metric", values="mean", observed=True
+    ).reset_index()
+    return Measured(units=units, pooled=pooled, rows=ok)
+
+
+# ------------------------------------------------------------------ building the twin
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioModel:
+    """The per-scenario part of the model that is measured from the run."""
+
+    front_ms: float
+    think_ms: float
+    requests: int
+
+
+def _median(values: pd.Series) -> float:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(values.median()) if len(values) else 0.0
+
+
+def scenario_models(testbed: Testbed, measured: Measured) -> dict[str, ScenarioModel]:
+    out = {}
+    units = measured.units
+    for s in testbed.scenarios:
+        mine = units[units["scenario"] == s.name]
+        if mine.empty:
+            raise ConfigError(f"scenario {s.name}: the run has no measured requests for it")
+        sent_rate = mine["throughput_rps"] * mine["requests"] / mine["ok"].clip(lower=1)
+        think = 0.0
+        if s.closed:
+            cycle_ms = 1000.0 * s.users / sent_rate.where(sent_rate > 0)
+            think = max(0.0, _median(cycle_ms - mine["latency_mean_ms"]))
+        requests = _median(mine["requests"]) / max(1.0 - testbed.warmup_fraction, 1e-9)
+        out[s.name] = ScenarioModel(
+            front_ms=max(0.0, _median(mine["front_ms"])),
+            think_ms=think,
+            requests=max(MIN_REQUESTS, round(requests)),
+        )
+    return out
+
+
+def _groups(
+    testbed: Testbed, services: Mapping[str, MeasuredService], total: int
+) -> tuple[ServerGroup, ...]:
+    """``total`` servers with the run's capacity mix (each server repeated in turn)."""
+    n = len(testbed.servers)
+    base, extra = divmod(total, n)
+    groups = []
+    for i, s in enumerate(testbed.servers):
+        count = base + (1 if i < extra else 0)
+        if count:
+            groups.append(
+                ServerGroup(
+                    count=count,
+                    service=cast(ServiceModel, services[s.id]),  # duck-typed like the others
+                    workers=s.workers,
+                    weight=s.weight,
+                    capacity=s.capacity,
+                )
+            )
+    return tuple(groups)
+
+
+def _arrivals(scenario: TwinScenario, model: ScenarioModel, factor: float) -> Arrivals:
+    if scenario.closed:
+        return ClosedUsers(
+            users=max(1, round(scenario.users * factor)), think=model.think_ms / 1000.0
+        )
+    return OpenArrivals(rate=scenario.rate * factor, poisson=scenario.poisson)
+
+
+def configs_for(
+    testbed: Testbed,
+    services: Mapping[str, MeasuredService],
+    models: Mapping[str, ScenarioModel],
+    servers: int,
+    replications: int,
+    max_requests: int | None,
+    run_id: str,
+) -> list[SimConfig]:
+    """One SimConfig per scenario x strategy x replication for ``servers`` servers."""
+    factor = servers / len(testbed.servers)
+    groups = _groups(testbed, services, servers)
+    out = []
+    for scenario in testbed.scenarios:
+        model = models[scenario.name]
+        requests = round(model.requests * factor)
+        if max_requests is not None:
+            requests = min(requests, max_requests)
+        for strategy in testbed.strategies:
+            for rep in range(replications):
+                out.append(
+                    SimConfig(
+                        strategy=strategy,
+                        strategy_options=tuple(
+                            (str(k), str(v))
+                            for k, v in testbed.strategy_options.get(strategy, {}).items()
+                        ),
+                        servers=groups,
+                        requests=max(requests, 1),
+                        arrivals=_arrivals(scenario, model, factor),
+                        scenario=scenario.name,
+                        cells=scenario.cells,
+                        report_period=testbed.report_period,
+                        client_delay=model.front_ms / 2000.0,
+                        deadline=testbed.deadline,
+                        seed=testbed.seed + rep,
+                        replication=rep,
+                        run_id=run_id,
+                    )
+                )
+    return out
+
+
+def _with_warmup(table: pa.Table, column: str, until: float) -> pa.Table:
+    return table.append_column("warmup", pc.less(table[column], until))
+
+
+def _simulate_all(configs: Sequence[SimConfig], warmup_fraction: float, out: Path) -> None:
+    """Run every config and write the tables, the first ``warmup_fraction`` of each
+    replication's simulated time marked ``warmup`` as the live runner marks it."""
+    from simulator.output import write_run
+    from simulator.run import simulate
+
+    results = []
+    for cfg in configs:
+        r = simulate(cfg)
+        until = EPOCH + warmup_fraction * r.sim_seconds
+        results.append(
+            replace(
+                r,
+                requests=_with_warmup(r.requests, "t_sent", until),
+                picks=_with_warmup(r.picks, "t", until),
+                cpu=_with_warmup(r.cpu, "t", until),
+            )
+        )
+    write_run(out, results, extra={"twin": True})
+
+
+# ------------------------------------------------------------------ comparing
+
+
+def _rel_error(simulated: float, measured: float) -> float | None:
+    if not (math.isfinite(simulated) and math.isfinite(measured)) or measured == 0:
+        return None
+    return (simulated - measured) / measured
+
+
+def _number(value: Any) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return round(v, 4) if math.isfinite(v) else None
+
+
+def _figures(pooled: pd.DataFrame, strategy: str, scenario: str) -> dict[str, float | None]:
+    row = pooled[(pooled["strategy"] == strategy) & (pooled["scenario"] == scenario)]
+    return {f: _number(row[f].iloc[0]) if len(row) and f in row else None for f in FIGURES}
+
+
+def _ranking(
+    pooled: pd.DataFrame, scenario: str, strategies: Sequence[str], metric: str
+) -> list[float]:
+    return [
+        _figures(pooled, s, scenario)[metric] or float("nan") for s in strategies
+    ]  # nan: a strategy without figures ranks nowhere (tau skips it below)
+
+
+def _order(strategies: Sequence[str], values: Sequence[float], higher: bool) -> list[str]:
+    pairs = [(v, s) for s, v in zip(strategies, values, strict=True) if math.isfinite(v)]
+    return [s for v, s in sorted(pairs, key=lambda p: -p[0] if higher else p[0])]
+
+
+def _tau(a: Sequence[float], b: Sequence[float]) -> float | None:
+    keep = [i for i in range(len(a)) if math.isfinite(a[i]) and math.isfinite(b[i])]
+    tau = kendall_tau([a[i] for i in keep], [b[i] for i in keep])
+    return None if tau is None else round(tau, 4)
+
+
+def measure_simulated(run_dir: Path) -> pd.DataFrame:
+    """Pooled FIGURES of a twin's simulated run, by the same definitions."""
+    return measure(run_dir).pooled
+
+
+def compare(
+    testbed: Testbed, measured: pd.DataFrame, simulated: pd.DataFrame
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per cell: both figures and the relative errors; per scenario: rankings and tau."""
+    cells = []
+    for scenario in testbed.scenarios:
+        for strategy in testbed.strategies:
+            m = _figures(measured, strategy, scenario.name)
+            s = _figures(simulated, strategy, scenario.name)
+            cells.append(
+                {
+                    "strategy": strategy,
+                    "scenario": scenario.name,
+                    "measured": m,
+                    "simulated": s,
+                    "error": {
+                        f: _number(_rel_error(s[f] or math.nan, m[f] or math.nan)) for f in FIGURES
+                    },
+                }
+            )
+    ranks: dict[str, Any] = {}
+    for scenario in testbed.scenarios:
+        ranks[scenario.name] = {}
+        for name, metric in RANKED.items():
+            higher = metric == "throughput_rps"
+            mv = _ranking(measured, scenario.name, testbed.strategies, metric)
+            sv = _ranking(simulated, scenario.name, testbed.strategies, metric)
+            ranks[scenario.name][name] = {
+                "measured": _order(testbed.strategies, mv, higher),
+                "simulated": _order(testbed.strategies, sv, higher),
+                "tau": _tau(mv, sv),
+            }
+    return cells, ranks
+
+
+def _scale_ranks(
+    testbed: Testbed, base: pd.DataFrame, measured: pd.DataFrame, scaled: pd.DataFrame
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for scenario in testbed.scenarios:
+        out[scenario.name] = {}
+        for name, metric in RANKED.items():
+            higher = metric == "throughput_rps"
+            sv = _ranking(scaled, scenario.name, testbed.strategies, metric)
+            out[scenario.name][name] = {
+                "simulated": _order(testbed.strategies, sv, higher),
+                "tau_vs_twin": _tau(_ranking(base, scenario.name, testbed.strategies, metric), sv),
+                "tau_vs_measured": _tau(
+                    _ranking(measured, scenario.name, testbed.strategies, metric), sv
+                ),
+            }
+    return out
+
+
+def _summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, Any]:
+    errors = [c["error"]["throughput_rps"] for c in cells]
+    finite = [abs(e) for e in errors if e is not None]
+    return {
+        "max_abs_throughput_error": max(finite) if finite else None,
+        "throughput_misses": [
+            f"{c['strategy']} / {c['scenario']}"
+            for c in cells
+            if c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS
+        ],
+        "tau_below_target": [
+            name
+            for name, r in ranks.items()
+            if r["throughput"]["tau"] is None or r["throughput"]["tau"] < TAU_TARGET
+        ],
+        "miss_threshold": MISS,
+        "tau_target": TAU_TARGET,
+    }
+
+
+# ------------------------------------------------------------------ the whole twin
+
+
+def make_twin(
+    run_dir: str | Path,
+    scales: Sequence[int] = (),
+    *,
+    scale_replications: int = 1,
+    scale_requests: int = 60_000,
+    echo: Any = None,
+) -> Path:
+    """Build the twin of ``run_dir``; returns ``run_dir/twin/twin.json``.
+
+    ``lblab run --twin`` calls this at the end of a run. Raises ``ConfigError`` (one
+    line for the user) when the run cannot be twinned.
+    """
+    from analysis.load import open_run
+
+    say = echo or (lambda _msg: None)
+    run_dir = Path(run_dir)
+    run = open_run(run_dir)
+    for n in scales:
+        if not 1 <= n <= MAX_SCALE:
+            raise ConfigError(f"--scale {n}: give a server count from 1 to {MAX_SCALE}")
+    testbed = _simulated_testbed(run.manifest) if run.simulated else _live_testbed(run.manifest)
+    measured = measure(run_dir)
+    services = {}
+    for s in testbed.servers:
+        rows = measured.rows[measured.rows["server"].astype(str) == s.id]
+        if len(rows) < 3:
+            raise ConfigError(
+                f"server {s.id} answered {len(rows)} requests in the run: too few to fit its "
+                "service model; give a run where every server served (e.g. a longer one)"
+            )
+        services[s.id] = fit_service(rows)
+    models = scenario_models(testbed, measured)
+    out = run_dir / TWIN_DIR
+    t0 = time.perf_counter()
+    n = len(testbed.servers)
+    base_configs = configs_for(
+        testbed, services, models, n, testbed.replications, None, f"twin-{run.run_id}"
+    )
+    say(f"twin: simulating {len(base_configs)} phases on {n} servers")
+    _simulate_all(base_configs, testbed.warmup_fraction, out)
+    simulated = measure_simulated(out)
+    cells, ranks = compare(testbed, measured.pooled, simulated)
+    scaled_out = []
+    for total in scales:
+        configs = configs_for(
+            testbed,
+            services,
+            models,
+            total,
+            scale_replications,
+            scale_requests,
+            f"twin-{run.run_id}-x{total}",
+        )
+        say(f"twin: simulating {len(configs)} phases on {total} servers")
+        folder = out / f"scale-{total}"
+        _simulate_all(configs, testbed.warmup_fraction, folder)
+        pooled = measure_simulated(folder)
+        scaled_out.append(
+            {
+                "servers": total,
+                "dir": str(folder.relative_to(run_dir)),
+                "replications": scale_replications,
+                "requests_per_phase": configs[0].requests if configs else 0,
+                "figures": [
+                    {"strategy": st, "scenario": sc.name, **_figures(pooled, st, sc.name)}
+                    for sc in testbed.scenarios
+                    for st in testbed.strategies
+                ],
+                "rank": _scale_ranks(testbed, simulated, measured.pooled, pooled),
+            }
+        )
+    report = {
+        "run": str(run_dir),
+        "run_id": run.run_id,
+        "simulated_input": run.simulated,
+        "created": time.time(),
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "model": {
+            "servers": [
+                {
+                    "id": s.id,
+                    "weight": s.weight,
+                    "workers": s.workers,
+                    "capacity": s.capacity,
+                    "cpu_quota": s.cpu_quota,
+                    **services[s.id].describe(),
+                }
+                for s in testbed.servers
+            ],
+            "scenarios": {
+                name: {
+                    "front_ms": round(m.front_ms, 3),
+                    "think_ms": round(m.think_ms, 3),
+                    "requests_per_phase": m.requests,
+                }
+                for name, m in models.items()
+            },
+            "deadline_s": testbed.deadline,
+            "replications": testbed.replications,
+            "notes": list(testbed.notes),
+        },
+        "cells": cells,
+        "rank": ranks,
+        "scales": scaled_out,
+        "summary": _summary(cells, ranks),
+    }
+    path = out / TWIN_JSON
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
+
+
+def twin(
+    run_dir: Annotated[
+        Path, typer.Argument(help="A finished results dir (lblab run or simulate).")
+    ],
+    scale: Annotated[
+        list[int] | None,
+        typer.Option(help="Also simulate this many servers (same mix, same load per server)."),
+    ] = None,
+    scale_replications: Annotated[
+        int, typer.Option(min=1, max=100, help="Replications of each scaled run.")
+    ] = 1,
+    scale_requests: Annotated[
+        int, typer.Option(min=100, max=10_000_000, help="Most requests per scaled phase.")
+    ] = 60_000,
+) -> None:
+    """Simulate the run's testbed and compare: RESULTS_DIR/twin/twin.json."""
+    path = make_twin(
+        run_dir,
+        scale or [],
+        scale_replications=scale_replications,
+        scale_requests=scale_requests,
+        echo=typer.echo,
+    )
+    data = json.loads(path.read_text())
+    summary = data["summary"]
+    worst = summary["max_abs_throughput_error"]
+    typer.echo(
+        f"wrote {path}: worst throughput error "
+        f"{'n/a' if worst is None else f'{worst:.0%}'}, "
+        f"{len(summary['throughput_misses'])} of {len(data['cells'])} cells above "
+        f"{MISS:.0%}, tau < {TAU_TARGET} in: {', '.join(summary['tau_below_target']) or 'none'}"
+    )

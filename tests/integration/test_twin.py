@@ -1,0 +1,122 @@
+"""``lblab twin``: the simulated twin of a simulated run and of a live ``tiny`` run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis.twin_report import twin_section
+from simulator.twin import FIGURES, make_twin
+from tests.run_fixture import run_lblab
+
+SIM_TOML = """
+users = 6
+requests = 1500
+client_delay = "1ms"
+deadline = "10s"
+scenario = "variation"
+[[servers]]
+count = 2
+service = "json:a=0.5ms,b=2e-8,c=4e-9"
+speed = 0.25
+weight = 1
+[[servers]]
+service = "json:a=0.5ms,b=2e-8,c=4e-9"
+weight = 4
+"""
+
+
+def check_shape(data: dict[str, Any], strategies: set[str], scenarios: set[str]) -> None:
+    cells = data["cells"]
+    assert {(c["strategy"], c["scenario"]) for c in cells} == {
+        (st, sc) for st in strategies for sc in scenarios
+    }
+    for c in cells:
+        for f in FIGURES:
+            assert c["measured"][f] > 0 and c["simulated"][f] > 0, c
+            assert math.isfinite(c["error"][f]), c
+    for scenario in scenarios:
+        for key in ("throughput", "latency_mean"):
+            r = data["rank"][scenario][key]
+            assert sorted(r["measured"]) == sorted(strategies) == sorted(r["simulated"])
+            assert r["tau"] is None or -1.0 <= r["tau"] <= 1.0
+    for m in data["model"]["servers"]:
+        assert m["samples"] > 0 and 0.0 <= m["fit_r2"] <= 1.0
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("twin")
+    config = folder / "sim.toml"
+    config.write_text(SIM_TOML)
+    run_dir = folder / "sim"
+    args = ["simulate", "-c", str(config), "-s", "rr", "-s", "lc", "-s", "wrr"]
+    out = run_lblab([*args, "--replications", "2", "--out", str(run_dir)], 120)
+    assert out.returncode == 0, out.stderr
+    return run_dir
+
+
+def test_twin_of_a_simulated_run_reproduces_it_and_scales(sim_run: Path) -> None:
+    out = run_lblab(["twin", str(sim_run), "--scale", "12", "--scale-requests", "3000"], 180)
+    assert out.returncode == 0, out.stderr
+    assert "worst throughput error" in out.stdout
+    data = json.loads((sim_run / "twin" / "twin.json").read_text())
+    check_shape(data, {"rr", "lc", "wrr"}, {"variation"})
+    # The twin of a simulation fits the same servers and load: it must land close.
+    for c in data["cells"]:
+        assert abs(c["error"]["throughput_rps"]) < 0.05, c
+    assert data["rank"]["variation"]["throughput"]["tau"] == 1.0
+    assert data["model"]["scenarios"]["variation"]["front_ms"] == pytest.approx(2.0, abs=0.01)
+    # The weaker two servers were given 4x the service time of the strong one.
+    means = [s["service_ms_mean"]["100B+10000B"] for s in data["model"]["servers"]]
+    assert means[0] == pytest.approx(4 * means[2], rel=0.01)
+    (scaled,) = data["scales"]
+    assert scaled["servers"] == 12 and scaled["requests_per_phase"] == 3000
+    assert (sim_run / scaled["dir"] / "requests.parquet").is_file()
+    manifest = json.loads((sim_run / scaled["dir"] / "manifest.json").read_text())
+    assert sum(g["count"] for g in manifest["config"][0]["servers"]) == 12
+    assert manifest["config"][0]["arrivals"]["users"] == 24  # 6 users per 3 servers
+    tau = scaled["rank"]["variation"]["throughput"]["tau_vs_twin"]
+    assert tau is None or -1.0 <= tau <= 1.0
+    assert (sim_run / "twin" / "requests.parquet").is_file()
+
+    section = twin_section(sim_run)
+    assert section is not None and "Measured vs simulated" in section
+    assert "does the ranking hold at scale" in section.lower()
+    for name in ("rr", "lc", "wrr", "12 servers"):
+        assert name in section
+
+
+def test_twin_section_is_none_without_a_twin(tmp_path: Path) -> None:
+    assert twin_section(tmp_path) is None
+
+
+def test_twin_refuses_bad_input_in_one_line(tmp_path: Path, sim_run: Path) -> None:
+    out = run_lblab(["twin", str(tmp_path / "missing")], 60)
+    assert out.returncode == 2
+    assert "does not exist" in out.stderr and "Traceback" not in out.stderr
+    out = run_lblab(["twin", str(sim_run), "--scale", "0"], 60)
+    assert out.returncode == 2
+    assert "--scale 0" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_twin_of_a_live_tiny_run(tiny_run_dir: Path) -> None:
+    path = make_twin(tiny_run_dir, [30], scale_requests=3000)
+    data = json.loads(path.read_text())
+    check_shape(data, {"rr", "lc"}, {"sp+sr", "mp+mr"})
+    assert [s["id"] for s in data["model"]["servers"]] == ["s1", "s2", "s3"]
+    assert [s["cpu_quota"] for s in data["model"]["servers"]] == [0.25, 0.25, 1.0]
+    for model in data["model"]["scenarios"].values():
+        assert model["front_ms"] > 0  # a live request spends time outside the server
+    (scaled,) = data["scales"]
+    assert scaled["servers"] == 30
+    assert {(f["strategy"], f["scenario"]) for f in scaled["figures"]} == {
+        (st, sc) for st in ("rr", "lc") for sc in ("sp+sr", "mp+mr")
+    }
+    section = twin_section(tiny_run_dir)
+    assert section is not None and "sp+sr" in section
