@@ -73,6 +73,9 @@ class _Recording:
             context["work_bytes"],
             context["server"],
             name,
+            context.get("service_ms"),
+            context.get("queue_ms"),
+            context.get("send_lag_ms"),
         )
 
     def _flush_forever(self) -> None:

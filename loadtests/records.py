@@ -17,7 +17,9 @@ Fetching those folders into the run directory (``infra/experiment.yml`` does) an
 One row per request sent: ``t_sent`` (epoch s; the due time in the open model),
 ``latency_ms``, ``ok``, ``error_kind``, ``package_bytes``, ``work_bytes``, ``server``
 (from the response, for successes), ``cell`` (the drawn cell, for mixed scenarios),
-``loader`` (the loader host whose Locust process sent it).
+``loader`` (the loader host whose Locust process sent it), and the server's own
+``service_ms`` and ``queue_ms`` from the response (successes; the simulated twin's
+service model is fitted from them).
 """
 
 from __future__ import annotations
@@ -50,9 +52,12 @@ _MEASURED = (
 RECORD_SCHEMA = pa.schema(
     [SCHEMAS["requests"].field(name) for name in _MEASURED]
     + [pa.field("cell", pa.string()), pa.field("loader", pa.string())]
+    + [pa.field("service_ms", pa.float64()), pa.field("queue_ms", pa.float64())]
+    + [pa.field("send_lag_ms", pa.float64())]
 )
 """The contract's per-request columns (labels like run_id are added when a phase is
-written) plus ``cell`` and ``loader``."""
+written) plus ``cell``, ``loader``, ``service_ms``, ``queue_ms`` and ``send_lag_ms``
+(open model: how late each send was against its due time)."""
 COLUMNS = tuple(RECORD_SCHEMA.names)
 
 
@@ -105,6 +110,9 @@ class RequestRecorder:
         work_bytes: int,
         server: str | None,
         cell: str,
+        service_ms: float | None = None,
+        queue_ms: float | None = None,
+        send_lag_ms: float | None = None,
     ) -> None:
         c = self._cols
         c["t_sent"].append(t_sent)
@@ -117,6 +125,9 @@ class RequestRecorder:
         c["server"].append(server)
         c["cell"].append(cell)
         c["loader"].append(self._loader)
+        c["service_ms"].append(service_ms)
+        c["queue_ms"].append(queue_ms)
+        c["send_lag_ms"].append(send_lag_ms)
         self.requests += 1
         if error_kind is not None:
             self.failures += 1

@@ -68,15 +68,20 @@ class LocustRSocketClient:
         intended send time in the open model; latency then counts from it."""
         body = request_body(cell.package_bytes, cell.work_bytes)
         t_sent, start = due if due is not None else (time.time(), time.perf_counter())
+        # Open model: how late the send is against its due time (a saturated generator
+        # sends late; the run's checks warn on it).
+        send_lag_ms = (time.perf_counter() - start) * 1000.0 if due is not None else None
         exception: BaseException | None = None
-        server = None
+        server = service_ms = queue_ms = None
         length = 0
         try:
             response = self._client.request_response(
                 body, WORK_METADATA, self._spec.request_timeout
             )
             length = len(response.data)
-            server = orjson.loads(response.data).get("server")
+            answer = orjson.loads(response.data)
+            server = answer.get("server")
+            service_ms, queue_ms = answer.get("service_ms"), answer.get("queue_ms")
         except Exception as exc:  # recorded in the event, as Locust expects of clients
             exception = exc
         elapsed_ms = (time.perf_counter() - start) * 1000.0
@@ -91,6 +96,9 @@ class LocustRSocketClient:
             context={
                 **self._base_context,
                 "server": server,
+                "service_ms": service_ms,
+                "send_lag_ms": send_lag_ms,
+                "queue_ms": queue_ms,
                 "error_kind": kind,
                 "error_origin": origin,
                 "t_sent": t_sent,
