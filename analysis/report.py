@@ -23,6 +23,7 @@ from analysis import charts
 from analysis.manifest import run_facts
 from analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
 from analysis.tables import replication_counts, summary_table
+from analysis.validity import validity_section
 from analysis.views import open_view
 from analysis.winners import verdict
 
@@ -153,6 +154,7 @@ def _page(
         f"<title>lblab report {esc(run_id)}</title><style>{_CSS}</style></head><body>",
         f"<h1>lblab report: {esc(run_id)}</h1>",
         _facts(manifest, summary),
+        validity_section(manifest),
         '<h2 id="verdict">Which algorithm wins where</h2>',
         f'<p class="verdict">{esc(verdict(win, summary.replications))}</p>',
         _table(_winner_rows(win), "winners"),

@@ -21,7 +21,8 @@ from matplotlib.figure import Figure
 from analysis import charts
 from analysis.load import open_results
 from analysis.manifest import run_facts
-from analysis.metrics import METRICS, Summary, summarize
+from analysis.metrics import METRICS, Summary, pool, summarize
+from analysis.validity import failed_units
 from analysis.winners import verdict, winners
 
 
@@ -58,11 +59,22 @@ class RunView:
 
 
 def open_view(results_dir: str | Path) -> RunView:
-    """Open and summarize one results directory (a live or a simulated run)."""
+    """Open and summarize one results directory (a live or a simulated run).
+
+    Winners are picked from the phases that passed their validity checks: a unit whose
+    phase failed one (``analysis/validity.py``) is left out of the winner table.
+    """
     results = open_results(results_dir)
     summary = summarize(results)
     run = results.runs[0]
-    return RunView(run.path, run.manifest, summary, winners(summary.pooled))
+    failed = failed_units(run.manifest, run.run_id)
+    trusted = summary.pooled
+    if failed and not summary.units.empty:
+        u = summary.units
+        keys = zip(u["run_id"], u["scenario"], u["strategy"], u["replication"], strict=True)
+        keep = [(str(r), str(c), str(s), int(n)) not in failed for r, c, s, n in keys]
+        trusted = pool(u.loc[keep])
+    return RunView(run.path, run.manifest, summary, winners(trusted))
 
 
 def metrics_of(family: str) -> list[str]:

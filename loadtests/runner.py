@@ -56,6 +56,8 @@ from lblab.windows import BEFORE, INSIDE, WINDOW_COLUMN, Window, label_times, ph
 from loadtests import loadgen
 from loadtests.collect import WindowSource
 from loadtests.loadspec import LoadSpec
+from loadtests.phase_checks import phase_checks, request_facts
+from loadtests.probe import CpuProbe
 from loadtests.progress import RunProgress
 from loadtests.records import phase_folder, read_progress, read_records, started_at
 from loadtests.runconfig import RunConfig
@@ -224,6 +226,7 @@ class Runner:
         self.picks = WindowSource(run_dir / "raw", "picks*.jsonl")
         self.cpu = WindowSource(run_dir / "raw", "cpu-*.jsonl")
         self.locust: loadgen.LocustRun | None = None
+        self.probe = CpuProbe()
 
     # ------------------------------------------------------------ the run
 
@@ -328,6 +331,7 @@ class Runner:
                 spec, load, host, port, length, workers, self.run_dir / "logs" / "locust.log",
                 expect=cfg.expect_workers, bind=cfg.locust_master_bind,
             )  # fmt: skip
+            self.probe.watch(self._harness_pids())
             slack = PHASE_SLACK_S + (loadgen.WORKERS_WAIT_S if cfg.expect_workers else 0)
             deadline = time.monotonic() + expected + cfg.request_timeout + slack
             t0 = time.monotonic()
@@ -341,6 +345,7 @@ class Runner:
                 if time.monotonic() > deadline:
                     raise PhaseFailed(f"Locust did not finish within {time.monotonic() - t0:.0f}s")
                 time.sleep(TICK_S)
+                self.probe.sample()
             code = self.locust.main.popen.returncode
             if code != 0:
                 raise PhaseFailed(
@@ -353,7 +358,11 @@ class Runner:
                 self.locust.stop()
                 self.locust = None
         end = time.time()
+        self.probe.sample()
         facts = self._merge_records(phase, start)
+        window = Window.from_dict(facts.get("window"))
+        if window is not None:
+            facts["harness_cpu"] = self.probe.cores(window)
         # With workers elsewhere, this host may hold none of the records until --collect.
         if not facts["requests"] and status == "done" and not cfg.expect_workers:
             status, error = "failed", "no requests were recorded"
@@ -362,6 +371,17 @@ class Runner:
             status, facts["requests"], facts["failures"], facts.get("ok_per_s_window")
         )
         return status == "done"
+
+    def _harness_pids(self) -> dict[str, list[int]]:
+        """The processes whose CPU the checks read: Locust's, and on a local testbed the
+        balancer's and the agents'."""
+        assert self.locust is not None
+        groups = {"locust": [c.pid for c in self.locust.children]}
+        tb = self.testbed
+        if isinstance(tb, LocalTestbed):
+            groups["balancer"] = [tb.balancer.pid] if tb.balancer else []
+            groups["agents"] = [p.agent.pid for p in tb.servers.values() if p.agent]
+        return groups
 
     def _merge_records(self, phase: Phase, start: float) -> dict[str, Any]:
         """Write the phase's requests part from every records chunk in its folder (all
@@ -382,9 +402,10 @@ class Runner:
             )
             labelled = self._label(table, phase, window)
             write_part(self.run_dir, "requests", phase.key, labelled)
+            window_facts["measured"] = request_facts(labelled, window)
             inside = pc.equal(labelled[WINDOW_COLUMN], INSIDE)
             ok_inside = pc.sum(pc.and_(inside, labelled["ok"])).as_py() or 0
-            window_facts = {
+            window_facts |= {
                 "window": window.to_dict(),
                 "requests_in_window": pc.sum(inside).as_py() or 0,
                 "ok_in_window": ok_inside,
@@ -461,6 +482,7 @@ class Runner:
             ):
                 continue
             counts = {}
+            inside: dict[str, list[dict[str, Any]]] = {"picks": [], "cpu": []}
             for table, source, cols in (
                 ("picks", self.picks, ("t", "server", "inflight_at_pick")),
                 ("cpu", self.cpu, ("t", "server", "cpu_percent")),
@@ -486,7 +508,18 @@ class Runner:
                         for r, w in zip(rows, where, strict=True)
                     ]
                     write_part(self.run_dir, table, p.key, to_arrow(table, labelled))
-            self.manifest.update_phase(p, picks=counts["picks"], cpu_samples=counts["cpu"])
+                    inside[table] = [r for r in labelled if r[WINDOW_COLUMN] == INSIDE]
+            checks = phase_checks(
+                entry,
+                self.config,
+                self.config.loads[p.scenario],
+                [r["t"] for r in inside["cpu"]],
+                [r["server"] for r in inside["cpu"]],
+                len(inside["picks"]),
+            )
+            self.manifest.update_phase(
+                p, picks=counts["picks"], cpu_samples=counts["cpu"], **checks
+            )
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lblab.results import MANIFEST
+from lblab.verdicts import summary_lines
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, manifest_windows
 
 
@@ -76,6 +77,24 @@ def print_summary(run_dir: Path, console: Console) -> None:
     console.print(table)
 
 
+def print_checks(run_dir: Path, console: Console) -> None:
+    """The run's validity checks in a few lines: which phases not to trust, and why."""
+    try:
+        phases = json.loads((run_dir / MANIFEST).read_text()).get("phases") or []
+    except (OSError, ValueError):
+        return
+    checked = [p for p in phases if isinstance(p, dict) and p.get("verdicts")]
+    if not checked:
+        return
+    levels = [p.get("verdict") for p in checked]
+    console.print(
+        f"checks: {len(checked)} phases, {levels.count('fail')} fail, "
+        f"{levels.count('warn')} warn (report: 'Can these numbers be trusted?')"
+    )
+    for line in summary_lines(checked):
+        console.print(f"  {line}", highlight=False, style="yellow")
+
+
 def finish(run_dir: Path, console: Console) -> Path | None:
     """Build the report; on any trouble print the summary and say why. Returns its path."""
     reason = None
@@ -90,8 +109,10 @@ def finish(run_dir: Path, console: Console) -> Path | None:
             reason = f"build_report failed: {type(exc).__name__}: {exc}"
         else:
             print_summary(run_dir, console)
+            print_checks(run_dir, console)
             console.print(f"report: {path}")
             return Path(path) if path else None
     print_summary(run_dir, console)
+    print_checks(run_dir, console)
     console.print(f"report unavailable: {reason}", style="yellow")
     return None

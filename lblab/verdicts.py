@@ -1,0 +1,330 @@
+"""Validity checks of a phase: can its numbers be trusted, and if not, why.
+
+A ranking measured while the load generator, the balancer or the machine was the
+bottleneck ranks the harness, not the algorithms. Every phase of a run is checked
+against the facts the runner measured (``PhaseFacts``); each check gives ``pass``,
+``warn`` or ``fail`` with its figure and a sentence saying what it means, or ``n/a``
+when the run could not measure it (an external testbed, a closed load model, one
+loader host). The runner writes them to the manifest (``phases[].verdicts``), the report
+shows them first, and no winner is declared from a phase that failed a check.
+
+==============  ===========================================================  =========
+check           what is measured (inside the phase's measured window)        warns at
+==============  ===========================================================  =========
+generator       CPU of each Locust process, share of one core                > 85 %
+open model      achieved / offered send rate; send lag p99 vs the            < 95 %;
+                inter-arrival interval of one generator (wrk2's idea)        > 10 %
+balancer        its CPU per request and as a share of one core               > 50 %
+machine         generator + balancer + agents vs the cores the servers'     > 90 %
+                quotas leave
+accounting      requests a writer counted without a row (fail if any);       > 1 %
+                "no backend" answers and client-deadline errors (harness,
+                not algorithm)
+coverage        CPU samples per second per server vs the agent's rate;       < 80 %
+                picks vs requests                                            < 90 %
+steady state    ok req/s of the window's first vs second half                > 10 %
+warm-up         ok req/s of the window's first fifth vs the rest             > 10 %
+                (both only beyond 3 sigma of counting noise)
+clocks          offset between loader hosts (distributed runs)               > 5 ms
+==============  ===========================================================  =========
+
+A check ``fail``s where the figure is far past its line (generator > 95 % of a core,
+balancer > 90 %, machine > 110 %, unaccounted rows, a halves gap > 30 %), because the
+phase's numbers then measure the harness.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PASS, WARN, FAIL, NA = "pass", "warn", "fail", "n/a"
+LEVELS = (PASS, WARN, FAIL, NA)
+_RANK = {NA: 0, PASS: 1, WARN: 2, FAIL: 3}
+
+GENERATOR_WARN, GENERATOR_FAIL = 0.85, 0.95
+BALANCER_WARN, BALANCER_FAIL = 0.50, 0.90
+MACHINE_WARN, MACHINE_FAIL = 0.90, 1.10
+OFFERED_WARN = 0.95
+LAG_WARN = 0.10
+HARNESS_ERRORS_WARN = 0.01
+COVERAGE_WARN = 0.80
+PICKS_WARN = 0.90
+HALVES_WARN, HALVES_FAIL = 0.10, 0.30
+WARMUP_WARN = 0.10
+CLOCK_WARN_MS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    level: str
+    figure: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(slots=True, kw_only=True)
+class PhaseFacts:
+    """What the runner measured of one phase (None: not measured)."""
+
+    window_s: float
+    requests_in_window: int
+    ok_in_window: int
+    unaccounted: int = 0
+    failures_by_origin: Mapping[str, int] = field(default_factory=dict)
+    no_backend: int = 0
+    """REJECTED answers the balancer gave itself (no backend eligible)."""
+    ok_per_s_halves: tuple[float, float] | None = None
+    ok_per_s_first_fifth: tuple[float, float] | None = None
+    """(first fifth, the rest) of the window."""
+    generator_cores: list[float] | None = None
+    """CPU of each Locust process, in cores."""
+    balancer_cores: float | None = None
+    agents_cores: float | None = None
+    cores_left: float | None = None
+    """The machine's cores less the servers' CPU quotas."""
+    samples_per_s: Mapping[str, float] | None = None
+    expected_samples_per_s: float | None = None
+    picks_in_window: int | None = None
+    offered_rps: float | None = None
+    """Open model: the rate asked for (all generators together)."""
+    sent_per_s: float | None = None
+    send_lag_p99_ms: float | None = None
+    interarrival_ms: float | None = None
+    """Open model: the interval between two sends of one generator process."""
+    loaders: int = 1
+    clock_offset_ms: float | None = None
+
+
+def evaluate(f: PhaseFacts) -> list[Check]:
+    """Every check of one phase, in the table's order."""
+    return [
+        _generator(f),
+        _open_model(f),
+        _balancer(f),
+        _machine(f),
+        _accounting(f),
+        _coverage(f),
+        _halves(f),
+        _warmup(f),
+        _clocks(f),
+    ]
+
+
+def worst(levels: Iterable[str]) -> str:
+    """The phase's verdict: its worst check (n/a when nothing could be checked)."""
+    return max(levels, key=_RANK.__getitem__, default=NA)
+
+
+def _level(value: float, warn: float, fail: float | None = None) -> str:
+    if fail is not None and value > fail:
+        return FAIL
+    return WARN if value > warn else PASS
+
+
+def _generator(f: PhaseFacts) -> Check:
+    if not f.generator_cores:
+        return Check("generator", NA, "-", "the Locust processes' CPU was not measured")
+    top = max(f.generator_cores)
+    level = _level(top, GENERATOR_WARN, GENERATOR_FAIL)
+    why = (
+        "the load generator kept up"
+        if level == PASS
+        else "a Locust process was near a full core: latencies include its own queueing and "
+        "the load it offered fell short; use more --locust-workers or fewer users per process"
+    )
+    return Check("generator", level, f"{top:.0%} of a core (busiest Locust process)", why)
+
+
+def _open_model(f: PhaseFacts) -> Check:
+    if f.offered_rps is None:
+        return Check("open model", NA, "-", "closed load model: no offered rate to keep")
+    achieved = (f.sent_per_s or 0.0) / f.offered_rps if f.offered_rps > 0 else 0.0
+    lag = f.send_lag_p99_ms
+    lag_share = lag / f.interarrival_ms if lag is not None and f.interarrival_ms else 0.0
+    level = WARN if achieved < OFFERED_WARN or lag_share > LAG_WARN else PASS
+    figure = f"sent {achieved:.0%} of the offered rate, send lag p99 " + (
+        "-" if lag is None else f"{lag:.1f} ms ({lag_share:.0%} of the interval)"
+    )
+    why = (
+        "requests left on schedule"
+        if level == PASS
+        else "the generator sent late or short of the rate asked for: the load was lighter "
+        "and burstier than configured; add generator processes or lower the rate"
+    )
+    return Check("open model", level, figure, why)
+
+
+def _balancer(f: PhaseFacts) -> Check:
+    if f.balancer_cores is None:
+        return Check("balancer", NA, "-", "the balancer's CPU was not measured (external)")
+    per_req = (
+        f.balancer_cores * f.window_s / f.requests_in_window * 1e6
+        if f.requests_in_window
+        else float("nan")
+    )
+    level = _level(f.balancer_cores, BALANCER_WARN, BALANCER_FAIL)
+    why = (
+        "the balancer had CPU to spare"
+        if level == PASS
+        else "the balancer used most of a core: its own queueing adds to every latency and "
+        "can cap throughput for every algorithm alike"
+    )
+    return Check(
+        "balancer", level, f"{f.balancer_cores:.0%} of a core, {per_req:.0f} us/request", why
+    )
+
+
+def _machine(f: PhaseFacts) -> Check:
+    parts = [f.balancer_cores, f.agents_cores, *(f.generator_cores or [])]
+    if f.cores_left is None or f.generator_cores is None or f.balancer_cores is None:
+        return Check("machine", NA, "-", "the harness's CPU was not measured (external)")
+    used = sum(p or 0.0 for p in parts)
+    if f.cores_left <= 0:
+        return Check(
+            "machine",
+            FAIL,
+            f"{used:.2f} cores used, none left after the servers' quotas",
+            "the servers' CPU quotas take every core: the harness competes with the servers",
+        )
+    share = used / f.cores_left
+    level = _level(share, MACHINE_WARN, MACHINE_FAIL)
+    why = (
+        "the harness fit in the cores the servers leave"
+        if level == PASS
+        else "generator, balancer and agents need more CPU than the servers' quotas leave: "
+        "they take it from the servers, so capacity is not what the quotas say"
+    )
+    return Check(
+        "machine", level, f"{used:.2f} of {f.cores_left:.2f} cores left ({share:.0%})", why
+    )
+
+
+def _accounting(f: PhaseFacts) -> Check:
+    origins = ", ".join(f"{k} {v}" for k, v in sorted(f.failures_by_origin.items()) if v)
+    figure = f"unaccounted {f.unaccounted}; failures by origin: {origins or 'none'}"
+    if f.unaccounted:
+        return Check(
+            "accounting",
+            FAIL,
+            figure,
+            "requests were counted without a row: the tables are incomplete",
+        )
+    harness = f.no_backend + f.failures_by_origin.get("client", 0)
+    share = harness / f.requests_in_window if f.requests_in_window else 0.0
+    if share > HARNESS_ERRORS_WARN:
+        return Check(
+            "accounting",
+            WARN,
+            figure,
+            f"{share:.1%} of the requests failed in the harness (no backend available, or "
+            "the client's own deadline), not at a server: the failure rate is the harness's",
+        )
+    return Check("accounting", PASS, figure, "every request has a row and a named origin")
+
+
+def _coverage(f: PhaseFacts) -> Check:
+    problems, figures = [], []
+    if f.samples_per_s and f.expected_samples_per_s:
+        low = min(f.samples_per_s.values()) / f.expected_samples_per_s
+        figures.append(f"CPU samples {low:.0%} of the agent rate (sparsest server)")
+        if low < COVERAGE_WARN:
+            problems.append("CPU samples are missing: the CPU means rest on too few samples")
+    if f.picks_in_window is not None and f.requests_in_window:
+        ratio = f.picks_in_window / f.requests_in_window
+        figures.append(f"picks {ratio:.2f} per request")
+        if ratio < PICKS_WARN:
+            problems.append("picks are missing: the per-server split is incomplete")
+    if not figures:
+        return Check("coverage", NA, "-", "no CPU samples or picks were collected")
+    return Check(
+        "coverage",
+        WARN if problems else PASS,
+        "; ".join(figures),
+        "; ".join(problems) or "samples and picks cover the window",
+    )
+
+
+def _gap(pair: tuple[float, float] | None) -> float | None:
+    if pair is None:
+        return None
+    a, b = pair
+    return abs(a - b) / max(a, b) if max(a, b) > 0 else 0.0
+
+
+def _noise(a: float, b: float, seconds_a: float, seconds_b: float) -> bool:
+    """Are rates ``a`` and ``b`` (measured over these spans) within counting noise, 3
+    sigma of Poisson counts? Then a short phase does not warn on chance alone."""
+    if seconds_a <= 0 or seconds_b <= 0:
+        return True
+    return abs(a - b) <= 3.0 * math.sqrt(a / seconds_a + b / seconds_b)
+
+
+def _halves(f: PhaseFacts) -> Check:
+    gap = _gap(f.ok_per_s_halves)
+    if gap is None or f.ok_per_s_halves is None:
+        return Check("steady state", NA, "-", "too few requests to compare the halves")
+    a, b = f.ok_per_s_halves
+    half = f.window_s / 2
+    level = PASS if _noise(a, b, half, half) else _level(gap, HALVES_WARN, HALVES_FAIL)
+    why = (
+        "throughput held steady through the window"
+        if level == PASS
+        else "throughput changed within the window: the system was not in a steady state "
+        "(a longer phase or warm-up, or a fault during it)"
+    )
+    return Check("steady state", level, f"{a:.0f} vs {b:.0f} ok req/s ({gap:.0%} apart)", why)
+
+
+def _warmup(f: PhaseFacts) -> Check:
+    gap = _gap(f.ok_per_s_first_fifth)
+    if gap is None or f.ok_per_s_first_fifth is None:
+        return Check("warm-up", NA, "-", "too few requests to judge the warm-up")
+    a, b = f.ok_per_s_first_fifth
+    noise = _noise(a, b, f.window_s / 5, f.window_s * 4 / 5)
+    level = WARN if gap > WARMUP_WARN and not noise else PASS
+    why = (
+        "the window started after the start-up transient"
+        if level == PASS
+        else "the window's start differs from the rest: the warm-up was too short"
+    )
+    return Check("warm-up", level, f"first fifth {a:.0f} vs rest {b:.0f} ok req/s", why)
+
+
+def _clocks(f: PhaseFacts) -> Check:
+    if f.loaders <= 1:
+        return Check("clocks", NA, "one loader host", "one clock: no offset to measure")
+    if f.clock_offset_ms is None:
+        return Check(
+            "clocks",
+            WARN,
+            f"{f.loaders} loader hosts, offset not measured",
+            "send times come from several clocks: sync them (NTP) before comparing rows",
+        )
+    level = WARN if abs(f.clock_offset_ms) > CLOCK_WARN_MS else PASS
+    return Check(
+        "clocks",
+        level,
+        f"{f.clock_offset_ms:.1f} ms between loader hosts",
+        "the loader hosts' clocks agree"
+        if level == PASS
+        else "loader clocks disagree: t_sent from different hosts is skewed",
+    )
+
+
+def summary_lines(phases: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Plain words for the terminal and the report: which phases not to trust, and why."""
+    lines = []
+    for p in phases:
+        checks = [c for c in p.get("verdicts") or [] if c.get("level") in (WARN, FAIL)]
+        for c in checks:
+            lines.append(
+                f"{p.get('scenario')} {p.get('strategy')} rep {p.get('replication')}: "
+                f"{c['name']} {c['level']}: {c['figure']}. {c['why'][:1].upper()}{c['why'][1:]}."
+            )
+    return lines

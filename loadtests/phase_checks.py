@@ -1,0 +1,113 @@
+"""The runner's side of the validity checks (``lblab/verdicts.py``): the facts of a phase.
+
+``request_facts`` reads a phase's labelled request rows once, when the phase ends, and
+keeps in the manifest what the checks need (failures by origin, the halves' and first
+fifth's throughput, the open model's send rate and lag). ``phase_checks`` adds what
+arrives later (CPU samples, picks) and what the runner measured of its own processes,
+and evaluates the checks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lblab.verdicts import PhaseFacts, evaluate, worst
+from lblab.windows import INSIDE, WINDOW_COLUMN, Window
+from loadtests.runconfig import LoadConfig, RunConfig
+
+
+def _rate(ok_t: np.ndarray, lo: float, hi: float) -> float:
+    return float(((ok_t >= lo) & (ok_t < hi)).sum() / (hi - lo)) if hi > lo else 0.0
+
+
+def request_facts(table: pa.Table, window: Window) -> dict[str, Any]:
+    """What the checks need from a phase's request rows (``window`` column present)."""
+    inside = table.filter(pc.equal(table[WINDOW_COLUMN], INSIDE))
+    t = inside["t_sent"].to_numpy(zero_copy_only=False)
+    ok = inside["ok"].to_numpy(zero_copy_only=False).astype(bool)
+    ok_t = t[ok]
+    start, end = window.start, window.end
+    mid, fifth = (start + end) / 2, start + (end - start) / 5
+    failed = inside.filter(pc.invert(inside["ok"]))
+    origins = pc.value_counts(failed["error_origin"].fill_null("unknown")).to_pylist()
+    no_backend = pc.sum(
+        pc.and_(
+            pc.equal(failed["error_kind"], "rejected"), pc.equal(failed["error_origin"], "balancer")
+        )
+    ).as_py()
+    facts: dict[str, Any] = {
+        "failures_by_origin": {o["values"]: o["counts"] for o in origins},
+        "no_backend": no_backend or 0,
+        "ok_per_s_halves": [_rate(ok_t, start, mid), _rate(ok_t, mid, end)],
+        "ok_per_s_first_fifth": [_rate(ok_t, start, fifth), _rate(ok_t, fifth, end)],
+        "sent_per_s": len(t) / window.seconds if window.seconds > 0 else None,
+    }
+    if "send_lag_ms" in inside.column_names:
+        lag = inside["send_lag_ms"].drop_null().to_numpy(zero_copy_only=False)
+        facts["send_lag_p99_ms"] = float(np.quantile(lag, 0.99)) if len(lag) else None
+    return facts
+
+
+def cores_left(config: RunConfig) -> float | None:
+    """The machine's cores less the servers' quotas (None if a server has no quota)."""
+    quotas = [s.cpu_quota for s in config.servers]
+    if config.testbed.kind == "external" or any(q is None for q in quotas):
+        return None
+    return float(os.cpu_count() or 1) - sum(q or 0.0 for q in quotas)
+
+
+def phase_checks(
+    entry: Mapping[str, Any],
+    config: RunConfig,
+    load: LoadConfig,
+    cpu_times: Sequence[float],
+    cpu_servers: Sequence[str],
+    picks_inside: int,
+) -> dict[str, Any]:
+    """The manifest's ``verdicts`` (one dict per check) and ``verdict`` of a phase."""
+    window = Window.from_dict(entry.get("window"))
+    if window is None:
+        return {"verdicts": [], "verdict": "n/a"}
+    measured = entry.get("measured") or {}
+    harness = entry.get("harness_cpu") or {}
+    servers = [s.id for s in config.servers]
+    samples = {s: 0 for s in servers}
+    for server in cpu_servers:
+        if server in samples:
+            samples[server] += 1
+    generators = max(1, config.locust_workers + config.expect_workers)
+    halves, fifth = measured.get("ok_per_s_halves"), measured.get("ok_per_s_first_fifth")
+    facts = PhaseFacts(
+        window_s=window.seconds,
+        requests_in_window=int(entry.get("requests_in_window") or 0),
+        ok_in_window=int(entry.get("ok_in_window") or 0),
+        unaccounted=int(entry.get("unaccounted") or 0),
+        failures_by_origin=measured.get("failures_by_origin") or {},
+        no_backend=int(measured.get("no_backend") or 0),
+        ok_per_s_halves=(halves[0], halves[1]) if halves else None,
+        ok_per_s_first_fifth=(fifth[0], fifth[1]) if fifth else None,
+        generator_cores=harness.get("locust") or None,
+        balancer_cores=sum(harness["balancer"]) if harness.get("balancer") else None,
+        agents_cores=sum(harness["agents"]) if harness.get("agents") else None,
+        cores_left=cores_left(config),
+        samples_per_s={s: n / window.seconds for s, n in samples.items()}
+        if window.seconds > 0 and cpu_times
+        else None,
+        expected_samples_per_s=1.0 / config.testbed.agent_interval,
+        picks_in_window=picks_inside,
+        offered_rps=load.rate if load.model == "open" else None,
+        sent_per_s=measured.get("sent_per_s"),
+        send_lag_p99_ms=measured.get("send_lag_p99_ms"),
+        interarrival_ms=1000.0 * generators / load.rate
+        if load.model == "open" and load.rate
+        else None,
+        loaders=max(1, len(entry.get("loaders") or {})),
+    )
+    checks = [c.to_dict() for c in evaluate(facts)]
+    return {"verdicts": checks, "verdict": worst(c["level"] for c in checks)}

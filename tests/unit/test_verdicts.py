@@ -1,0 +1,131 @@
+"""Every validity check can pass and can fire (``lblab/verdicts.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from lblab.verdicts import FAIL, NA, PASS, WARN, PhaseFacts, evaluate, summary_lines, worst
+
+GOOD = PhaseFacts(
+    window_s=10.0,
+    requests_in_window=10_000,
+    ok_in_window=10_000,
+    ok_per_s_halves=(1000.0, 1010.0),
+    ok_per_s_first_fifth=(1005.0, 1000.0),
+    generator_cores=[0.30],
+    balancer_cores=0.20,
+    agents_cores=0.01,
+    cores_left=1.5,
+    samples_per_s={"s1": 3.9, "s2": 4.0},
+    expected_samples_per_s=4.0,
+    picks_in_window=10_000,
+)
+
+
+def levels(facts: PhaseFacts) -> dict[str, str]:
+    return {c.name: c.level for c in evaluate(facts)}
+
+
+def test_a_clean_phase_passes_and_says_what_it_could_not_measure() -> None:
+    got = levels(GOOD)
+    assert got == {
+        "generator": PASS,
+        "open model": NA,
+        "balancer": PASS,
+        "machine": PASS,
+        "accounting": PASS,
+        "coverage": PASS,
+        "steady state": PASS,
+        "warm-up": PASS,
+        "clocks": NA,
+    }
+    assert worst(got.values()) == PASS
+
+
+@pytest.mark.parametrize(
+    ("change", "check", "level"),
+    [
+        ({"generator_cores": [0.3, 0.90]}, "generator", WARN),
+        ({"generator_cores": [0.97]}, "generator", FAIL),
+        ({"balancer_cores": 0.6}, "balancer", WARN),
+        ({"balancer_cores": 0.95}, "balancer", FAIL),
+        ({"cores_left": 0.55}, "machine", WARN),  # 0.51 used of 0.55
+        ({"cores_left": 0.4}, "machine", FAIL),
+        ({"cores_left": 0.0}, "machine", FAIL),
+        ({"unaccounted": 3}, "accounting", FAIL),
+        ({"no_backend": 200}, "accounting", WARN),
+        ({"failures_by_origin": {"client": 150}}, "accounting", WARN),
+        ({"samples_per_s": {"s1": 2.0, "s2": 4.0}}, "coverage", WARN),
+        ({"picks_in_window": 5_000}, "coverage", WARN),
+        ({"ok_per_s_halves": (1000.0, 850.0)}, "steady state", WARN),
+        ({"ok_per_s_halves": (1000.0, 600.0)}, "steady state", FAIL),
+        ({"ok_per_s_first_fifth": (700.0, 1000.0)}, "warm-up", WARN),
+        ({"offered_rps": 1000.0, "sent_per_s": 900.0, "interarrival_ms": 1.0}, "open model", WARN),
+        (
+            {
+                "offered_rps": 1000.0,
+                "sent_per_s": 1000.0,
+                "interarrival_ms": 1.0,
+                "send_lag_p99_ms": 0.5,
+            },
+            "open model",
+            WARN,
+        ),
+        ({"loaders": 2}, "clocks", WARN),
+        ({"loaders": 2, "clock_offset_ms": 20.0}, "clocks", WARN),
+    ],
+)
+def test_each_check_fires(change: dict, check: str, level: str) -> None:
+    facts = replace(GOOD, **change)
+    assert levels(facts)[check] == level
+    line = next(
+        ln
+        for ln in summary_lines(
+            [
+                {
+                    "scenario": "x",
+                    "strategy": "rr",
+                    "replication": 1,
+                    "verdicts": [c.to_dict() for c in evaluate(facts)],
+                }
+            ]
+        )
+        if check in ln
+    )
+    assert line.startswith(f"x rr rep 1: {check} {level}:")
+
+
+@pytest.mark.parametrize(
+    ("change", "check"),
+    [
+        (
+            {
+                "offered_rps": 1000.0,
+                "sent_per_s": 990.0,
+                "interarrival_ms": 10.0,
+                "send_lag_p99_ms": 0.5,
+            },
+            "open model",
+        ),
+        ({"loaders": 2, "clock_offset_ms": 1.0}, "clocks"),
+    ],
+)
+def test_checks_that_need_their_facts_pass_when_given_good_ones(change: dict, check: str) -> None:
+    assert levels(replace(GOOD, **change))[check] == PASS
+
+
+def test_counting_noise_does_not_warn_on_a_short_phase() -> None:
+    # 2 s window: 50 vs 40 ok in the halves is 20 % apart but within 3 sigma of chance.
+    short = replace(
+        GOOD, window_s=2.0, ok_per_s_halves=(50.0, 40.0), ok_per_s_first_fifth=(50.0, 40.0)
+    )
+    assert levels(short)["steady state"] == PASS
+    assert levels(short)["warm-up"] == PASS
+
+
+def test_worst_level_wins() -> None:
+    assert worst([PASS, WARN, NA]) == WARN
+    assert worst([PASS, FAIL, WARN]) == FAIL
+    assert worst([NA, NA]) == NA and worst([]) == NA
