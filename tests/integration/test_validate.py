@@ -11,7 +11,7 @@ from lblab.procs import lblab_command
 from simulator import theory
 from simulator.validate import LOADS, POLICIES, TAILS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # two minutes on a busy machine
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +72,12 @@ def test_no_policy_beats_one_shared_queue(report: dict) -> None:  # type: ignore
         if c["metric"] == "T" and c["policy"] in ("r", "rr", "jsq", "lc"):
             bound = theory.mmc_sojourn(10, c["rho"])
             assert c["ci_high"] >= bound, c
+
+
+def test_a_bad_format_is_refused_before_any_simulation() -> None:
+    out = subprocess.run(
+        lblab_command("validate", "--format", "xml"), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode != 0
+    assert "--format 'xml': give table or json" in out.stderr
+    assert "Traceback" not in out.stderr
