@@ -22,7 +22,8 @@ What the twin takes from the run, all measured or configured, nothing tuned to f
   think time plus the generator's own time between a response and the next send),
   median over the scenario's phases; the open model's rate and arrival process.
 - Scenarios (request shapes), strategies and their options, request timeout (deadline),
-  agent interval, replications and seeds; warm-up marked as in the run.
+  agent interval, replications and seeds; measured windows as in the run (the same
+  share of warm-up), so both sides' figures come from ``analysis.metrics`` alike.
 
 A scaled twin (``--scale N``) gives N servers the same capacity mix (each measured
 server repeated N / n times), and users or rate times N / n; the front end and think
@@ -47,6 +48,7 @@ import pyarrow.compute as pc
 import typer
 
 from lblab.errors import ConfigError
+from lblab.windows import WINDOW_COLUMN, Window, label_times
 from simulator.config import EPOCH, ServerGroup, SimConfig
 from simulator.service import JsonCost, ServiceModel, fit_cost_model
 from simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals
@@ -310,6 +312,7 @@ def measure(run_dir: Path) -> Measured:
     from analysis.metrics import REQUEST_COLUMNS, pool, unit_metrics
 
     results = open_results(run_dir)
+    windows = results.windows()
     columns = list(
         dict.fromkeys([*REQUEST_COLUMNS, "package_bytes", "work_bytes", "service_ms", "queue_ms"])
     )
@@ -322,7 +325,7 @@ def measure(run_dir: Path) -> Measured:
             "recorded by lblab runs since the twin exists); re-run the experiment with this "
             "lblab to build its twin"
         )
-    units = unit_metrics(requests)
+    units = unit_metrics(requests, None, windows)
     ok = requests[requests["ok"].fillna(False).astype(bool) & requests["service_ms"].notna()]
     ok = ok.assign(front_ms=ok["latency_ms"] - ok["queue_ms"].fillna(0.0) - ok["service_ms"])
     front = ok.groupby(KEY, observed=True)["front_ms"].mean().reset_index()
@@ -448,29 +451,40 @@ def configs_for(
     return out
 
 
-def _with_warmup(table: pa.Table, column: str, until: float) -> pa.Table:
-    return table.append_column("warmup", pc.less(table[column], until))
+def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.0) -> pa.Table:
+    labels = label_times(table[column].to_numpy(), window, interval)
+    return table.append_column(WINDOW_COLUMN, pa.array(labels, pa.string()))
 
 
 def _simulate_all(configs: Sequence[SimConfig], warmup_fraction: float, out: Path) -> None:
-    """Run every config and write the tables, the first ``warmup_fraction`` of each
-    replication's simulated time marked ``warmup`` as the live runner marks it."""
+    """Run every config and write the tables with measured windows as the live runner
+    does (``lblab/windows.py``): the first ``warmup_fraction`` of the sends is warm-up,
+    the window ends at the last send; rows and manifest phases say so."""
     from simulator.output import write_run
     from simulator.run import simulate
 
-    results = []
+    results, phases = [], []
     for cfg in configs:
         r = simulate(cfg)
-        until = EPOCH + warmup_fraction * r.sim_seconds
+        last_send = pc.max(r.requests["t_sent"]).as_py()
+        window = Window(EPOCH + warmup_fraction * (last_send - EPOCH), last_send)
         results.append(
             replace(
                 r,
-                requests=_with_warmup(r.requests, "t_sent", until),
-                picks=_with_warmup(r.picks, "t", until),
-                cpu=_with_warmup(r.cpu, "t", until),
+                requests=_labelled(r.requests, "t_sent", window),
+                picks=_labelled(r.picks, "t", window),
+                cpu=_labelled(r.cpu, "t", window, cfg.report_period),
             )
         )
-    write_run(out, results, extra={"twin": True})
+        phases.append(
+            {
+                "scenario": cfg.scenario,
+                "strategy": cfg.strategy,
+                "replication": cfg.replication,
+                "window": window.to_dict(),
+            }
+        )
+    write_run(out, results, extra={"twin": True, "phases": phases})
 
 
 # ------------------------------------------------------------------ comparing
