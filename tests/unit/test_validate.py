@@ -76,3 +76,8 @@ def test_shortest_of_d_draws_distinct_backends_and_honours_exclusions() -> None:
     assert excluded is not None and excluded.id == "s0"
     with pytest.raises(ConfigError):
         ShortestOfD(0)
+
+
+def test_a_run_too_short_to_warm_up_is_refused() -> None:
+    with pytest.raises(ConfigError, match="warmed up"):
+        run_seed(POLICY["r"], 0.9, 1_000, seed=0)  # 111 time units; M/M/1 needs 380
