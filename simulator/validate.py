@@ -454,10 +454,12 @@ def print_report(report: Report) -> None:
     console = Console(width=150)
     console.print(table)
     failed = sum(not c.passed for c in report.cases)
+    unsure = sum(c.verdict == "within CI" for c in report.cases)
     console.print(
         f"{report.requests:,} simulated requests in {report.wall_seconds:.1f} s on "
-        f"{report.jobs} process(es); "
-        + (f"[bold red]{failed} case(s) failed[/]" if failed else "[green]no case failed[/]")
+        f"{report.jobs} process(es); {len(report.cases) - failed - unsure} pass, "
+        f"{unsure} within CI; "
+        + (f"[bold red]{failed} failed[/]" if failed else "[green]none failed[/]")
     )
 
 
