@@ -309,8 +309,7 @@ class BalancerNode:
             return True
         _pack_u32(frame, 3, stream.backend_sid)
         stream.backend.write(frame, client)
-        if stream.saved is not None:
-            stream.saved.append(frame)
+        stream.keep(frame)
         if frame_type == _FNF and not follows:
             self.finish(stream, True, None)
             return True
@@ -354,8 +353,8 @@ class BalancerNode:
         _pack_u32(frame, 3, stream.backend_sid)
         stream.backend.write(frame, client)
         if frame_type == _PAYLOAD:
-            if stream.saved is not None and stream.latency_ms is None:
-                stream.saved.append(frame)
+            if stream.latency_ms is None:
+                stream.keep(frame)
             if not flags & FLAG_FOLLOWS:
                 if stream.frame_type == _CHANNEL:
                     if flags & FLAG_COMPLETE:
@@ -399,6 +398,7 @@ class BalancerNode:
         """Not answered yet, fully received, of a replayable kind, tries left."""
         return (
             stream.latency_ms is None
+            and stream.saved is not None
             and stream.frame_type in REPLAYABLE
             and not stream.client_open
             and stream.request.attempt + 1 < MAX_ATTEMPTS

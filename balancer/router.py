@@ -27,6 +27,10 @@ INTERACTIONS: dict[int, Interaction] = {
 }
 REQUEST_TYPES = frozenset(INTERACTIONS)
 REPLAYABLE = frozenset((FrameType.REQUEST_RESPONSE, FrameType.REQUEST_STREAM))
+MAX_REPLAY_BYTES = 16 * 1024 * 1024
+"""Most a request's frames may hold for a replay: beyond it they are let go and the
+request is not replayed (its backend's answer, REJECTED included, goes to the client).
+Bounds the memory one client's fragmented request holds at the balancer."""
 """A REJECTED answer before any response frame is replayed elsewhere only for these:
 a channel keeps sending after its first frame, so its request cannot be kept whole."""
 
@@ -79,6 +83,7 @@ class Stream:
         "latency_ms",
         "request",
         "saved",
+        "saved_bytes",
         "t0",
         "view",
     )
@@ -101,11 +106,22 @@ class Stream:
         self.backend: Any = None
         self.backend_sid = 0
         self.view: BackendView | None = None
-        self.saved: list[bytes] | None = [] if frame_type in REPLAYABLE else None
+        self.saved: list[bytes | bytearray] | None = [] if frame_type in REPLAYABLE else None
+        self.saved_bytes = 0
         self.latency_ms: float | None = None
         self.client_open = True
         self.backend_open = frame_type != FrameType.REQUEST_FNF
         self.done = False
+
+    def keep(self, frame: bytes | bytearray) -> None:
+        """Keep a request frame for a replay, until ``MAX_REPLAY_BYTES``."""
+        saved = self.saved
+        if saved is not None:
+            self.saved_bytes += len(frame)
+            if self.saved_bytes > MAX_REPLAY_BYTES:
+                self.saved = None
+            else:
+                saved.append(frame)
 
     def __repr__(self) -> str:
         return (

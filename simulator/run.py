@@ -42,7 +42,7 @@ from lblab.loadreport import LoadReport
 from simulator.clock import LATE, At, snap
 from simulator.config import EPOCH, SimConfig, rng_stream
 from simulator.model import Job, SimServer
-from simulator.record import ERROR_CODE, NO_ERROR, RequestRows, SampleRows
+from simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
 from simulator.workload import ClosedUsers, ShapeSampler
 
 _PENDING, _DISPATCHED, _DONE = 0, 1, 2
@@ -305,7 +305,7 @@ class Simulation:
         view = self.pool.pick(request, now)
         if view is None:
             # No eligible backend: the balancer answers REJECTED at once (DESIGN.md).
-            self._reply(req, False, _REJECTED)
+            self._reply(req, False, NO_BACKEND)
             return
         i = self._index[view.id]
         every = self.cfg.picks_every

@@ -112,3 +112,24 @@ def test_frame_type_values_match_the_spec():
     rec = Recorder()
     rec.feed(encode_frame(Cancel(stream_id=9)), 100)
     assert rec.frames[0][:2] == (9, FrameType.CANCEL)
+
+
+# ---------------------------------------------------------------- replay buffer
+
+
+def test_a_request_larger_than_the_replay_bound_is_let_go_not_kept():
+    from balancer.router import MAX_REPLAY_BYTES, Stream
+    from balancer.strategies.base import RequestView
+
+    stream = Stream(None, 1, FrameType.REQUEST_RESPONSE, RequestView(request_id=1), 0.0, 1.0)
+    chunk = bytearray(MAX_REPLAY_BYTES // 4)
+    for _ in range(4):
+        stream.keep(chunk)
+    assert stream.saved is not None and len(stream.saved) == 4
+    stream.keep(b"x")  # one byte past the bound: nothing is held for a replay any more
+    assert stream.saved is None
+    stream.keep(chunk)
+    assert stream.saved is None
+    fnf = Stream(None, 3, FrameType.REQUEST_FNF, RequestView(request_id=2), 0.0, 1.0)
+    fnf.keep(chunk)  # never replayed, never kept
+    assert fnf.saved is None
