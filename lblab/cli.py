@@ -64,17 +64,33 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Entry point: a ``ConfigError`` becomes one line on stderr and exit code 2.
+    """Entry point: bad input becomes one line on stderr and exit code 2.
 
     This is the only place that does so. Commands raise ``ConfigError`` for bad input,
     and the code that reads a file a person named (``lblab.config.load_toml``,
     ``load_json_object``, ``analysis.load``) converts what that file can raise
     (``UnicodeDecodeError``, ``IsADirectoryError``, TOML, JSON and Parquet errors) into a
-    ``ConfigError`` right there, so any other exception stays a traceback: a bug.
+    ``ConfigError`` right there, so any other exception stays a traceback: a bug. A flag
+    the command line parser refuses (a usage error) gets the same one line.
     """
     try:
-        app()
+        code = app(standalone_mode=False)
     except ConfigError as exc:
-        message = " ".join(str(exc).split())  # one line, whatever the message held
-        typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
-        sys.exit(2)
+        _fail(str(exc), 2)
+    except typer.TyperException as exc:  # the parser's (Typer's own click) exceptions
+        code = getattr(exc, "exit_code", 1)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # the help is already shown
+            sys.exit(code)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} -h`)" if ctx is not None else ""
+        _fail(exc.format_message() + hint, code)
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    text = " ".join(message.split())  # one line, whatever the message held
+    typer.secho(f"error: {text}", err=True, fg=typer.colors.RED)
+    sys.exit(code)

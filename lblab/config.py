@@ -149,13 +149,13 @@ def parse_hostport(value: str, field: str = "address") -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def parse_assignments(value: str, field: str) -> dict[str, str]:
+def parse_assignments(value: str, field: str, example: str = "s1=1,s2=1,s3=7") -> dict[str, str]:
     """``{"s1": "1", "s2": "7"}`` from ``s1=1,s2=7``."""
     out: dict[str, str] = {}
     for item in filter(None, (p.strip() for p in value.split(","))):
         name, sep, val = item.partition("=")
         if not sep or not name or not val:
-            raise ConfigError(f"{field}: {item!r} is not NAME=VALUE; write e.g. s1=1,s2=1,s3=7")
+            raise ConfigError(f"{field}: {item!r} is not NAME=VALUE; write e.g. {example}")
         if name in out:
             raise ConfigError(f"{field}: {name!r} is given twice")
         out[name] = val

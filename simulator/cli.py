@@ -121,7 +121,7 @@ def simulate(
     if strategy_option:
         opts = dict(raw.get("strategy_options", {}))
         for item in strategy_option:
-            opts |= parse_assignments(item, "--strategy-option")
+            opts |= parse_assignments(item, "--strategy-option", "tie=random")
         raw["strategy_options"] = opts
     if out is not None:
         raw.setdefault("run_id", out.name)
