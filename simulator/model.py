@@ -22,6 +22,7 @@ from simpy import Environment
 
 from simulator.clock import At
 from simulator.service import ServiceModel
+from simulator.slowdown import SlowWindow
 
 
 class Job:
@@ -72,7 +73,7 @@ class SimServer:
         self._env = env
         self.index = index
         self.id = server_id
-        self._model = model
+        self._model: ServiceModel | SlowWindow = model
         self._scale = 1.0 / speed
         self._mean_s = model.mean_s / speed
         self.workers = workers
@@ -96,6 +97,10 @@ class SimServer:
     def est_wait_ms(self) -> float:
         """The server's estimate of the work ahead of a new request (mean service based)."""
         return (self.busy + len(self.queue)) * self._mean_s * 1000.0 / self.workers
+
+    def slow_window(self, start: float, end: float, seconds: float) -> None:
+        """Serve requests that start in ``[start, end)`` in ``seconds`` (``simulator.slowdown``)."""
+        self._model = SlowWindow(self._model, self._env, start, end, seconds)
 
     def arrive(self, job: Job) -> None:
         if self.busy < self.workers:

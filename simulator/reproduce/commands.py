@@ -1,4 +1,4 @@
-"""``lblab reproduce ingram|cheetah|martins``: tables on stdout, charts and JSON in ``--out``."""
+"""``lblab reproduce ingram|cheetah|martins|linkerd``: tables on stdout, charts and JSON in ``--out``."""
 
 from __future__ import annotations
 
@@ -278,7 +278,54 @@ def martins(
         typer.echo(f"charts in {out}: martins.png, martins-nodes.png, martins-service.png")
 
 
+def linkerd(
+    strategies: Annotated[str, typer.Option(help="Strategies to run.")] = "rr,lc,peak-ewma",
+    model: Annotated[
+        str,
+        typer.Option(
+            help="Timeout models: post (balancer waits, 1 s caller timeout), lblab (1 s "
+            "deadline at the balancer, passive ejection)."
+        ),
+    ] = "post,lblab",
+    seconds: Annotated[
+        float, typer.Option(min=1.0, max=3600.0, help="Run length (post: 60); the window scales.")
+    ] = 60.0,
+    rate: Annotated[float, typer.Option(min=1.0, max=100_000.0, help="Requests/s.")] = 1000.0,
+    seed: Annotated[int, typer.Option()] = 1,
+    jobs: Annotated[int | None, typer.Option(min=1, help="Worker processes (default 2).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    out: Annotated[Path, typer.Option(help="Chart and JSON here.")] = Path(
+        "results/reproduce-linkerd"
+    ),
+) -> None:
+    """Linkerd "Beyond Round Robin": 11 backends, one held at 2 s for 30 s, 1 s timeout."""
+    from balancer.strategies.registry import strategy_class
+    from simulator.reproduce.linkerd import MODES, linkerd_chart, reproduce_linkerd
+    from simulator.reproduce.parallel import default_jobs
+
+    names = [x.strip() for x in strategies.split(",") if x.strip()]
+    if not names:
+        raise ConfigError("--strategies: give strategy names, e.g. rr,lc,peak-ewma")
+    for name in names:
+        strategy_class(name)  # an unknown name is a ConfigError naming the known ones
+    rows = reproduce_linkerd(
+        names,
+        _names(model, MODES, "--model"),
+        seconds,
+        rate,
+        seed,
+        jobs or default_jobs(),
+        None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True)),
+    )
+    data = [r.as_dict() for r in rows]
+    _emit(fmt, "Linkerd Beyond Round Robin: simulated vs published", data, tuple(data[0]), out)
+    linkerd_chart(rows, out / "linkerd.png")
+    if fmt == "table":
+        typer.echo(f"chart in {out / 'linkerd.png'}")
+
+
 def register_reproductions(app: typer.Typer) -> None:
     app.command("ingram")(ingram)
     app.command("cheetah")(cheetah)
     app.command("martins")(martins)
+    app.command("linkerd")(linkerd)

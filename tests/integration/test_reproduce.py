@@ -289,3 +289,60 @@ def test_reproduce_martins_command_writes_node_and_service_charts(tmp_path):
     assert [sum(r["node_requests"]) + r["unserved"] for r in rows] == [300, 300]
     for chart in ("martins-nodes.png", "martins-service.png"):
         assert (tmp_path / chart).stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def linkerd_rows():
+    from simulator.reproduce.linkerd import reproduce_linkerd
+
+    # CI size: 10 s at 500 req/s, the slow window scaled to 2.5-7.5 s.
+    rows = reproduce_linkerd(seconds=10.0, rate=500.0)
+    return {(r.strategy, r.mode): r for r in rows}
+
+
+def test_linkerd_post_model_keeps_the_published_order_and_figures(linkerd_rows):
+    rr, lc, ewma = (linkerd_rows[(s, "post")] for s in ("rr", "lc", "peak-ewma"))
+    # The post: about 95 %, 99 % and 99.9 % success with a 1 s caller timeout.
+    assert rr.ok_pct < lc.ok_pct < ewma.ok_pct
+    assert 94.5 <= rr.ok_pct <= 96.5  # 1/11 of the requests for half the run
+    assert lc.ok_pct >= 98.5 and ewma.ok_pct >= 99.5
+    p95, p99 = 1, 2  # indices into PERCENTILES
+    assert rr.percentiles_ms[p95] < 1000 <= rr.percentiles_ms[p99]  # slow above p95
+    assert lc.percentiles_ms[p99] < 1000 and ewma.percentiles_ms[p99] < 1000
+    assert rr.slow_requests > 4 * lc.slow_requests > 4 * ewma.slow_requests
+
+
+def test_linkerd_slow_window_holds_only_its_backend_at_2_s():
+    from simulator.reproduce.linkerd import linkerd_run
+
+    row = linkerd_run("rr", "post", 4.0, 550.0, 1)
+    slow = row.latency_ms[row.latency_ms > 1000.0]
+    assert len(slow) == row.slow_requests > 0
+    assert np.allclose(slow, 2000.0)
+    assert np.median(row.latency_ms) == pytest.approx(167.0, abs=1.0)
+
+
+def test_linkerd_lblab_deadline_ejects_the_slow_backend(linkerd_rows):
+    # lblab's 1 s deadline counts timeouts against the backend: passive ejection
+    # takes it out of rotation, which is what lifts rr far above the post's 95 %.
+    post, lblab = linkerd_rows[("rr", "post")], linkerd_rows[("rr", "lblab")]
+    assert lblab.ejections >= 1 and post.ejections == 0
+    assert lblab.ok_pct > post.ok_pct + 1.0
+    assert lblab.percentiles_ms[-1] <= 1000.0 + 1e-6  # nothing outlives the deadline
+
+
+def test_reproduce_linkerd_command_prints_json_and_writes_a_chart(tmp_path):
+    result = CliRunner().invoke(
+        app,
+        ["reproduce", "linkerd", "--seconds", "4", "--rate", "300", "--model", "post",
+         "--strategies", "rr,peak-ewma", "--jobs", "1", "--format", "json", "--out",
+         str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [(r["strategy"], r["model"]) for r in rows] == [("rr", "post"), ("peak-ewma", "post")]
+    assert {"ok_pct", "p50_ms", "p95_ms", "p99_ms", "p99.9_ms", "paper_ok_pct"} <= set(rows[0])
+    assert (tmp_path / "linkerd.png").stat().st_size > 10_000
+    bad = CliRunner().invoke(app, ["reproduce", "linkerd", "--strategies", "nope"])
+    assert isinstance(bad.exception, ConfigError)  # main() prints it as one line, exit 2
+    assert "unknown strategy 'nope'" in str(bad.exception)
