@@ -142,6 +142,8 @@ CASES: dict[str, Case] = {
     "reproduce-cheetah-servers-0": Case(("reproduce", "cheetah", "--servers", "0"), "--servers"),
     "testbed-hosts-0": Case(("testbed", "up", "--hosts", "0", "--root", "{d}/testbed"), "--hosts"),
     # ---- lblab report / notebooks: results folders
+    "twin-truncated-parquet": Case(("twin", "{d}/truncated"), "truncated"),
+    "validate-unknown-format": Case(("validate", "--quick", "--format", "xml"), "--format"),
     "report-without-a-folder": Case(("report",), "missing argument"),
     "report-missing-dir": Case(("report", "{d}/nope"), "not a directory"),
     "report-empty-dir": Case(("report", "{d}/empty"), "no requests.parquet"),
@@ -199,4 +201,5 @@ def test_at_least_30_cases_over_every_command_that_reads_input() -> None:
     assert len(CASES) >= 30
     commands = {case.args[0] for case in CASES.values()}
     assert commands >= {"run", "simulate", "calibrate", "reproduce", "report", "notebooks",
-                        "server", "agent", "balancer", "locust-workers", "testbed"}  # fmt: skip
+                        "server", "agent", "balancer", "locust-workers", "testbed", "twin",
+                        "validate"}  # fmt: skip
