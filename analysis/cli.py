@@ -95,3 +95,35 @@ def register(app: typer.Typer) -> None:
                 f"open them with: jupyter lab {out_dir} (install with `uv pip install "
                 f"jupyterlab`), or run them headless: lblab notebooks {results_dir} --execute"
             )
+
+    @app.command("compare")
+    def compare_command(
+        runs: Annotated[
+            list[Path],
+            typer.Argument(
+                help="Results folders; each after the first is compared to the first. One "
+                "folder alone is compared to its twin (RUN/twin/, from `lblab twin`).",
+                show_default=False,
+            ),
+        ],
+        out: Annotated[
+            Path | None,
+            typer.Option(
+                help="Where to write index.html and compare.json "
+                "[compare-<a>-vs-<b> next to the first run]."
+            ),
+        ] = None,
+        metric: Annotated[
+            list[str] | None,
+            typer.Option(help="A metric to compare (repeatable) [the headline metrics]."),
+        ] = None,
+    ) -> None:
+        """What changed between runs, and which metric differences are significant."""
+        from rich.console import Console
+
+        from analysis.compare import compare, default_out, print_report, write_report
+
+        report = compare(runs, metric or [])
+        page = write_report(report, out or default_out(report))
+        print_report(report, Console())
+        typer.echo(f"compare: {page}")

@@ -1,4 +1,4 @@
-"""Small statistics the analysis needs: Student-t intervals, Jain's index, imbalance.
+"""Small statistics the analysis needs: Student-t intervals, Welch's t, Jain's index, imbalance.
 
 scipy is not a dependency, so the t quantile is computed here: the t CDF through the
 regularized incomplete beta function (continued fraction, modified Lentz, as in
@@ -108,6 +108,56 @@ def mean_ci(values: Sequence[float] | np.ndarray, level: float = 0.95) -> MeanCI
         return MeanCI(mean, math.nan, math.nan, 1)
     half = t_quantile(0.5 + level / 2.0, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
     return MeanCI(mean, mean - half, mean + half, n)
+
+
+@dataclass(frozen=True, slots=True)
+class DiffCI:
+    """``mean(b) - mean(a)`` with a two-sided Welch interval and p-value.
+
+    ``lo``/``hi``/``df``/``p`` are NaN when either side has fewer than two values.
+    """
+
+    diff: float
+    lo: float
+    hi: float
+    df: float
+    p: float
+
+    @property
+    def has_ci(self) -> bool:
+        return not math.isnan(self.lo)
+
+    @property
+    def significant(self) -> bool:
+        """The interval excludes 0 (at the level it was computed for)."""
+        return self.has_ci and (self.lo > 0.0 or self.hi < 0.0)
+
+
+def welch_diff(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, level: float = 0.95
+) -> DiffCI:
+    """Welch's t on the difference of means ``b - a`` (unequal variances), NaN ignored.
+
+    Degrees of freedom by Welch-Satterthwaite. Both sides without spread (identical
+    replications, as a deterministic simulation gives) leave no variance to test against:
+    the interval is the difference itself, significant exactly when it is not 0.
+    """
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    x, y = x[~np.isnan(x)], y[~np.isnan(y)]
+    if x.size == 0 or y.size == 0:
+        return DiffCI(math.nan, math.nan, math.nan, math.nan, math.nan)
+    diff = float(y.mean() - x.mean())
+    if x.size < 2 or y.size < 2:
+        return DiffCI(diff, math.nan, math.nan, math.nan, math.nan)
+    va, vb = float(x.var(ddof=1)) / x.size, float(y.var(ddof=1)) / y.size
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        return DiffCI(diff, diff, diff, float(x.size + y.size - 2), 1.0 if diff == 0 else 0.0)
+    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
+    half = t_quantile(0.5 + level / 2.0, df) * se
+    p = 2.0 * (1.0 - t_cdf(abs(diff) / se, df))
+    return DiffCI(diff, diff - half, diff + half, df, p)
 
 
 def jain_index(loads: Sequence[float] | np.ndarray) -> float:
