@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Annotated
 
@@ -48,53 +46,90 @@ def register(app: typer.Typer) -> None:
         execute: Annotated[
             bool,
             typer.Option(
-                "--execute", help="Run every notebook headless; exit 1 on any cell error."
+                "--execute",
+                help="Execute the notebooks headless and exit (no server); exit 1 on any cell error.",
             ),
         ] = False,
+        server: Annotated[
+            bool,
+            typer.Option(
+                "--server/--no-server",
+                "--open/--no-open",
+                help="--no-server (or --no-open): only write the .ipynb files, not executed, "
+                "and exit.",
+            ),
+        ] = True,
+        only: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--only",
+                metavar="NAME",
+                help="Just this notebook (repeatable): overview, throughput, latency, "
+                "failures, cpu.",
+            ),
+        ] = None,
         out: Annotated[
             Path | None,
             typer.Option(help="Where to write the .ipynb files [RESULTS_DIR/notebooks]."),
         ] = None,
-        open_: Annotated[
-            bool,
-            typer.Option(
-                "--open/--no-open",
-                help="Without --execute: start Jupyter on the notebooks if it is installed.",
-            ),
-        ] = True,
     ) -> None:
-        """Write the analysis notebooks pointed at RESULTS_DIR (and optionally run them).
+        """Open the analysis notebooks of RESULTS_DIR in JupyterLab, already executed.
 
-        Without --execute the .ipynb files are written and Jupyter is started on them
-        when it is installed; otherwise the command prints how to open them.
+        Executes them into RESULTS_DIR/notebooks (outputs and charts saved),
+        then serves them on 127.0.0.1 and prints the URL with its token.
+        Ctrl-C stops JupyterLab and its kernels.
         """
         _results_dir(results_dir)
+        from analysis.nbrun import NOTEBOOKS
+
+        names = tuple(dict.fromkeys(only or NOTEBOOKS))
+        unknown = sorted(set(names) - set(NOTEBOOKS))
+        if unknown:
+            raise ConfigError(
+                f"--only {unknown[0]}: no such notebook; choose from {', '.join(NOTEBOOKS)}"
+            )
         from analysis.load import check_run, open_run
 
         run = open_run(results_dir)  # a clear error before any kernel starts
         check_run(run)
+        from analysis import nbserver
         from analysis.nbrun import execute_notebooks, write_notebooks
 
         out_dir = out or run.path / "notebooks"
-        if execute:
-            paths, failures = execute_notebooks(run.path, out_dir)
-            for path in paths:
-                typer.echo(f"executed: {path}")
-            for failure in failures:
-                typer.secho(failure.describe(), err=True, fg=typer.colors.RED)
-            raise typer.Exit(1 if failures else 0)
-        paths = write_notebooks(run.path, out_dir)
-        for path in paths:
-            typer.echo(f"wrote: {path}")
-        jupyter = shutil.which("jupyter-lab") or shutil.which("jupyter-notebook")
-        if open_ and jupyter:
-            typer.echo(f"starting {Path(jupyter).name} in {out_dir} (Ctrl-C to stop)")
-            subprocess.run([jupyter, f"--notebook-dir={out_dir}"], check=False)
-        else:
+        if not server and not execute:
+            for path in write_notebooks(run.path, out_dir, names):
+                typer.echo(f"wrote: {path}")
             typer.echo(
-                f"open them with: jupyter lab {out_dir} (install with `uv pip install "
-                f"jupyterlab`), or run them headless: lblab notebooks {results_dir} --execute"
+                f"open them with: lblab notebooks {results_dir} (executes them and starts "
+                "JupyterLab), or execute them headless: add --execute"
             )
+            return
+        typer.echo(f"executing {len(names)} notebook(s) on {run.path} (up to a minute)...")
+        paths, failures = execute_notebooks(run.path, out_dir, names)
+        for path in paths:
+            typer.echo(f"executed: {path}")
+        for failure in failures:
+            typer.secho(failure.describe(), err=True, fg=typer.colors.RED)
+        if execute:
+            raise typer.Exit(1 if failures else 0)
+        log_path = out_dir / "jupyter.log"
+        typer.echo(f"starting JupyterLab on {out_dir} (127.0.0.1 only; its log: {log_path})...")
+        try:
+            lab = nbserver.start(out_dir, log_path)
+        except nbserver.NotebookServerError as exc:
+            typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+            raise typer.Exit(1) from None
+        try:
+            typer.echo(f"JupyterLab: {lab.url(paths[0].name)}")
+            typer.echo(
+                "the notebooks open with their outputs and charts saved; "
+                "Ctrl-C stops JupyterLab and its kernels"
+            )
+            nbserver.serve(lab)
+        finally:
+            nbserver.stop(lab)
+        typer.echo("JupyterLab stopped")
+        raise typer.Exit(1 if failures else 0)
 
     @app.command("compare")
     def compare_command(

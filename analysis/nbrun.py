@@ -63,11 +63,13 @@ def point_at(name: str, results_dir: Path) -> nbformat.NotebookNode:
     return notebook
 
 
-def write_notebooks(results_dir: Path, out_dir: Path) -> list[Path]:
-    """Write every notebook, pointed at ``results_dir``, as ``out_dir/<name>.ipynb``."""
+def write_notebooks(
+    results_dir: Path, out_dir: Path, names: tuple[str, ...] = NOTEBOOKS
+) -> list[Path]:
+    """Write the notebooks, pointed at ``results_dir``, as ``out_dir/<name>.ipynb``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name in NOTEBOOKS:
+    for name in names:
         path = out_dir / f"{name}.ipynb"
         nbformat.write(point_at(name, results_dir.resolve()), path)
         paths.append(path)
