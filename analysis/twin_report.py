@@ -14,6 +14,7 @@ from typing import Any
 
 TWIN_JSON = Path("twin") / "twin.json"
 _MISS_STYLE = ' style="background:#fbe3e3"'
+_YES_NO = {True: "yes", False: "no"}
 _LABELS = {
     "throughput_rps": "throughput (ok/s)",
     "latency_mean_ms": "mean latency (ms)",
@@ -42,7 +43,7 @@ def _cells_table(data: dict[str, Any]) -> str:
     head = "".join(
         f"<th>{_esc(label)}<br>measured</th><th>simulated</th><th>error</th>"
         for label in _LABELS.values()
-    )
+    ).replace("<th>error</th>", "<th>error</th><th>in measured 95 % CI</th>", 1)
     rows = []
     for c in data["cells"]:
         tds = []
@@ -53,6 +54,9 @@ def _cells_table(data: dict[str, Any]) -> str:
                 f"<td>{_num(c['measured'][f])}</td><td>{_num(c['simulated'][f])}</td>"
                 f"<td{style}>{_pct(err)}</td>"
             )
+            if f == "throughput_rps":
+                inside = c.get("inside_measured_ci", {}).get(f)
+                tds.append(f"<td>{_YES_NO.get(inside, 'n/a')}</td>")
         rows.append(
             f"<tr><td>{_esc(c['scenario'])}</td><td>{_esc(c['strategy'])}</td>{''.join(tds)}</tr>"
         )
@@ -150,6 +154,19 @@ def _plain_words(data: dict[str, Any]) -> str:
     ]
     if misses:
         parts.append(f"It misses by more than that in: {_esc(', '.join(misses))}.")
+        outside = s.get("throughput_misses_outside_ci")
+        if outside is not None and s.get("median_measured_ci_halfwidth") is not None:
+            parts.append(
+                f"Of these, {len(outside)} {'lies' if len(outside) == 1 else 'lie'} outside "
+                "the run's own 95 % interval across replications; the others are within what "
+                "the run itself can tell apart."
+            )
+    width = s.get("median_measured_ci_halfwidth")
+    if width is not None:
+        parts.append(
+            f"For scale: the measured throughput's 95 % interval is +-{width:.0%} of the mean "
+            "in the median cell, so differences smaller than that are not measured ones."
+        )
     if low:
         parts.append(
             f"The ranking of the strategies by throughput agrees poorly (Kendall tau below "

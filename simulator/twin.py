@@ -301,7 +301,8 @@ class Measured:
     units: pd.DataFrame
     """One row per unit: the analysis's unit metrics plus ``front_ms``."""
     pooled: pd.DataFrame
-    """strategy, scenario and the mean of each of FIGURES over replications."""
+    """strategy, scenario, the mean of each of FIGURES over replications and its 95 %
+    interval (``<figure>_lo``, ``_hi``; NaN with one replication)."""
     rows: pd.DataFrame
     """Successful requests with the service columns (for fitting)."""
 
@@ -335,9 +336,14 @@ def measure(run_dir: Path) -> Measured:
     units = units.merge(front, on=KEY, how="left")
     long = pool(units, list(FIGURES))
     pooled = long.pivot_table(
-        index=["strategy", "scenario"], columns="metric", values="mean", observed=True
-    ).reset_index()
-    return Measured(units=units, pooled=pooled, rows=ok)
+        index=["strategy", "scenario"],
+        columns="metric",
+        values=["mean", "lo", "hi"],
+        observed=True,
+        dropna=False,
+    )
+    pooled.columns = [m if v == "mean" else f"{m}_{v}" for v, m in pooled.columns]
+    return Measured(units=units, pooled=pooled.reset_index(), rows=ok)
 
 
 # ------------------------------------------------------------------ building the twin
@@ -504,9 +510,20 @@ def _number(value: Any) -> float | None:
     return round(v, 4) if math.isfinite(v) else None
 
 
-def _figures(pooled: pd.DataFrame, strategy: str, scenario: str) -> dict[str, float | None]:
+def _figures(
+    pooled: pd.DataFrame, strategy: str, scenario: str, suffix: str = ""
+) -> dict[str, float | None]:
     row = pooled[(pooled["strategy"] == strategy) & (pooled["scenario"] == scenario)]
-    return {f: _number(row[f].iloc[0]) if len(row) and f in row else None for f in FIGURES}
+    return {
+        f: _number(row[f + suffix].iloc[0]) if len(row) and f + suffix in row else None
+        for f in FIGURES
+    }
+
+
+def _inside(value: float | None, lo: float | None, hi: float | None) -> bool | None:
+    if value is None or lo is None or hi is None:
+        return None
+    return lo <= value <= hi
 
 
 def _ranking(
@@ -541,16 +558,20 @@ def compare(
     for scenario in testbed.scenarios:
         for strategy in testbed.strategies:
             m = _figures(measured, strategy, scenario.name)
+            lo = _figures(measured, strategy, scenario.name, "_lo")
+            hi = _figures(measured, strategy, scenario.name, "_hi")
             s = _figures(simulated, strategy, scenario.name)
             cells.append(
                 {
                     "strategy": strategy,
                     "scenario": scenario.name,
                     "measured": m,
+                    "measured_ci95": {f: [lo[f], hi[f]] for f in FIGURES},
                     "simulated": s,
                     "error": {
                         f: _number(_rel_error(s[f] or math.nan, m[f] or math.nan)) for f in FIGURES
                     },
+                    "inside_measured_ci": {f: _inside(s[f], lo[f], hi[f]) for f in FIGURES},
                 }
             )
     ranks: dict[str, Any] = {}
@@ -587,6 +608,18 @@ def _scale_ranks(
     return out
 
 
+def _median_halfwidth(cells: list[dict[str, Any]]) -> float | None:
+    """Median over cells of the measured throughput's 95 % half-width, relative: how
+    finely the run itself can tell two figures apart."""
+    widths = [
+        (hi - lo) / 2 / c["measured"]["throughput_rps"]
+        for c in cells
+        for lo, hi in [c["measured_ci95"]["throughput_rps"]]
+        if lo is not None and hi is not None and c["measured"]["throughput_rps"]
+    ]
+    return round(float(np.median(widths)), 4) if widths else None
+
+
 def _summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, Any]:
     errors = [c["error"]["throughput_rps"] for c in cells]
     finite = [abs(e) for e in errors if e is not None]
@@ -597,6 +630,13 @@ def _summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, An
             for c in cells
             if c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS
         ],
+        "throughput_misses_outside_ci": [
+            f"{c['strategy']} / {c['scenario']}"
+            for c in cells
+            if (c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS)
+            and c["inside_measured_ci"]["throughput_rps"] is False
+        ],
+        "median_measured_ci_halfwidth": _median_halfwidth(cells),
         "tau_below_target": [
             name
             for name, r in ranks.items()

@@ -60,6 +60,7 @@ def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
+@pytest.mark.timeout(300)  # about a minute on the shared machine; subprocesses bound it too
 def test_twin_of_a_simulated_run_reproduces_it_and_scales(sim_run: Path) -> None:
     out = run_lblab(["twin", str(sim_run), "--scale", "12", "--scale-requests", "3000"], 180)
     assert out.returncode == 0, out.stderr
@@ -105,6 +106,7 @@ def test_twin_refuses_bad_input_in_one_line(tmp_path: Path, sim_run: Path) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # the shared tiny run (up to 240 s on a busy machine), then the twin
 def test_twin_of_a_live_tiny_run(tiny_run_dir: Path) -> None:
     path = make_twin(tiny_run_dir, [30], scale_requests=3000)
     data = json.loads(path.read_text())
