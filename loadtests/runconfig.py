@@ -21,8 +21,9 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
     [strategy_options.lc] tie = "random"
     [scenario_defs.NAME]  cells = ["sp+sr", ...] or [[...cells]] name/package/work,
                           plus any [load] key to override for this scenario
-    [[timeline]]          at, action = kill|restart|drain|add|remove, server,
-                          scenarios = [...] (default: all), and for add: cpu_quota, weight...
+    [[timeline]]          at, action = kill|restart|drain|add|remove|slow|pause|resume,
+                          server, scenarios = [...] (default: all), for add: cpu_quota,
+                          weight...; for slow: factor, add_ms; for slow and pause: duration
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ from lblab.errors import ConfigError
 from lblab.scenarios import CELLS, Cell, Scenario, builtin_scenario
 from lblab.wire.codes import MAX_FRAME_LENGTH
 from loadtests.openloop import ARRIVALS
+from servers.slowdown import Slowdown
 from servers.work import MAX_WORK_BYTES
 
 TESTBEDS = ("local", "external")
-ACTIONS = ("kill", "restart", "drain", "add", "remove")
+ACTIONS = ("kill", "restart", "drain", "add", "remove", "slow", "pause", "resume")
 MODELS = ("closed", "open")
 DEFAULT_MASTER_PORT = 5557  # Locust's own default master port
 # Bounds past which a value is a typo, not an experiment (10^12 users is not a plan).
@@ -169,10 +171,15 @@ class TimelineEvent:
     scenarios: tuple[str, ...] = ()  # empty: every scenario
     spec: ServerSpec | None = None  # for "add" of a server not in [[servers]]
     weight: float = 1.0
+    factor: float = 1.0  # slow: service time multiplied by this ...
+    add_ms: float = 0.0  # ... plus this
+    duration: float | None = None  # slow, pause: undone after this many seconds
 
     def __post_init__(self) -> None:
         check_range("timeline.at", self.at, minimum=0)
         check_range(f"timeline.{self.server}.weight", self.weight, above=0, maximum=1e6)
+        if self.duration is not None:
+            check_range(f"timeline.{self.server}.duration", self.duration, above=0)
 
     def applies_to(self, scenario: str) -> bool:
         return not self.scenarios or scenario in self.scenarios
@@ -518,6 +525,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
                 scenarios=only,
                 spec=spec,
                 weight=parse_float(ev.get("weight", 1.0), f"{where}.weight"),
+                **_timed_fault(ev, where),
             )
         )
     if timeline and kind == "external":
@@ -560,6 +568,34 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         timeline=tuple(timeline),
         raw=raw,
     )
+
+
+def _timed_fault(ev: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``slow``'s factor / add_ms and ``slow``'s or ``pause``'s duration, checked."""
+    action = ev["action"]
+    allowed = {"slow": {"factor", "add_ms", "duration"}, "pause": {"duration"}}.get(action, set())
+    misplaced = sorted({"factor", "add_ms", "duration"} & set(ev) - allowed)
+    if misplaced:
+        raise ConfigError(
+            f"{where}: {', '.join(misplaced)} do not apply to {action!r} "
+            "(factor and add_ms are for slow; duration for slow and pause)"
+        )
+    out: dict[str, Any] = {}
+    if "duration" in ev:
+        out["duration"] = parse_duration(ev["duration"], f"{where}.duration")
+    if action == "slow":
+        factor = parse_float(ev.get("factor", 1.0), f"{where}.factor")
+        add_ms = parse_float(ev.get("add_ms", 0.0), f"{where}.add_ms")
+        try:
+            Slowdown(factor, add_ms)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if factor == 1.0 and add_ms == 0.0:
+            raise ConfigError(
+                f"{where}: slow needs factor > 1 or add_ms > 0, e.g. factor = 10 or add_ms = 500"
+            )
+        out.update(factor=factor, add_ms=add_ms)
+    return out
 
 
 def _master_bind(value: str) -> tuple[str, int] | None:

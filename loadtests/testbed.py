@@ -3,8 +3,9 @@
 ``LocalTestbed`` starts them on loopback with ``lblab.procs.spawn`` (ports 0, learned
 from the ready lines) and stops them by process group, so nothing outlives the run.
 Timeline events act on it (kill, restart on the same port, drain by SIGTERM, add and
-remove through the balancer's admin API), and ``restore`` puts the configured pool back
-before the next phase. ``ExternalTestbed`` is a balancer someone else runs (the ansible
+remove through the balancer's admin API, slow by ``servers/slowdown.py``, pause and
+resume by SIGSTOP and SIGCONT), and ``restore`` puts the configured pool back (resumed,
+at normal speed) before the next phase. ``ExternalTestbed`` is a balancer someone else runs (the ansible
 playbooks): the runner only switches its strategy and drives load at it.
 
 Files each local process writes, under the run directory:
@@ -14,6 +15,7 @@ Files each local process writes, under the run directory:
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +26,7 @@ from typing import Any
 from lblab.procs import Child, lblab_command, spawn, stop
 from loadtests.admin import AdminClient
 from loadtests.runconfig import RunConfig, ServerSpec
+from servers.slowdown import NORMAL, Slowdown, request_slowdown
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -37,6 +40,8 @@ class ServerProcess:
     server: Child | None = None
     agent: Child | None = None
     in_pool: bool = True
+    paused: bool = False
+    slowed: bool = False
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -155,6 +160,10 @@ class LocalTestbed:
         """Bring the pool back to the configured servers after timeline events."""
         configured = {s.id for s in self.config.servers}
         for sid, proc in list(self.servers.items()):
+            if proc.paused:
+                self.resume(sid)
+            if proc.slowed and proc.server is not None and proc.server.alive():
+                self.slow(sid, NORMAL.factor, NORMAL.add_ms)
             if sid not in configured:
                 self.remove(sid)
                 del self.servers[sid]
@@ -215,6 +224,33 @@ class LocalTestbed:
         self._stop_agent(proc)
         self.changed = True
 
+    def slow(self, sid: str, factor: float, add_ms: float) -> None:
+        """Every request's service time times ``factor`` plus ``add_ms`` (1, 0: normal)."""
+        proc = self.servers[sid]
+        if proc.server is None or not proc.server.alive():
+            raise RuntimeError(f"server {sid} is not running")
+        slowdown = Slowdown(factor, add_ms)
+        request_slowdown(proc.server.pid, slowdown)
+        proc.slowed = slowdown != NORMAL
+        self.changed = True
+
+    def pause(self, sid: str) -> None:
+        """SIGSTOP the server's process group: a hung backend (alive, connected, silent)."""
+        self._signal(sid, signal.SIGSTOP)
+        self.servers[sid].paused = True
+        self.changed = True
+
+    def resume(self, sid: str) -> None:
+        """SIGCONT: the paused server answers again (its backlog first)."""
+        self._signal(sid, signal.SIGCONT)
+        self.servers[sid].paused = False
+
+    def _signal(self, sid: str, sig: int) -> None:
+        proc = self.servers[sid]
+        if proc.server is None or not proc.server.alive():
+            raise RuntimeError(f"server {sid} is not running")
+        os.killpg(proc.server.pid, sig)
+
     def _stop_agent(self, proc: ServerProcess) -> None:
         if proc.agent is not None:
             stop(proc.agent, timeout=3)
@@ -229,6 +265,8 @@ class LocalTestbed:
         for proc in self.servers.values():
             self._stop_agent(proc)
             if proc.server is not None:
+                if proc.paused and proc.server.alive():
+                    os.killpg(proc.server.pid, signal.SIGCONT)  # else SIGTERM waits
                 stop(proc.server, timeout=STOP_TIMEOUT_S)
 
     def facts(self) -> dict[str, Any]:

@@ -1,4 +1,7 @@
-"""One JSON-work server process: config, CPU limit, listener, readiness, drain on SIGTERM."""
+"""One JSON-work server process: config, CPU limit, listener, readiness, drain on SIGTERM.
+
+SIGUSR1 applies a runtime slowdown (the ``slow`` timeline event, ``servers/slowdown.py``).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from lblab.wire.codes import ErrorCode
 from servers.cpulimit import CpuLimit, LimitMethod, apply_cpu_limit
 from servers.protocol import ServerConnection
 from servers.service import WorkService
+from servers.slowdown import read_slowdown
 from servers.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -101,6 +105,7 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _slow_down, service)
     port = listener.sockets[0].getsockname()[1]
     log.info(
         "server %s listening on %s:%d (workers %d, max-inflight %d, delay %.1f ms, cpu limit %s)",
@@ -149,6 +154,12 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
         state.failed,
     )
     return code
+
+
+def _slow_down(service: WorkService) -> None:
+    """SIGUSR1: apply the slowdown the harness wrote (``servers/slowdown.py``)."""
+    service.slowdown = read_slowdown(os.getpid(), service.slowdown)
+    log.info("slowdown: x%g + %g ms per request", service.slowdown.factor, service.slowdown.add_ms)
 
 
 async def _closed(state: ServerState, timeout: float) -> None:

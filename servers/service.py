@@ -9,7 +9,9 @@ that release the GIL (``--delay-ms`` sleeps, I/O).
 
 ``--delay-ms D`` adds a fixed service time per request as a sleep inside the slot, not
 CPU, so Martins' (10/500/900 ms) and Ingram's (250/500/100/200/700 ms) servers can be run
-live: the slot stays busy for D ms, later requests queue behind it.
+live: the slot stays busy for D ms, later requests queue behind it. ``slowdown``
+(``servers/slowdown.py``, set at runtime by the ``slow`` timeline event) stretches each
+request's time in its slot the same way.
 
 Timing per request: ``queue_ms`` from arrival (taken on the event loop when the frame
 was read) to the moment a slot takes it; ``service_ms`` from then to the end of the work,
@@ -23,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from servers.cpulimit import DutyCycle
+from servers.slowdown import NORMAL, Slowdown
 from servers.work import DocumentCache, do_work
 
 
@@ -35,7 +38,7 @@ class WorkResult:
 
 
 class WorkService:
-    __slots__ = ("_cache", "_delay_s", "_duty_cycle", "_pool", "workers")
+    __slots__ = ("_cache", "_delay_s", "_duty_cycle", "_pool", "slowdown", "workers")
 
     def __init__(self, workers: int, delay_ms: float, duty_cycle: DutyCycle | None) -> None:
         self.workers = workers
@@ -43,6 +46,7 @@ class WorkService:
         self._duty_cycle = duty_cycle
         self._cache = DocumentCache()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="work")
+        self.slowdown: Slowdown = NORMAL
 
     @property
     def delay_ms(self) -> float:
@@ -64,6 +68,9 @@ class WorkService:
         request = do_work(body, self._cache)
         if self._delay_s:
             time.sleep(self._delay_s)
+        slowdown = self.slowdown
+        if slowdown is not NORMAL:
+            time.sleep(slowdown.extra_s(time.perf_counter() - start))
         if self._duty_cycle is not None:
             self._duty_cycle.wait()
         end = time.perf_counter()
