@@ -6,7 +6,9 @@ The notebooks live in ``analysis/notebooks/*.py`` (jupytext percent format; the
 after it that sets ``RESULTS`` to the run, so a written notebook opens on its run
 without any environment. Execution uses nbclient with the ``python3`` kernel, which
 jupyter_client starts with this interpreter (the project's venv), from the repository
-root so ``analysis`` imports.
+root so ``analysis`` imports. jupytext, nbformat and nbclient are imported where they are
+used (seconds on a busy machine): ``lblab notebooks`` checks its arguments against
+``NOTEBOOKS`` first.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import asyncio
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jupytext
-import nbformat
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+if TYPE_CHECKING:
+    import nbformat
+    from nbclient.exceptions import CellExecutionError
 
 NOTEBOOK_DIR = Path(__file__).parent / "notebooks"
 NOTEBOOKS = ("overview", "throughput", "latency", "failures", "cpu")
@@ -45,6 +47,9 @@ class NotebookFailure:
 
 def point_at(name: str, results_dir: Path) -> nbformat.NotebookNode:
     """The notebook ``name`` with ``RESULTS`` set to ``results_dir`` after its parameters."""
+    import jupytext
+    import nbformat
+
     source = NOTEBOOK_DIR / f"{name}.py"
     notebook = jupytext.read(source)
     cells = notebook.cells
@@ -67,6 +72,8 @@ def write_notebooks(
     results_dir: Path, out_dir: Path, names: tuple[str, ...] = NOTEBOOKS
 ) -> list[Path]:
     """Write the notebooks, pointed at ``results_dir``, as ``out_dir/<name>.ipynb``."""
+    import nbformat
+
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name in names:
@@ -85,6 +92,8 @@ def execute_notebooks(
     side by side, a few at a time: each spends most of its ~8 s importing pandas and
     matplotlib, so five in a row took 42 s on 2 busy cores.
     """
+    import nbformat
+
     out_dir.mkdir(parents=True, exist_ok=True)
     env = {"LBLAB_RESULTS": str(results_dir.resolve()), "MPLBACKEND": "Agg"}
     saved = {k: os.environ.get(k) for k in env}
@@ -110,6 +119,9 @@ def execute_notebooks(
 async def _execute_all(
     results_dir: Path, names: tuple[str, ...]
 ) -> list[tuple[nbformat.NotebookNode, NotebookFailure | None]]:
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
     gate = asyncio.Semaphore(max(3, os.cpu_count() or 1))
 
     async def one(name: str) -> tuple[nbformat.NotebookNode, NotebookFailure | None]:

@@ -196,7 +196,7 @@ def test_notebook_opens_executed_in_jupyterlab_and_nothing_is_left(
 
 
 def test_an_unknown_notebook_name_is_refused(tmp_path: Path) -> None:
-    result = run_lblab(["notebooks", str(tmp_path), "--only", "nope"], timeout=30)
+    result = run_lblab(["notebooks", str(tmp_path), "--only", "nope"], timeout=60)
     assert result.returncode == 2, result.stderr
     assert "--only nope: no such notebook; choose from overview" in result.stderr
 
