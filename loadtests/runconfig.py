@@ -137,17 +137,24 @@ class ServerSpec:
     max_inflight: int | None = None
 
     def __post_init__(self) -> None:
-        """The checks ``lblab server`` makes at its start, made here, before any process."""
+        if self.cpu_quota is not None:
+            check_range(f"servers.{self.id}.cpu_quota", self.cpu_quota, above=0, maximum=64)
+        self.check_here(cpu_quota=False)
+
+    def check_here(self, cpu_quota: bool = True) -> None:
+        """The checks ``lblab server`` makes at its start on this host, made before it starts.
+
+        The CPU quota is bounded by this host's CPUs, so it is checked only for servers
+        this host runs (the local testbed).
+        """
         from servers.server import ServerConfig
 
+        names = ("workers", "delay_ms", "max_inflight") + (("cpu_quota",) if cpu_quota else ())
+        given = {k: getattr(self, k) for k in names if getattr(self, k) is not None}
         try:
-            ServerConfig(id=self.id, port=0, **self._given())
+            ServerConfig(id=self.id, port=0, **given)
         except ConfigError as exc:
             raise ConfigError(f"servers.{self.id}: {exc}") from None
-
-    def _given(self) -> dict[str, Any]:
-        names = ("cpu_quota", "workers", "delay_ms", "max_inflight")
-        return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
 
     def argv(self) -> list[str]:
         """``lblab server`` flags for this spec (id and port are the testbed's)."""
@@ -476,6 +483,9 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         )
     if kind == "local" and not servers:
         raise ConfigError("the local testbed needs at least one [[servers]] entry")
+    if kind == "local":
+        for each in servers:
+            each.check_here()
     testbed = TestbedConfig(
         kind=kind,
         balancer=balancer,
@@ -511,6 +521,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
                 },
                 where,
             )
+            spec.check_here()  # an added server runs on this host
         elif server not in ids:
             raise ConfigError(f"{where}.server: {server!r} is not one of the servers {ids}")
         only = _names(f"{where}.scenarios", ev["scenarios"]) if ev.get("scenarios") else ()
