@@ -175,7 +175,14 @@ def _plain_words(data: dict[str, Any]) -> str:
         )
     else:
         parts.append(
-            f"The ranking by throughput agrees in every scenario (tau at least {s['tau_target']})."
+            "The ranking by throughput agrees wherever there is one "
+            f"(tau at least {s['tau_target']})."
+        )
+    undefined = s.get("tau_undefined") or []
+    if undefined:
+        parts.append(
+            "No ranking by throughput (the strategies tie within 1 %, as under an open load "
+            f"below saturation) in: {_esc(', '.join(undefined))}."
         )
     for note in data["model"].get("notes", []):
         parts.append(f"Note: {_esc(note)}.")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -60,6 +61,9 @@ RANKED = {"throughput": "throughput_rps", "latency_mean": "latency_mean_ms"}
 MISS = 0.15
 """A cell whose throughput error is above this (relative) misses the twin's target."""
 TAU_TARGET = 0.8
+TIE = 0.01
+"""Strategies whose figures are within 1 % of each other tie in the rankings: an open
+load gives every strategy the offered rate, and such differences are no order."""
 MAX_SAMPLES_PER_CELL = 5000
 MIN_REQUESTS = 2000
 MAX_SCALE = 100_000
@@ -68,10 +72,11 @@ MAX_SCALE = 100_000
 # ------------------------------------------------------------------ rank agreement
 
 
-def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
+def kendall_tau(x: Sequence[float], y: Sequence[float], tolerance: float = 0.0) -> float | None:
     """Kendall's tau-b of two paired sequences (ties in either count as neither).
 
-    None when it is undefined: fewer than two pairs, or one side all ties.
+    Two values within ``tolerance`` (relative to the larger) tie. None when tau is
+    undefined: fewer than two pairs, or one side all ties.
     """
     if len(x) != len(y):
         raise ValueError(f"kendall_tau: {len(x)} values against {len(y)}")
@@ -79,7 +84,8 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
     n = len(x)
     for i in range(n):
         for j in range(i + 1, n):
-            dx, dy = x[i] - x[j], y[i] - y[j]
+            dx = _beyond(x[i], x[j], tolerance)
+            dy = _beyond(y[i], y[j], tolerance)
             if dx == 0 and dy == 0:
                 continue
             if dx == 0:
@@ -92,6 +98,11 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
                 discordant += 1
     denominator = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
     return (concordant - discordant) / denominator if denominator > 0 else None
+
+
+def _beyond(a: float, b: float, tolerance: float) -> float:
+    """``a - b``, or 0 when they are within ``tolerance`` of the larger magnitude."""
+    return 0.0 if abs(a - b) <= tolerance * max(abs(a), abs(b)) else a - b
 
 
 # ------------------------------------------------------------------ service model
@@ -541,7 +552,7 @@ def _order(strategies: Sequence[str], values: Sequence[float], higher: bool) -> 
 
 def _tau(a: Sequence[float], b: Sequence[float]) -> float | None:
     keep = [i for i in range(len(a)) if math.isfinite(a[i]) and math.isfinite(b[i])]
-    tau = kendall_tau([a[i] for i in keep], [b[i] for i in keep])
+    tau = kendall_tau([a[i] for i in keep], [b[i] for i in keep], TIE)
     return None if tau is None else round(tau, 4)
 
 
@@ -640,8 +651,9 @@ def _summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, An
         "tau_below_target": [
             name
             for name, r in ranks.items()
-            if r["throughput"]["tau"] is None or r["throughput"]["tau"] < TAU_TARGET
+            if r["throughput"]["tau"] is not None and r["throughput"]["tau"] < TAU_TARGET
         ],
+        "tau_undefined": [name for name, r in ranks.items() if r["throughput"]["tau"] is None],
         "miss_threshold": MISS,
         "tau_target": TAU_TARGET,
     }
@@ -684,6 +696,8 @@ def make_twin(
         services[s.id] = fit_service(rows)
     models = scenario_models(testbed, measured)
     out = run_dir / TWIN_DIR
+    if out.is_dir():
+        shutil.rmtree(out)  # rebuilt whole: no part of an earlier twin may linger in it
     t0 = time.perf_counter()
     n = len(testbed.servers)
     base_configs = configs_for(

@@ -34,6 +34,13 @@ def test_tau_is_undefined_without_order() -> None:
     assert kendall_tau([], []) is None
 
 
+def test_tau_ties_values_within_the_tolerance() -> None:
+    # 100 and 100.5 tie at 1 %: only the pairs with 50 order, and they agree.
+    assert kendall_tau([100, 100.5, 50], [3, 2, 1], 0.01) == pytest.approx(2 / math.sqrt(6))
+    assert kendall_tau([100, 100.5], [1, 2], 0.01) is None
+    assert kendall_tau([100, 100.5], [1, 2]) == 1.0
+
+
 def test_tau_needs_pairs() -> None:
     with pytest.raises(ValueError, match="3 values against 2"):
         kendall_tau([1, 2, 3], [1, 2])
