@@ -115,6 +115,7 @@ class Report:
 def resolve_runs(paths: Sequence[Path]) -> list[Path]:
     """The runs to compare: two or more, or one run and its twin (``RUN/twin/``)."""
     if len(paths) == 1:
+        open_run(paths[0])  # a missing folder is named as missing, not as lacking a twin
         twin = paths[0] / TWIN_DIR
         if not (twin / "requests.parquet").exists():
             raise ConfigError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +191,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, pair: tuple[Path, Path
             compare(paths, metrics)
     with pytest.raises(ConfigError, match="is a file"):
         write_report(compare([before, before]), before / "manifest.json")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # the shared tiny run (up to 240 s on a busy machine), then the twin
+def test_a_live_run_against_its_twin_agrees_with_twin_json(
+    tiny_run_dir: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "tiny"  # a copy: the session's run and its twin stay as they are
+    shutil.copytree(tiny_run_dir, run, ignore=shutil.ignore_patterns("twin", "report"))
+    twin = json.loads(make_twin(run, []).read_text())
+    report = compare([run])
+    (c,) = report.comparisons
+    assert not report.runs[0].simulated and report.runs[1].simulated
+    by_cell = {(d.strategy, d.scenario, d.metric): d for d in c.differences}
+    assert {(s, sc) for s, sc, _ in by_cell} == {
+        (x["strategy"], x["scenario"]) for x in twin["cells"]
+    }
+    for cell in twin["cells"]:  # the same definitions give the same numbers
+        for metric in ("throughput_rps", "latency_mean_ms", "latency_p95_ms"):
+            d = by_cell[(cell["strategy"], cell["scenario"], metric)]
+            assert d.baseline == pytest.approx(cell["measured"][metric], rel=1e-3)
+            assert d.other == pytest.approx(cell["simulated"][metric], rel=1e-3)
+    page = write_report(report, tmp_path / "out")
+    assert "live" in page.read_text() and "simulated" in page.read_text()
