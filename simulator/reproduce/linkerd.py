@@ -46,7 +46,8 @@ from pathlib import Path
 import numpy as np
 
 from balancer.health import HealthConfig
-from simulator.config import ServerGroup, SimConfig
+from simulator.config import EPOCH, ServerGroup, SimConfig
+from simulator.reproduce.parallel import run_calls
 from simulator.run import Simulation
 from simulator.service import LogNormal
 from simulator.workload import OpenArrivals
@@ -133,7 +134,7 @@ def linkerd_run(strategy: str, mode: str, seconds: float, rate: float, seed: int
     if mode == "post":
         ok = ok & (latency <= TIMEOUT_S * 1000.0)
     # A request starts at the backend at its send time (no queueing, no link delay).
-    sent = t.column("t_sent").to_numpy() - float(t.column("t_sent").to_numpy().min())
+    sent = t.column("t_sent").to_numpy() - EPOCH
     server = np.asarray(t.column("server").to_pylist())
     slow = int(((server == result.servers[0]) & (sent >= start) & (sent < end)).sum())
     counters = result.counters.get(result.servers[0], {})
@@ -158,8 +159,6 @@ def reproduce_linkerd(
     jobs: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> list[LinkerdRow]:
-    from simulator.reproduce.parallel import run_calls
-
     calls = [
         (linkerd_run, (s, m, seconds, rate, seed), f"{s} ({m} timeout model)")
         for m in modes
