@@ -1,52 +1,211 @@
-"""Simulator speed: simulated requests per wall second at scale.
+"""Simulator speed: lblab's simulator against the barest SimPy model of the same experiment.
 
-    uv run python benchmarks/bench_simulator.py                    # 1000 servers, 1M requests, p2c
-    uv run python benchmarks/bench_simulator.py --requests 200000 --strategy lc --delay 1ms
+    uv run python benchmarks/bench_simulator.py                 # 1000 servers, 1M requests, p2c, 3 rounds
+    uv run python benchmarks/bench_simulator.py --requests 200000 --rounds 5
 
-Prints one line per run: strategy, servers, requests, wall seconds, simulated requests
-per wall second and heap events per request. Open Poisson arrivals at 80 % of the
-pool's capacity (exp:10ms service, one worker per server), picks sampled 1 in 100.
+The experiment: 1000 FIFO single-worker servers, exponential service (mean 10 ms),
+Poisson arrivals at 80 % of the pool's capacity, p2c on queue length.
+
+- bare: the barest SimPy model of it: one ``env.timeout`` with a callback per arrival
+  and per service, a load counter per server, p2c by two ``randrange`` draws, no
+  records, no deadlines, no agents;
+- lblab: ``simulator.run.simulate`` with its defaults for this experiment (the
+  balancer's ``Pool`` and ``p2c``, a row per request, picks sampled 1 in 100, a cpu
+  sample per server every 250 ms, a 30 s deadline per request, the pool's 100 ms tick),
+  timed including the Arrow tables it returns.
+
+The two alternate in one process (bare, lblab, bare, ...; the same seed each round), so
+the machine's load drifts over both alike; it prints each round, the medians, the ratio
+lblab / bare (median, and min-max over rounds), the load average before and after, and
+the process's peak RSS at start, after the first bare round and after the first lblab
+round (bare runs first, so the last is lblab's peak).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import random
+import resource
+import statistics
+import sys
 import time
+from collections.abc import Callable
+
+import simpy
 
 from simulator.config import config_from_mapping
 from simulator.run import simulate
 
+MEAN_S = 0.010
+UTILISATION = 0.8
+
+
+def bare_run(servers: int, requests: int, seed: int) -> float:
+    """The barest SimPy model of the experiment; returns its wall seconds."""
+    t0 = time.perf_counter()
+    env = simpy.Environment()
+    timeout = env.timeout
+    arrivals = random.Random(f"bare:{seed}:arrivals")
+    service = random.Random(f"bare:{seed}:service")
+    pick = random.Random(f"bare:{seed}:pick")
+    gap, work, randrange = arrivals.expovariate, service.expovariate, pick.randrange
+    rate, mu = UTILISATION * servers / MEAN_S, 1.0 / MEAN_S
+    load = [0] * servers  # queued plus in service
+    sent = done = 0
+
+    def start(k: int) -> None:
+        timeout(work(mu), k).callbacks.append(finish)
+
+    def finish(event: simpy.Timeout) -> None:
+        nonlocal done
+        k = event._value
+        load[k] -= 1
+        if load[k]:
+            start(k)
+        done += 1
+        if done == requests:
+            raise simpy.core.StopSimulation(None)  # env.run() returns args[0]
+
+    def arrive(_: simpy.Timeout) -> None:
+        nonlocal sent
+        i = randrange(servers)
+        j = randrange(servers - 1)
+        if j >= i:
+            j += 1
+        k = j if load[j] < load[i] else i
+        load[k] += 1
+        if load[k] == 1:
+            start(k)
+        sent += 1
+        if sent < requests:
+            timeout(gap(rate)).callbacks.append(arrive)
+
+    arrive(timeout(0))
+    env.run()
+    if done != requests:
+        raise RuntimeError(f"bare model ended with {requests - done} requests unfinished")
+    return time.perf_counter() - t0
+
+
+def textbook_run(servers: int, requests: int, seed: int) -> float:
+    """The same model as SimPy's tutorials write it; returns its wall seconds.
+
+    A process per request holding a ``Resource(capacity=1)`` per server for an
+    ``env.timeout`` of its service time; p2c on ``len(queue) + count``.
+    """
+    t0 = time.perf_counter()
+    env = simpy.Environment()
+    arrivals = random.Random(f"bare:{seed}:arrivals")
+    service = random.Random(f"bare:{seed}:service")
+    pick = random.Random(f"bare:{seed}:pick")
+    rate, mu = UTILISATION * servers / MEAN_S, 1.0 / MEAN_S
+    pool = [simpy.Resource(env, capacity=1) for _ in range(servers)]
+    done = 0
+
+    def request(server: simpy.Resource) -> simpy.events.ProcessGenerator:
+        nonlocal done
+        with server.request() as turn:
+            yield turn
+            yield env.timeout(service.expovariate(mu))
+        done += 1
+
+    def source() -> simpy.events.ProcessGenerator:
+        for _ in range(requests):
+            i = pick.randrange(servers)
+            j = pick.randrange(servers - 1)
+            if j >= i:
+                j += 1
+            a, b = pool[i], pool[j]
+            env.process(request(b if len(b.queue) + b.count < len(a.queue) + a.count else a))
+            yield env.timeout(arrivals.expovariate(rate))
+
+    env.process(source())
+    env.run()
+    if done != requests:
+        raise RuntimeError(f"textbook model ended with {requests - done} requests unfinished")
+    return time.perf_counter() - t0
+
+
+def lblab_run(servers: int, requests: int, seed: int) -> float:
+    """``simulate`` on the same experiment; returns its wall seconds (tables included)."""
+    t0 = time.perf_counter()
+    cfg = config_from_mapping(
+        {
+            "strategy": "p2c",
+            "servers": servers,
+            "requests": requests,
+            "rate": UTILISATION * servers / MEAN_S,
+            "service": f"exp:{MEAN_S * 1000:g}ms",
+            "picks_every": 100,
+            "seed": seed,
+        }
+    )
+    result = simulate(cfg)
+    if result.requests.num_rows != requests:
+        raise RuntimeError(f"lblab returned {result.requests.num_rows} of {requests} rows")
+    return time.perf_counter() - t0
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--strategy", action="append", help="repeatable; default p2c")
     ap.add_argument("--servers", type=int, default=1000)
     ap.add_argument("--requests", type=int, default=1_000_000)
-    ap.add_argument("--delay", default="0", help="one-way balancer<->server delay, e.g. 1ms")
-    ap.add_argument("--picks-every", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    capacity = args.servers / 0.010
-    for name in args.strategy or ["p2c"]:
-        cfg = config_from_mapping(
-            {
-                "strategy": name,
-                "servers": args.servers,
-                "requests": args.requests,
-                "rate": 0.8 * capacity,
-                "service": "exp:10ms",
-                "server_delay": args.delay,
-                "picks_every": args.picks_every,
-            }
-        )
-        t0 = time.perf_counter()
-        result = simulate(cfg)
-        total = time.perf_counter() - t0
+    if args.servers < 2 or args.requests < 1 or args.rounds < 1:
+        sys.exit("bench_simulator: --servers must be >= 2, --requests and --rounds >= 1")
+    n = args.requests
+    print(
+        f"{args.servers} servers, {n:,} requests, p2c, exp {MEAN_S * 1000:g} ms at "
+        f"{UTILISATION:.0%}; {args.rounds} rounds; load average {load_average()}"
+    )
+    rss = {"start": peak_rss_mb()}
+    runs: dict[str, Callable[[int, int, int], float]] = {
+        "bare": bare_run,
+        "textbook": textbook_run,
+        "lblab": lblab_run,
+    }
+    wall: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    for r in range(args.rounds):
+        for name, run in runs.items():
+            cpu0 = time.process_time()
+            seconds = run(args.servers, n, args.seed)
+            cpu[name].append(n / (time.process_time() - cpu0))
+            wall[name].append(n / seconds)
+            rss.setdefault(name, peak_rss_mb())
+            print(
+                f"  round {r + 1}  {name:>8}  {seconds:6.2f} s  {n / seconds:>9,.0f} req/wall-s"
+                f"  {cpu[name][-1]:>9,.0f} req/cpu-s"
+            )
+    for name in runs:
         print(
-            f"{name:>10}  servers={args.servers}  requests={result.requests.num_rows}  "
-            f"wall={total:.1f}s (simulate {result.wall_seconds:.1f}s)  "
-            f"{result.requests.num_rows / total:,.0f} req/wall-s  "
-            f"{result.events / result.requests.num_rows:.2f} events/req"
+            f"{name:>8}  median {statistics.median(wall[name]):>9,.0f} req/wall-s "
+            f"(min {min(wall[name]):,.0f}, max {max(wall[name]):,.0f}); "
+            f"{statistics.median(cpu[name]):,.0f} req/cpu-s"
         )
+    for base in ("textbook", "bare"):
+        for unit, rates in (("wall", wall), ("cpu", cpu)):
+            ratios = [a / b for a, b in zip(rates["lblab"], rates[base], strict=True)]
+            print(
+                f"lblab/{base} ({unit}): median {statistics.median(ratios):.3f} "
+                f"(rounds {min(ratios):.3f}-{max(ratios):.3f})"
+            )
+    print(
+        f"peak RSS: {rss['start']:.0f} MB at start, {rss['bare']:.0f} MB after bare, "
+        f"{rss['textbook']:.0f} MB after textbook, {rss['lblab']:.0f} MB after lblab"
+    )
+    print(f"load average after: {load_average()}")
 
 
 if __name__ == "__main__":

@@ -13,10 +13,11 @@ free for a request sent at ``t``, as in the reference calculation of Ingram's se
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappush
+from heapq import heappop, heappush
 from typing import Any
 
 from simpy import Environment
+from simpy.core import StopSimulation
 from simpy.events import NORMAL, Event
 
 GRID = 1e9
@@ -51,3 +52,29 @@ class At(Event):
             env._queue,
             (round((env._now + delay) * GRID) / GRID, priority, next(env._eid), self),  # snap()
         )
+
+
+def run_events(env: Environment) -> int:
+    """Process events until the queue is empty or a callback stops the run; how many ran.
+
+    SimPy's ``Environment.step`` as a loop, without its call and ``try`` per event (about
+    3 % of a simulated request): the same order, the same ``env.now``, and a failed
+    event nobody defused raises as it does in ``step``. A ``StopSimulation`` from a
+    callback ends the run; the event that raised it is counted.
+    """
+    queue = env._queue  # type: ignore[attr-defined]  # SimPy's queue is untyped
+    events = 0
+    try:
+        while queue:
+            env._now, _, _, event = heappop(queue)
+            events += 1
+            callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+            for callback in callbacks:
+                callback(event)
+            if not event._ok and not hasattr(event, "_defused"):
+                exc = type(event._value)(*event._value.args)
+                exc.__cause__ = event._value
+                raise exc
+    except StopSimulation:
+        pass
+    return events

@@ -91,9 +91,6 @@ class SimServer:
         """Requests at the server: queued plus in service."""
         return self.busy + len(self.queue)
 
-    def accepts(self) -> bool:
-        return self.capacity is None or self.busy + len(self.queue) < self.capacity
-
     def est_wait_ms(self) -> float:
         """The server's estimate of the work ahead of a new request (mean service based)."""
         return (self.busy + len(self.queue)) * self._mean_s * 1000.0 / self.workers
@@ -102,34 +99,42 @@ class SimServer:
         """Serve requests that start in ``[start, end)`` in ``seconds`` (``simulator.slowdown``)."""
         self._model = SlowWindow(self._model, self._env, start, end, seconds)
 
-    def arrive(self, job: Job) -> None:
+    def offer(self, job: Job) -> bool:
+        """Queue or start ``job``; False (and nothing done) if the server is at capacity."""
         if self.busy < self.workers:
+            if self.capacity is not None and self.busy >= self.capacity:
+                return False
             self._start(job)
+        elif self.capacity is not None and self.busy + len(self.queue) >= self.capacity:
+            return False
         else:
             self.queue.append(job)
+        return True
 
     def busy_time(self) -> float:
         """Worker-seconds spent busy since time 0 (integral of busy workers)."""
         now = self._env._now
         return self._area + self.busy * (now - self._last_t)
 
-    def _account(self) -> None:
-        now = self._env._now
-        self._area += self.busy * (now - self._last_t)
-        self._last_t = now
+    # _start and _finish run once per request each: the busy-time integral is inlined.
 
     def _start(self, job: Job) -> None:
-        self._account()
+        env = self._env
+        now = env._now
+        self._area += self.busy * (now - self._last_t)
+        self._last_t = now
         self.busy += 1
-        job.queue_s = self._env._now - job.arrived
+        job.queue_s = now - job.arrived
         job.service_s = s = (
             self._model.sample(self._rng, job.work_bytes, job.package_bytes) * self._scale
         )
-        At(self._env, s, job, self._finish)
+        At(env, s, job, self._finish)
 
     def _finish(self, event: At) -> None:
         job: Job = event._value
-        self._account()
+        now = self._env._now
+        self._area += self.busy * (now - self._last_t)
+        self._last_t = now
         self.busy -= 1
         self.completed += 1
         if self.queue:

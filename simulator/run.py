@@ -36,13 +36,14 @@ import pyarrow as pa
 import simpy
 
 from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import Outcome, RequestView, Strategy
+from balancer.strategies.base import RequestView, Strategy
 from balancer.strategies.registry import make_strategy
 from lblab.loadreport import LoadReport
-from simulator.clock import LATE, At, snap
+from simulator.clock import GRID, LATE, At, run_events
 from simulator.config import EPOCH, SimConfig, rng_stream
 from simulator.model import Job, SimServer
 from simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
+from simulator.views import outcome, request_view
 from simulator.workload import ClosedUsers, ShapeSampler
 
 _PENDING, _DISPATCHED, _DONE = 0, 1, 2
@@ -168,6 +169,13 @@ class Simulation:
         self._keys = (
             [f"key-{i}".encode() for i in range(cfg.routing_keys)] if cfg.routing_keys else None
         )
+        # The hot path reads these once per request: plain attributes, not cfg lookups.
+        self._requests = cfg.requests
+        self._deadline = cfg.deadline
+        self._client_delay = cfg.client_delay
+        self._picks_every = cfg.picks_every
+        self._max_tries = cfg.max_tries
+        self._closed = isinstance(cfg.arrivals, ClosedUsers)
 
     # ---- clients -------------------------------------------------------------------
 
@@ -181,7 +189,7 @@ class Simulation:
             self._next_arrival()
 
     def _next_arrival(self) -> None:
-        if self._sent < self.cfg.requests:
+        if self._sent < self._requests:
             # Absolute send times: evenly spaced sends land exactly on k / rate.
             self._next_send += self.cfg.arrivals.gap(self._rng_arrivals)  # type: ignore[union-attr]
             At(self.env, self._next_send - self.env._now, None, self._on_arrival_timer, LATE)
@@ -196,17 +204,18 @@ class Simulation:
 
     def _send(self) -> None:
         now = self.env._now
-        package, work = self._shape()
+        package, work = self._shape.single or self._shape()
         key = self._rng_keys.choice(self._keys) if self._keys else None
         req = _Request(self._sent, now, package, work, key)
         self._sent += 1
-        if self.cfg.deadline is not None:
-            req.deadline = snap(now + self.cfg.deadline)  # the watchdog's exact instant
+        if self._deadline is not None:
+            # The watchdog's exact instant (clock.snap, inlined: once per request).
+            req.deadline = round((now + self._deadline) * GRID) / GRID
             self._watch.append(req)
             if not self._watch_armed:
                 self._arm_watchdog()
-        if self.cfg.client_delay:
-            At(self.env, self.cfg.client_delay, req, self._at_balancer)
+        if self._client_delay:
+            At(self.env, self._client_delay, req, self._at_balancer)
         else:
             self._route(req)
 
@@ -214,31 +223,29 @@ class Simulation:
         if req.state == _DONE:
             return
         req.state = _DONE
-        rows = self.rows
-        rows.request_id.append(req.id)
-        rows.t_sent.append(EPOCH + req.t_sent)
-        rows.latency_ms.append((self.env._now - req.t_sent) * 1000.0)
-        rows.ok.append(ok)
-        rows.error.append(error)
-        rows.package_bytes.append(req.package)
-        rows.work_bytes.append(req.work)
-        rows.server.append(req.server)
-        rows.attempts.append(req.dispatches)
-        rows.queue_ms.append(req.queue_s * 1000.0)
-        rows.service_ms.append(req.service_s * 1000.0)
+        rows = self.rows  # the columns of RequestRows.FLOATS, LONGS and INTS, in order
+        rows.floats.extend(
+            (
+                EPOCH + req.t_sent,
+                (self.env._now - req.t_sent) * 1000.0,
+                req.queue_s * 1000.0,
+                req.service_s * 1000.0,
+            )
+        )
+        rows.longs.extend((req.id, req.package, req.work))
+        rows.ints.extend((ok, error, req.server, req.dispatches))
         self._finished += 1
         req.view = req.request = None
         watch = self._watch
         while watch and watch[0].state == _DONE:
             watch.popleft()  # keeps the deadline FIFO as short as the oldest live request
-        arrivals = self.cfg.arrivals
-        if isinstance(arrivals, ClosedUsers) and self._sent < self.cfg.requests:
-            think = arrivals.think_time(self._rng_arrivals)
+        if self._closed and self._sent < self._requests:
+            think = self.cfg.arrivals.think_time(self._rng_arrivals)  # type: ignore[union-attr]
             if think > 0:
                 At(self.env, think, None, self._on_think_done, LATE)
             else:
                 self._send()
-        if self._finished == self.cfg.requests:
+        if self._finished == self._requests:
             # The run ends with its last answer: pending deadlines, samples and timers
             # after it would only move the clock (a 4 s run used to report 30 s).
             raise simpy.core.StopSimulation
@@ -248,8 +255,8 @@ class Simulation:
         self._client_done(req, ok, error)
 
     def _reply(self, req: _Request, ok: bool, error: int) -> None:
-        if self.cfg.client_delay:
-            At(self.env, self.cfg.client_delay, (req, ok, error), self._on_client_reply)
+        if self._client_delay:
+            At(self.env, self._client_delay, (req, ok, error), self._on_client_reply)
         else:
             self._client_done(req, ok, error)
 
@@ -275,11 +282,7 @@ class Simulation:
                 self.pool.complete(
                     req.view,
                     req.request,
-                    Outcome(
-                        ok=False,
-                        latency_ms=(now - req.t_dispatch) * 1000.0,
-                        error_kind="timeout",
-                    ),
+                    outcome(False, (now - req.t_dispatch) * 1000.0, "timeout"),
                     now,
                 )
             if req.state != _DONE:
@@ -295,35 +298,29 @@ class Simulation:
 
     def _route(self, req: _Request) -> None:
         now = self.env._now
-        request = RequestView(
-            request_id=req.id,
-            package_bytes=req.package,
-            routing_key=req.key,
-            exclude=req.exclude,
-            attempt=req.tries,
-        )
-        view = self.pool.pick(request, now)
+        request = request_view(req.id, req.package, req.key, req.exclude, req.tries)
+        pool = self.pool
+        view = pool.pick(request, now)
         if view is None:
             # No eligible backend: the balancer answers REJECTED at once (DESIGN.md).
             self._reply(req, False, NO_BACKEND)
             return
         i = self._index[view.id]
-        every = self.cfg.picks_every
+        every = self._picks_every
         if every:
             self._picks_seen += 1
             if self._picks_seen % every == 0:
-                self.picks.t.append(EPOCH + now)
-                self.picks.server.append(i)
-                self.picks.value.append(view.inflight)
-        self.pool.dispatch(view, request, now)
+                picks = self.picks
+                picks.t.append(EPOCH + now)
+                picks.server.append(i)
+                picks.value.append(view.inflight)
+        pool.dispatch(view, request, now)
         req.dispatches += 1
-        req.view, req.request, req.t_dispatch, req.state, req.server = (
-            view,
-            request,
-            now,
-            _DISPATCHED,
-            i,
-        )
+        req.view = view
+        req.request = request
+        req.t_dispatch = now
+        req.state = _DISPATCHED
+        req.server = i
         job = Job(req, req.work, req.package, now)
         delay = self._delay[i]
         if delay:
@@ -337,10 +334,9 @@ class Simulation:
         self._server_arrive(self.servers[job.req.server], job)
 
     def _server_arrive(self, server: SimServer, job: Job) -> None:
-        if not server.accepts():
+        if not server.offer(job):
             self._to_balancer(server, job, False, None)
             return
-        server.arrive(job)
         if self._push_reports:
             report = LoadReport(
                 server=server.id,
@@ -385,19 +381,23 @@ class Simulation:
         view = req.view
         if report is not None:
             self.pool.report(view.id, report, now)
-        outcome = Outcome(
-            ok=ok,
-            latency_ms=(now - req.t_dispatch) * 1000.0,
-            error_kind=None if ok else "rejected",
-        )
         req.state = _PENDING
-        self.pool.complete(view, req.request, outcome, now)
+        self.pool.complete(
+            view,
+            req.request,
+            outcome(ok, (now - req.t_dispatch) * 1000.0, None if ok else "rejected"),
+            now,
+        )
         if ok:
-            req.queue_s, req.service_s = job.queue_s, job.service_s
-            self._reply(req, True, NO_ERROR)
+            req.queue_s = job.queue_s
+            req.service_s = job.service_s
+            if self._client_delay:
+                At(self.env, self._client_delay, (req, True, NO_ERROR), self._on_client_reply)
+            else:
+                self._client_done(req, True, NO_ERROR)  # _reply, inlined: once per request
             return
         req.tries += 1
-        if req.tries < self.cfg.max_tries:
+        if req.tries < self._max_tries:
             req.exclude = req.exclude | {view.id}
             self._route(req)
         else:
@@ -469,17 +469,8 @@ class Simulation:
         self._start_clients()
         At(self.env, self.cfg.report_period, None, self._sample)
         At(self.env, self.cfg.tick_period, None, self._tick)
-        events = 0
         env = self.env
-        step = env.step
-        try:
-            while True:
-                step()
-                events += 1
-        except simpy.core.StopSimulation:
-            events += 1
-        except simpy.core.EmptySchedule:
-            pass
+        events = run_events(env)
         if self._finished != self.cfg.requests:
             raise RuntimeError(
                 f"simulation ended with {self.cfg.requests - self._finished} requests unfinished"

@@ -29,17 +29,18 @@ def scenario_cells(name: str) -> tuple[Cell, ...]:
 class ShapeSampler:
     """Draws ``(package_bytes, work_bytes)`` per request, uniformly over the cells."""
 
-    __slots__ = ("_cells", "_choice", "_single")
+    __slots__ = ("_cells", "_choice", "single")
 
     def __init__(self, cells: tuple[Cell, ...], rng: random.Random) -> None:
         if not cells:
             raise ConfigError("workload: at least one request shape is needed")
         self._cells = cells
-        self._single = cells[0] if len(cells) == 1 else None
+        self.single = cells[0] if len(cells) == 1 else None
+        """The only shape, if there is one (callers may skip the call: it draws nothing)."""
         self._choice = rng.choice
 
     def __call__(self) -> Cell:
-        return self._single or self._choice(self._cells)
+        return self.single or self._choice(self._cells)
 
 
 @dataclass(frozen=True, slots=True)
