@@ -62,7 +62,7 @@ def _how_to_read(level: float) -> str:
     return (
         "<p class=how>Each row is one metric of one strategy x scenario: the baseline's and "
         "the other run's mean over their replications, the change (other minus baseline, "
-        f"relative to the baseline), and the {level:.0%} interval of that difference by "
+        f"relative to the baseline), and the {level * 100:.0f} % interval of that difference by "
         "Welch's t-test on the replication values (unequal variances). A difference is "
         "<b>significant</b> when its interval excludes 0; it is then <b>better</b> (green) "
         "or <b>worse</b> (red) by the metric's direction (throughput higher is better; "
@@ -141,7 +141,7 @@ def _comparison(c: Comparison, runs: dict[str, RunSide]) -> str:
     items = "".join(f"<li>{_esc(sentence(d, c))}</li>" for d in significant)
     answer = (
         f"<div class=answer><p><b>{_esc(headline(c))}.</b></p>"
-        + (f"<ul>{items}</ul>" if items else "<p>No difference is significant.</p>")
+        + (f"<ul>{items}</ul>" if items else "")
         + "</div>"
     )
     unshared = "".join(
