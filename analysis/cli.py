@@ -145,12 +145,12 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option(
                 help="Where to write index.html and compare.json "
-                "[compare-<a>-vs-<b> next to the first run]."
+                "(default: compare-<a>-vs-<b> next to the first run)."
             ),
         ] = None,
         metric: Annotated[
             list[str] | None,
-            typer.Option(help="A metric to compare (repeatable) [the headline metrics]."),
+            typer.Option(help="A metric to compare (repeatable; default: the headline metrics)."),
         ] = None,
     ) -> None:
         """What changed between runs, and which metric differences are significant."""
