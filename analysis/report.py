@@ -23,6 +23,7 @@ from analysis import charts
 from analysis.manifest import run_facts
 from analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
 from analysis.tables import replication_counts, summary_table
+from analysis.twin_report import twin_section
 from analysis.validity import validity_section
 from analysis.views import open_view
 from analysis.winners import verdict
@@ -132,7 +133,7 @@ def build_report(run_dir: str | Path) -> Path:
         chart.figure.savefig(chart_dir / f"{chart.slug}.svg")
         shown.append((chart.slug, chart.title, chart.caption))  # the figure can go now
     run_id = str(view.manifest.get("run_id") or view.path.name)
-    page = _page(run_id, view.manifest, view.summary, view.winners, shown)
+    page = _page(run_id, view.manifest, view.summary, view.winners, shown, twin_section(view.path))
     tmp = out / ".index.html.tmp"
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out / "index.html")
@@ -146,7 +147,9 @@ def _page(
     summary: Summary,
     win: pd.DataFrame,
     figures: list[tuple[str, str, str]],
+    twin: str | None = None,
 ) -> str:
+    """The page; ``twin`` is the "measured vs simulated" section when the run has one."""
     esc = html.escape
     parts = [
         "<!DOCTYPE html>",
@@ -163,6 +166,7 @@ def _page(
     ]
     parts += [f'<p class="note">{esc(n)}</p>' for n in summary.notes]
     parts += [
+        twin or "",
         '<h2 id="summary">Summary</h2>',
         "<p>Mean across replications with the 95 % t-interval in brackets (none for a single replication). "
         "Latency is over successful requests; throughput is successful responses per second.</p>",
