@@ -160,10 +160,12 @@ class LocalTestbed:
         """Bring the pool back to the configured servers after timeline events."""
         configured = {s.id for s in self.config.servers}
         for sid, proc in list(self.servers.items()):
-            if proc.paused:
-                self.resume(sid)
-            if proc.slowed and proc.server is not None and proc.server.alive():
-                self.slow(sid, NORMAL.factor, NORMAL.add_ms)
+            if proc.server is not None and proc.server.alive():  # a killed one starts anew
+                if proc.paused:
+                    self.resume(sid)
+                if proc.slowed:
+                    self.slow(sid, NORMAL.factor, NORMAL.add_ms)
+            proc.paused = proc.slowed = False
             if sid not in configured:
                 self.remove(sid)
                 del self.servers[sid]

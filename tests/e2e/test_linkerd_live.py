@@ -96,7 +96,7 @@ def test_bad_timed_fault_is_one_clear_error(event: dict, message: str) -> None:
 EVENTS_CONFIG = """
 preset = "tiny"
 [run]
-strategies = ["rr"]
+strategies = ["rr", "lc"]
 scenarios = ["sp+sr"]
 duration = "15s"
 warmup = "0s"
@@ -134,6 +134,11 @@ server = "s2"
 at = "10s"
 action = "resume"
 server = "s2"
+# Still paused when the phase ends: the testbed must resume s3 before the next phase.
+[[timeline]]
+at = "13s"
+action = "pause"
+server = "s3"
 """
 
 HUNG_EJECTED_S = 4.5
@@ -146,15 +151,17 @@ def test_slow_pause_resume_fire_and_take_effect(tmp_path: Path) -> None:
     config = tmp_path / "events.toml"
     config.write_text(EVENTS_CONFIG)
     run_dir = tmp_path / "run"
-    result = run_lblab(["run", "--config", str(config), "--out", str(run_dir), "--no-report"], 150)
+    result = run_lblab(["run", "--config", str(config), "--out", str(run_dir), "--no-report"], 240)
     assert result.returncode == 0, result.stderr[-3000:]
-    requests = assert_complete(run_dir)
-    (phase,) = manifest(run_dir)["phases"]
-    log = phase["timeline"]
+    everything = assert_complete(run_dir)
+    first, second = manifest(run_dir)["phases"]
+    requests = everything[everything.strategy.eq(first["strategy"])]
+    log = first["timeline"]
     assert [(e["action"], e["server"], e["ok"]) for e in log] == [
-        ("slow", "s1", True), ("slow", "s1", True), ("pause", "s2", True), ("resume", "s2", True),
+        ("slow", "s1", True), ("slow", "s1", True), ("pause", "s2", True),
+        ("resume", "s2", True), ("pause", "s3", True),
     ]  # fmt: skip
-    slow, normal, pause, resume = log
+    slow, normal, pause, resume, _ = log
     assert (slow["add_ms"], normal["add_ms"], normal["at"]) == (300.0, 0.0, 4.0)
 
     ok = requests[requests.ok]
@@ -174,10 +181,17 @@ def test_slow_pause_resume_fire_and_take_effect(tmp_path: Path) -> None:
 
     # It is ejected: no picks for s2 from a few seconds into the pause to its resume.
     picks = pd.read_parquet(run_dir / "picks.parquet")
-    s2 = picks[picks.server.eq("s2")]
+    s2 = picks[picks.strategy.eq(first["strategy"]) & picks.server.eq("s2")]
     assert s2[(s2.t > pause["t_done"] + HUNG_EJECTED_S) & (s2.t < resume["t"])].empty
     # Resumed, it serves again before the phase ends.
     assert ok[ok.server.eq("s2") & (ok.t_sent > resume["t_done"])].shape[0] > 0
+
+    # s3, paused at the end of the first phase, was resumed for the second: it answers
+    # there, and nothing fails before that phase's own pause.
+    later = everything[everything.strategy.eq(second["strategy"])]
+    early = later[later.t_sent < second["timeline"][2]["t"] - 1.0]
+    assert early.ok.all(), early[~early.ok].error_kind.value_counts().to_dict()
+    assert early.server.eq("s3").sum() > 5
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "done"
 
 
