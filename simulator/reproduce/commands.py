@@ -303,6 +303,8 @@ def linkerd(
     from simulator.reproduce.linkerd import MODES, linkerd_chart, reproduce_linkerd
     from simulator.reproduce.parallel import default_jobs
 
+    if fmt not in ("table", "json"):
+        raise ConfigError(f"--format: {fmt!r} is not table or json")  # before a minute's run
     names = [x.strip() for x in strategies.split(",") if x.strip()]
     if not names:
         raise ConfigError("--strategies: give strategy names, e.g. rr,lc,peak-ewma")

@@ -346,3 +346,9 @@ def test_reproduce_linkerd_command_prints_json_and_writes_a_chart(tmp_path):
     bad = CliRunner().invoke(app, ["reproduce", "linkerd", "--strategies", "nope"])
     assert isinstance(bad.exception, ConfigError)  # main() prints it as one line, exit 2
     assert "unknown strategy 'nope'" in str(bad.exception)
+    for flag, value, message in (
+        ("--format", "csv", "not table or json"),
+        ("--model", "finagle", "not among post, lblab"),
+    ):
+        bad = CliRunner().invoke(app, ["reproduce", "linkerd", flag, value])
+        assert isinstance(bad.exception, ConfigError) and message in str(bad.exception)
