@@ -105,7 +105,11 @@ def register(app: typer.Typer) -> None:
             )
             return
         typer.echo(f"executing {len(names)} notebook(s) on {run.path} (up to a minute)...")
-        paths, failures = execute_notebooks(run.path, out_dir, names)
+        try:
+            paths, failures = execute_notebooks(run.path, out_dir, names)
+        except KeyboardInterrupt:
+            typer.secho("interrupted: the kernels are shut down", err=True, fg=typer.colors.RED)
+            raise typer.Exit(130) from None
         for path in paths:
             typer.echo(f"executed: {path}")
         for failure in failures:
@@ -114,20 +118,19 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1 if failures else 0)
         log_path = out_dir / "jupyter.log"
         typer.echo(f"starting JupyterLab on {out_dir} (127.0.0.1 only; its log: {log_path})...")
-        try:
-            lab = nbserver.start(out_dir, log_path)
-        except nbserver.NotebookServerError as exc:
-            typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
-            raise typer.Exit(1) from None
-        try:
+
+        def ready(lab: nbserver.NotebookServer) -> None:
             typer.echo(f"JupyterLab: {lab.url(paths[0].name)}")
             typer.echo(
                 "the notebooks open with their outputs and charts saved; "
                 "Ctrl-C stops JupyterLab and its kernels"
             )
-            nbserver.serve(lab)
-        finally:
-            nbserver.stop(lab)
+
+        try:
+            nbserver.serve(out_dir, log_path, ready)
+        except nbserver.NotebookServerError as exc:
+            typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+            raise typer.Exit(1) from None
         typer.echo("JupyterLab stopped")
         raise typer.Exit(1 if failures else 0)
 

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
     import nbformat
     from nbclient.exceptions import CellExecutionError
 
@@ -99,7 +103,7 @@ def execute_notebooks(
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernels inherit this process's environment
     try:
-        outcomes = asyncio.run(_execute_all(results_dir.resolve(), names))
+        outcomes = _run_interruptibly(_execute_all(results_dir.resolve(), names))
     finally:
         for key, value in saved.items():
             if value is None:
@@ -114,6 +118,57 @@ def execute_notebooks(
         if failure is not None:
             failures.append(failure)
     return paths, failures
+
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _KeepSignalsLoop(asyncio.SelectorEventLoop):
+    """An event loop whose Ctrl-C and SIGTERM handler only ``_run_interruptibly`` sets.
+
+    nbclient sets its own for each notebook, which kills the kernels under the running
+    cells and leaves a traceback, and removes it after each notebook; here those requests
+    are ignored, and the interrupt cancels the whole run instead: each kernel is shut
+    down as nbclient leaves its notebook.
+    """
+
+    def add_signal_handler(self, sig: int, callback: Callable[[*Ts], object], *args: *Ts) -> None:
+        if sig not in _STOP_SIGNALS:
+            super().add_signal_handler(sig, callback, *args)
+
+    def remove_signal_handler(self, sig: int) -> bool:
+        return sig not in _STOP_SIGNALS and super().remove_signal_handler(sig)
+
+    def on_stop_signal(self, callback: Callable[[], object]) -> None:
+        for sig in _STOP_SIGNALS:
+            super().add_signal_handler(sig, callback)
+
+    def close(self) -> None:
+        for sig in _STOP_SIGNALS:
+            super().remove_signal_handler(sig)
+        super().close()
+
+
+def _run_interruptibly(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro``; Ctrl-C or SIGTERM cancels it and raises ``KeyboardInterrupt``."""
+
+    async def main() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert isinstance(loop, _KeepSignalsLoop) and task is not None
+        if threading.current_thread() is threading.main_thread():  # signals reach only it
+            loop.on_stop_signal(task.cancel)
+        return await coro
+
+    with asyncio.Runner(loop_factory=_KeepSignalsLoop) as runner:
+        try:
+            return runner.run(main())
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt from None
 
 
 async def _execute_all(

@@ -24,6 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,16 +129,22 @@ def _answers(base_url: str, token: str) -> bool:
         return False
 
 
-def serve(server: NotebookServer) -> None:
-    """Wait until Ctrl-C, SIGTERM or the server's own shutdown (File > Shut Down)."""
+def serve(notebook_dir: Path, log_path: Path, on_ready: Callable[[NotebookServer], None]) -> None:
+    """Start JupyterLab, call ``on_ready``, serve until Ctrl-C, SIGTERM or its own shutdown
+    (File > Shut Down), then stop it. An interrupt while it starts stops it too."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    server = None
     try:
+        server = start(notebook_dir, log_path)
+        on_ready(server)
         while server.popen.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.popen.wait(timeout=1)
     except KeyboardInterrupt:
         pass
     finally:
+        if server is not None:
+            stop(server)
         signal.signal(signal.SIGTERM, previous)
 
 
