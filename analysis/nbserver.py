@@ -39,6 +39,8 @@ START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 20.0
 """The server shuts its kernels down (about 5 s) before it exits."""
 HOST = "127.0.0.1"
+_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""Never through an HTTP proxy from the environment: the server is on this machine."""
 
 
 class NotebookServerError(RuntimeError):
@@ -123,7 +125,7 @@ def _answers(base_url: str, token: str) -> bool:
         f"{base_url}api/status", headers={"Authorization": f"token {token}"}
     )
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # loopback only
+        with _LOOPBACK.open(request, timeout=5) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False

@@ -88,7 +88,8 @@ class DevTools:
             assert time.monotonic() < deadline, "chromium wrote no DevToolsActivePort in 30 s"
             time.sleep(0.2)
         port = int(port_file.read_text().split()[0])
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+        no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with no_proxy.open(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
             pages = [t for t in json.load(r) if t["type"] == "page"]
         self.ws = websocket.create_connection(
             pages[0]["webSocketDebuggerUrl"], timeout=20, suppress_origin=True
