@@ -40,6 +40,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lblab.windows import INSIDE, WINDOW_COLUMN, Window
+
 PASS, WARN, FAIL, NA = "pass", "warn", "fail", "n/a"
 LEVELS = (PASS, WARN, FAIL, NA)
 _RANK = {NA: 0, PASS: 1, WARN: 2, FAIL: 3}
@@ -315,6 +321,38 @@ def _clocks(f: PhaseFacts) -> Check:
         if level == PASS
         else "loader clocks disagree: t_sent from different hosts is skewed",
     )
+
+
+def _rate(ok_t: np.ndarray, lo: float, hi: float) -> float:
+    return float(((ok_t >= lo) & (ok_t < hi)).sum() / (hi - lo)) if hi > lo else 0.0
+
+
+def request_facts(table: pa.Table, window: Window) -> dict[str, Any]:
+    """What the checks need from a phase's request rows (``window`` column present)."""
+    inside = table.filter(pc.equal(table[WINDOW_COLUMN], INSIDE))
+    t = inside["t_sent"].to_numpy(zero_copy_only=False)
+    ok = inside["ok"].to_numpy(zero_copy_only=False).astype(bool)
+    ok_t = t[ok]
+    start, end = window.start, window.end
+    mid, fifth = (start + end) / 2, start + (end - start) / 5
+    failed = inside.filter(pc.invert(inside["ok"]))
+    origins = pc.value_counts(failed["error_origin"].fill_null("unknown")).to_pylist()
+    no_backend = pc.sum(
+        pc.and_(
+            pc.equal(failed["error_kind"], "rejected"), pc.equal(failed["error_origin"], "balancer")
+        )
+    ).as_py()
+    facts: dict[str, Any] = {
+        "failures_by_origin": {o["values"]: o["counts"] for o in origins},
+        "no_backend": no_backend or 0,
+        "ok_per_s_halves": [_rate(ok_t, start, mid), _rate(ok_t, mid, end)],
+        "ok_per_s_first_fifth": [_rate(ok_t, start, fifth), _rate(ok_t, fifth, end)],
+        "sent_per_s": len(t) / window.seconds if window.seconds > 0 else None,
+    }
+    if "send_lag_ms" in inside.column_names:
+        lag = inside["send_lag_ms"].drop_null().to_numpy(zero_copy_only=False)
+        facts["send_lag_p99_ms"] = float(np.quantile(lag, 0.99)) if len(lag) else None
+    return facts
 
 
 def summary_lines(phases: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -1,10 +1,8 @@
 """The runner's side of the validity checks (``lblab/verdicts.py``): the facts of a phase.
 
-``request_facts`` reads a phase's labelled request rows once, when the phase ends, and
-keeps in the manifest what the checks need (failures by origin, the halves' and first
-fifth's throughput, the open model's send rate and lag). ``phase_checks`` adds what
-arrives later (CPU samples, picks) and what the runner measured of its own processes,
-and evaluates the checks.
+The runner keeps ``lblab.verdicts.request_facts`` of each phase's request rows in the
+manifest when the phase ends; ``phase_checks`` adds what arrives later (CPU samples,
+picks) and what the runner measured of its own processes, and evaluates the checks.
 """
 
 from __future__ import annotations
@@ -13,45 +11,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from lblab.verdicts import PhaseFacts, evaluate, worst
-from lblab.windows import INSIDE, WINDOW_COLUMN, Window
+from lblab.windows import Window
 from loadtests.runconfig import LoadConfig, RunConfig
-
-
-def _rate(ok_t: np.ndarray, lo: float, hi: float) -> float:
-    return float(((ok_t >= lo) & (ok_t < hi)).sum() / (hi - lo)) if hi > lo else 0.0
-
-
-def request_facts(table: pa.Table, window: Window) -> dict[str, Any]:
-    """What the checks need from a phase's request rows (``window`` column present)."""
-    inside = table.filter(pc.equal(table[WINDOW_COLUMN], INSIDE))
-    t = inside["t_sent"].to_numpy(zero_copy_only=False)
-    ok = inside["ok"].to_numpy(zero_copy_only=False).astype(bool)
-    ok_t = t[ok]
-    start, end = window.start, window.end
-    mid, fifth = (start + end) / 2, start + (end - start) / 5
-    failed = inside.filter(pc.invert(inside["ok"]))
-    origins = pc.value_counts(failed["error_origin"].fill_null("unknown")).to_pylist()
-    no_backend = pc.sum(
-        pc.and_(
-            pc.equal(failed["error_kind"], "rejected"), pc.equal(failed["error_origin"], "balancer")
-        )
-    ).as_py()
-    facts: dict[str, Any] = {
-        "failures_by_origin": {o["values"]: o["counts"] for o in origins},
-        "no_backend": no_backend or 0,
-        "ok_per_s_halves": [_rate(ok_t, start, mid), _rate(ok_t, mid, end)],
-        "ok_per_s_first_fifth": [_rate(ok_t, start, fifth), _rate(ok_t, fifth, end)],
-        "sent_per_s": len(t) / window.seconds if window.seconds > 0 else None,
-    }
-    if "send_lag_ms" in inside.column_names:
-        lag = inside["send_lag_ms"].drop_null().to_numpy(zero_copy_only=False)
-        facts["send_lag_p99_ms"] = float(np.quantile(lag, 0.99)) if len(lag) else None
-    return facts
 
 
 def cores_left(config: RunConfig) -> float | None:

@@ -52,11 +52,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lblab.results import MANIFEST, consolidate, to_arrow, write_part
+from lblab.verdicts import request_facts
 from lblab.windows import BEFORE, INSIDE, WINDOW_COLUMN, Window, label_times, phase_window
 from loadtests import loadgen
 from loadtests.collect import WindowSource
 from loadtests.loadspec import LoadSpec
-from loadtests.phase_checks import phase_checks, request_facts
+from loadtests.phase_checks import phase_checks
 from loadtests.probe import CpuProbe
 from loadtests.progress import RunProgress
 from loadtests.records import phase_folder, read_progress, read_records, started_at

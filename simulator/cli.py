@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -168,6 +169,42 @@ def calibrate(
     typer.echo(f"{fit.model.spec()}    # R^2 {fit.r2:.3f} over {fit.samples} requests")
 
 
+def twin(
+    run_dir: Annotated[
+        Path, typer.Argument(help="A finished results dir (lblab run or simulate).")
+    ],
+    scale: Annotated[
+        list[int] | None,
+        typer.Option(help="Also simulate this many servers (same mix, same load per server)."),
+    ] = None,
+    scale_replications: Annotated[
+        int, typer.Option(min=1, max=100, help="Replications of each scaled run.")
+    ] = 1,
+    scale_requests: Annotated[
+        int, typer.Option(min=100, max=10_000_000, help="Most requests per scaled phase.")
+    ] = 60_000,
+) -> None:
+    """Simulate the run's testbed and compare: RESULTS_DIR/twin/twin.json."""
+    from simulator.twin import MISS, TAU_TARGET, make_twin
+
+    path = make_twin(
+        run_dir,
+        scale or [],
+        scale_replications=scale_replications,
+        scale_requests=scale_requests,
+        echo=typer.echo,
+    )
+    data = json.loads(path.read_text())
+    summary = data["summary"]
+    worst = summary["max_abs_throughput_error"]
+    typer.echo(
+        f"wrote {path}: worst throughput error "
+        f"{'n/a' if worst is None else f'{worst:.0%}'}, "
+        f"{len(summary['throughput_misses'])} of {len(data['cells'])} cells above "
+        f"{MISS:.0%}, tau < {TAU_TARGET} in: {', '.join(summary['tau_below_target']) or 'none'}"
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add this part's commands to ``app``."""
     from simulator.reproduce.commands import register_reproductions
@@ -176,6 +213,6 @@ def register(app: typer.Typer) -> None:
     app.command("simulate")(simulate)
     app.command("validate")(validate)
     app.command("calibrate")(calibrate)
-    app.command("twin")(__import__("simulator.twin", fromlist=["twin"]).twin)
+    app.command("twin")(twin)
     register_reproductions(reproduce_app)
     app.add_typer(reproduce_app, name="reproduce")

@@ -14,10 +14,64 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from lblab import __version__
 from lblab.results import MANIFEST, consolidate, write_part
+from lblab.verdicts import PhaseFacts, evaluate, request_facts, worst
+from lblab.windows import BEFORE, INSIDE, WINDOW_COLUMN, Window, label_times, throughput
 from simulator.config import EPOCH
 from simulator.run import SimResult
+
+
+def _whole(requests: pa.Table) -> Window:
+    """First send to last answer (an empty table: an empty window at EPOCH)."""
+    if requests.num_rows == 0:
+        return Window(EPOCH, EPOCH)
+    answered = pc.add(requests["t_sent"], pc.divide(requests["latency_ms"], 1000.0))
+    return Window(pc.min(requests["t_sent"]).as_py(), pc.max(answered).as_py())
+
+
+def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.0) -> pa.Table:
+    if WINDOW_COLUMN in table.column_names:  # labelled by the caller already
+        return table
+    labels = label_times(table[column].to_numpy(), window, interval)
+    table = table.append_column(WINDOW_COLUMN, pa.array(labels, pa.string()))
+    return table.append_column("warmup", pc.equal(table[WINDOW_COLUMN], BEFORE))
+
+
+def _phase(
+    key: str, scenario: str, strategy: str, replication: int, requests: pa.Table, window: Window
+) -> dict[str, Any]:
+    inside = pc.equal(requests[WINDOW_COLUMN], INSIDE)
+    n_inside = pc.sum(inside).as_py() or 0
+    ok_inside = pc.sum(pc.and_(inside, requests["ok"])).as_py() or 0
+    measured = request_facts(requests, window) if n_inside else {}
+    halves, fifth = measured.get("ok_per_s_halves"), measured.get("ok_per_s_first_fifth")
+    facts = PhaseFacts(
+        window_s=window.seconds,
+        requests_in_window=n_inside,
+        ok_in_window=ok_inside,
+        failures_by_origin=measured.get("failures_by_origin") or {},
+        no_backend=int(measured.get("no_backend") or 0),
+        ok_per_s_halves=(halves[0], halves[1]) if halves else None,
+        ok_per_s_first_fifth=(fifth[0], fifth[1]) if fifth else None,
+    )
+    checks = [c.to_dict() for c in evaluate(facts)]
+    return {
+        "key": key,
+        "scenario": scenario,
+        "strategy": strategy,
+        "replication": replication,
+        "window": window.to_dict(),
+        "requests_in_window": n_inside,
+        "ok_in_window": ok_inside,
+        "ok_per_s_window": throughput(ok_inside, window),
+        "measured": measured,
+        "verdicts": checks,
+        "verdict": worst(c["level"] for c in checks),
+    }
 
 
 def _software() -> dict[str, str]:
@@ -33,16 +87,30 @@ def _software() -> dict[str, str]:
 
 
 def write_run(
-    run_dir: Path, results: Sequence[SimResult], extra: dict[str, Any] | None = None
+    run_dir: Path,
+    results: Sequence[SimResult],
+    extra: dict[str, Any] | None = None,
+    windows: Sequence[Window] | None = None,
 ) -> dict[str, int]:
-    """Write every result's tables and the manifest; returns rows per table."""
+    """Write every result's tables and the manifest; returns rows per table.
+
+    Each result is a phase with a measured window, as in a live run
+    (``lblab/windows.py``): ``windows`` (one per result), by default from the first
+    send to the last answer. Rows are labelled ``window``, the manifest's ``phases``
+    hold the windows and the validity checks that apply to a simulation (accounting,
+    steady state, warm-up; the harness's own CPU is n/a).
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
-    for r in results:
+    phases = []
+    for i, r in enumerate(results):
         c = r.config
         key = f"{c.scenario}__{c.strategy}__r{c.replication}".replace("+", "_")
-        write_part(run_dir, "requests", key, r.requests)
-        write_part(run_dir, "picks", key, r.picks)
-        write_part(run_dir, "cpu", key, r.cpu)
+        window = windows[i] if windows is not None else _whole(r.requests)
+        requests = _labelled(r.requests, "t_sent", window)
+        write_part(run_dir, "requests", key, requests)
+        write_part(run_dir, "picks", key, _labelled(r.picks, "t", window))
+        write_part(run_dir, "cpu", key, _labelled(r.cpu, "t", window, c.report_period))
+        phases.append(_phase(key, c.scenario, c.strategy, c.replication, requests, window))
     counts = consolidate(run_dir)
     first = results[0].config
     manifest = {
@@ -70,6 +138,7 @@ def write_run(
             f"{r.config.strategy}/r{r.config.replication}": r.counters for r in results
         },
         "written_at": time.time(),
+        "phases": phases,
         **(extra or {}),
     }
     (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")

@@ -40,13 +40,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import typer
 
 from lblab.errors import ConfigError
 from lblab.windows import WINDOW_COLUMN, Window, label_times
@@ -774,37 +773,3 @@ def make_twin(
     path = out / TWIN_JSON
     path.write_text(json.dumps(report, indent=2) + "\n")
     return path
-
-
-def twin(
-    run_dir: Annotated[
-        Path, typer.Argument(help="A finished results dir (lblab run or simulate).")
-    ],
-    scale: Annotated[
-        list[int] | None,
-        typer.Option(help="Also simulate this many servers (same mix, same load per server)."),
-    ] = None,
-    scale_replications: Annotated[
-        int, typer.Option(min=1, max=100, help="Replications of each scaled run.")
-    ] = 1,
-    scale_requests: Annotated[
-        int, typer.Option(min=100, max=10_000_000, help="Most requests per scaled phase.")
-    ] = 60_000,
-) -> None:
-    """Simulate the run's testbed and compare: RESULTS_DIR/twin/twin.json."""
-    path = make_twin(
-        run_dir,
-        scale or [],
-        scale_replications=scale_replications,
-        scale_requests=scale_requests,
-        echo=typer.echo,
-    )
-    data = json.loads(path.read_text())
-    summary = data["summary"]
-    worst = summary["max_abs_throughput_error"]
-    typer.echo(
-        f"wrote {path}: worst throughput error "
-        f"{'n/a' if worst is None else f'{worst:.0%}'}, "
-        f"{len(summary['throughput_misses'])} of {len(data['cells'])} cells above "
-        f"{MISS:.0%}, tau < {TAU_TARGET} in: {', '.join(summary['tau_below_target']) or 'none'}"
-    )
