@@ -38,17 +38,16 @@ import random
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from lblab.errors import ConfigError
-from lblab.windows import WINDOW_COLUMN, Window, label_times
+from lblab.windows import Window
 from simulator.config import EPOCH, ServerGroup, SimConfig
 from simulator.service import JsonCost, ServiceModel, fit_cost_model
 from simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals
@@ -467,40 +466,20 @@ def configs_for(
     return out
 
 
-def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.0) -> pa.Table:
-    labels = label_times(table[column].to_numpy(), window, interval)
-    return table.append_column(WINDOW_COLUMN, pa.array(labels, pa.string()))
-
-
 def _simulate_all(configs: Sequence[SimConfig], warmup_fraction: float, out: Path) -> None:
-    """Run every config and write the tables with measured windows as the live runner
-    does (``lblab/windows.py``): the first ``warmup_fraction`` of the sends is warm-up,
-    the window ends at the last send; rows and manifest phases say so."""
+    """Run every config and write it with measured windows as the live runner does
+    (``lblab/windows.py``): the first ``warmup_fraction`` of the sends is warm-up, the
+    window ends at the last send."""
     from simulator.output import write_run
     from simulator.run import simulate
 
-    results, phases = [], []
+    results, windows = [], []
     for cfg in configs:
         r = simulate(cfg)
         last_send = pc.max(r.requests["t_sent"]).as_py()
-        window = Window(EPOCH + warmup_fraction * (last_send - EPOCH), last_send)
-        results.append(
-            replace(
-                r,
-                requests=_labelled(r.requests, "t_sent", window),
-                picks=_labelled(r.picks, "t", window),
-                cpu=_labelled(r.cpu, "t", window, cfg.report_period),
-            )
-        )
-        phases.append(
-            {
-                "scenario": cfg.scenario,
-                "strategy": cfg.strategy,
-                "replication": cfg.replication,
-                "window": window.to_dict(),
-            }
-        )
-    write_run(out, results, extra={"twin": True, "phases": phases})
+        windows.append(Window(EPOCH + warmup_fraction * (last_send - EPOCH), last_send))
+        results.append(r)
+    write_run(out, results, extra={"twin": True}, windows=windows)
 
 
 # ------------------------------------------------------------------ comparing
