@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -62,6 +62,21 @@ def register(app: typer.Typer) -> None:
         no_report: bool = typer.Option(
             False, "--no-report", help="Print the summary table only (no HTML report)."
         ),
+        twin: bool = typer.Option(
+            False,
+            "--twin",
+            help="At the end, simulate the run's testbed (`lblab twin`) and put 'measured vs "
+            "simulated' into the report.",
+        ),
+        twin_scale: Annotated[
+            list[int] | None,
+            typer.Option(
+                "--twin-scale",
+                min=1,
+                max=100_000,
+                help="With --twin: also simulate this many servers (repeatable, e.g. 100).",
+            ),
+        ] = None,
         print_config: bool = typer.Option(
             False, "--print-config", help="Print the resolved config as TOML and exit."
         ),
@@ -169,6 +184,13 @@ def register(app: typer.Typer) -> None:
         except ProcessFailed as exc:
             console.print(f"error: the testbed did not start: {exc}", style="red")
             raise typer.Exit(EXIT_PHASE_FAILED) from None
+        if twin and code != 130:
+            from simulator.twin import make_twin
+
+            try:  # the measured run stands whatever happens to its twin
+                console.print(f"twin: {make_twin(run_dir, twin_scale or [], echo=console.print)}")
+            except ConfigError as exc:
+                console.print(f"twin skipped: {exc}", style="yellow")
         if code == 130:
             console.print(f"interrupted; continue with: lblab run --resume --out {run_dir}")
         elif no_report:
