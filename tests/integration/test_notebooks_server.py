@@ -10,6 +10,7 @@ kernel may be left.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import os
@@ -130,19 +131,24 @@ def kernels_of(servers: list[psutil.Process]) -> list[psutil.Process]:
     return [k for s in servers for k in s.children(recursive=True)]
 
 
-@pytest.fixture
-def lblab_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
-    """``lblab notebooks`` on a small simulated run; killed with its tree if the test fails."""
-    run = simulate(tmp_path / "sim")
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small simulated run, shared by this module's tests."""
+    return simulate(tmp_path_factory.mktemp("nbserver") / "sim")
+
+
+@contextlib.contextmanager
+def lblab_notebooks(*args: str, err: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``lblab notebooks ARGS`` in its own session; killed with its tree if still running."""
     popen = subprocess.Popen(
-        lblab_command("notebooks", str(run), "--only", "overview"),
+        lblab_command("notebooks", *args),
         stdout=subprocess.PIPE,
-        stderr=open(tmp_path / "lblab.err", "wb"),  # noqa: SIM115 - the child owns it
+        stderr=open(err, "wb"),  # noqa: SIM115 - the child owns it
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
-        yield popen, run
+        yield popen
     finally:
         if popen.poll() is None:
             tree = psutil.Process(popen.pid).children(recursive=True)
@@ -150,14 +156,28 @@ def lblab_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Pat
             for process in tree:
                 process.kill()
             popen.wait(timeout=10)
+        if popen.stdout is not None:
+            popen.stdout.close()
+
+
+def wait_for_kernels(parents: list[psutil.Process]) -> list[psutil.Process]:
+    deadline = time.monotonic() + KERNEL_TIMEOUT_S
+    while not (kernels := kernels_of(parents)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert kernels, "no kernel started"
+    return kernels
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_notebook_opens_executed_in_jupyterlab_and_nothing_is_left(
-    lblab_process: tuple[subprocess.Popen[bytes], Path], tmp_path: Path
+    sim_run: Path, tmp_path: Path
 ) -> None:
-    popen, run = lblab_process
+    with lblab_notebooks(str(sim_run), "--only", "overview", err=tmp_path / "lblab.err") as popen:
+        check_served_and_stopped(popen, sim_run, tmp_path)
+
+
+def check_served_and_stopped(popen: subprocess.Popen[bytes], run: Path, tmp_path: Path) -> None:
     url, before = read_line(popen, URL_PREFIX, SERVER_TIMEOUT_S)
     assert url.startswith("http://127.0.0.1:") and "/lab/tree/overview.ipynb?token=" in url
     assert f"executed: {run / 'notebooks' / 'overview.ipynb'}" in before
@@ -177,10 +197,7 @@ def test_notebook_opens_executed_in_jupyterlab_and_nothing_is_left(
     assert "overview" in state["title"], state
     assert shot.stat().st_size > 20_000
 
-    deadline = time.monotonic() + KERNEL_TIMEOUT_S
-    while not (kernels := kernels_of(servers)) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert kernels, "opening the notebook started no kernel"
+    kernels = wait_for_kernels(servers)  # opening the notebook started one
 
     popen.send_signal(signal.SIGTERM)
     out, _ = popen.communicate(timeout=STOP_TIMEOUT_S)
@@ -194,6 +211,22 @@ def test_notebook_opens_executed_in_jupyterlab_and_nothing_is_left(
         if str(run / "notebooks") in " ".join(p.info["cmdline"] or [])
     ]
     assert leftovers == []
+
+
+@pytest.mark.slow
+def test_sigterm_while_executing_shuts_the_kernels_down(sim_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "books"
+    with lblab_notebooks(str(sim_run), "--only", "overview", "--only", "cpu", "--out", str(out),
+                         err=tmp_path / "lblab.err") as popen:  # fmt: skip
+        kernels = wait_for_kernels([psutil.Process(popen.pid)])
+        popen.send_signal(signal.SIGTERM)
+        popen.communicate(timeout=STOP_TIMEOUT_S)
+    err = (tmp_path / "lblab.err").read_text()
+    assert popen.returncode == 130, err[-3000:]
+    assert "interrupted: the kernels are shut down" in err
+    assert "lblab/cli.py" not in err and "analysis/nbrun.py" not in err  # no traceback of ours
+    _, alive = psutil.wait_procs(kernels, timeout=5)
+    assert not alive, f"left running: {alive}"
 
 
 def test_an_unknown_notebook_name_is_refused(tmp_path: Path) -> None:
