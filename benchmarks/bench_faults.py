@@ -55,9 +55,8 @@ from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.scenarios import request_body
 from lblab.wire.codec import encode_frame
 from lblab.wire.frames import Setup
-from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
+from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA, request_metadata
 from loadtests.rsocket_client import RSocketClient, classify_exception
-from loadtests.rsocket_user import WORK_METADATA
 
 REQUEST_TIMEOUT_S = 1.0
 CLIENT_DEADLINE_S = 3.0
@@ -65,6 +64,9 @@ FAULT_AT_S = 1.5
 WORK_DELAY_MS = 10
 GOOD_BODY = request_body(100, 1_000)
 BAD_BODY = b'{"work_bytes": -5, "pad": ""}'
+WORK_METADATA = request_metadata("work")
+"""The Locust users' routing metadata. Not imported from loadtests.rsocket_user: that
+imports Locust, whose gevent monkey-patching deadlocks with the threads of this process."""
 
 
 @dataclass
