@@ -127,6 +127,11 @@ def worst(levels: Iterable[str]) -> str:
     return max(levels, key=_RANK.__getitem__, default=NA)
 
 
+def _judged(name: str, level: str, figure: str, fine: str, problem: str) -> Check:
+    """A check whose sentence says what passing means, or what the problem is."""
+    return Check(name, level, figure, fine if level == PASS else problem)
+
+
 def _level(value: float, warn: float, fail: float | None = None) -> str:
     if fail is not None and value > fail:
         return FAIL
@@ -138,13 +143,14 @@ def _generator(f: PhaseFacts) -> Check:
         return Check("generator", NA, "-", "the Locust processes' CPU was not measured")
     top = max(f.generator_cores)
     level = _level(top, GENERATOR_WARN, GENERATOR_FAIL)
-    why = (
-        "the load generator kept up"
-        if level == PASS
-        else "a Locust process was near a full core: latencies include its own queueing and "
-        "the load it offered fell short; use more --locust-workers or fewer users per process"
+    return _judged(
+        "generator",
+        level,
+        f"{top:.0%} of a core (busiest Locust process)",
+        "the load generator kept up",
+        "a Locust process was near a full core: latencies include its own queueing and "
+        "the load it offered fell short; use more --locust-workers or fewer users per process",
     )
-    return Check("generator", level, f"{top:.0%} of a core (busiest Locust process)", why)
 
 
 def _open_model(f: PhaseFacts) -> Check:
@@ -157,13 +163,14 @@ def _open_model(f: PhaseFacts) -> Check:
     figure = f"sent {achieved:.0%} of the offered rate, send lag p99 " + (
         "-" if lag is None else f"{lag:.1f} ms ({lag_share:.0%} of the interval)"
     )
-    why = (
-        "requests left on schedule"
-        if level == PASS
-        else "the generator sent late or short of the rate asked for: the load was lighter "
-        "and burstier than configured; add generator processes or lower the rate"
+    return _judged(
+        "open model",
+        level,
+        figure,
+        "requests left on schedule",
+        "the generator sent late or short of the rate asked for: the load was lighter "
+        "and burstier than configured; add generator processes or lower the rate",
     )
-    return Check("open model", level, figure, why)
 
 
 def _balancer(f: PhaseFacts) -> Check:
@@ -175,14 +182,13 @@ def _balancer(f: PhaseFacts) -> Check:
         else float("nan")
     )
     level = _level(f.balancer_cores, BALANCER_WARN, BALANCER_FAIL)
-    why = (
-        "the balancer had CPU to spare"
-        if level == PASS
-        else "the balancer used most of a core: its own queueing adds to every latency and "
-        "can cap throughput for every algorithm alike"
-    )
-    return Check(
-        "balancer", level, f"{f.balancer_cores:.0%} of a core, {per_req:.0f} us/request", why
+    return _judged(
+        "balancer",
+        level,
+        f"{f.balancer_cores:.0%} of a core, {per_req:.0f} us/request",
+        "the balancer had CPU to spare",
+        "the balancer used most of a core: its own queueing adds to every latency and "
+        "can cap throughput for every algorithm alike",
     )
 
 
@@ -200,14 +206,13 @@ def _machine(f: PhaseFacts) -> Check:
         )
     share = used / f.cores_left
     level = _level(share, MACHINE_WARN, MACHINE_FAIL)
-    why = (
-        "the harness fit in the cores the servers leave"
-        if level == PASS
-        else "generator, balancer and agents need more CPU than the servers' quotas leave: "
-        "they take it from the servers, so capacity is not what the quotas say"
-    )
-    return Check(
-        "machine", level, f"{used:.2f} of {f.cores_left:.2f} cores left ({share:.0%})", why
+    return _judged(
+        "machine",
+        level,
+        f"{used:.2f} of {f.cores_left:.2f} cores left ({share:.0%})",
+        "the harness fit in the cores the servers leave",
+        "generator, balancer and agents need more CPU than the servers' quotas leave: "
+        "they take it from the servers, so capacity is not what the quotas say",
     )
 
 
@@ -278,13 +283,14 @@ def _halves(f: PhaseFacts) -> Check:
     a, b = f.ok_per_s_halves
     half = f.window_s / 2
     level = PASS if _noise(a, b, half, half) else _level(gap, HALVES_WARN, HALVES_FAIL)
-    why = (
-        "throughput held steady through the window"
-        if level == PASS
-        else "throughput changed within the window: the system was not in a steady state "
-        "(a longer phase or warm-up, or a fault during it)"
+    return _judged(
+        "steady state",
+        level,
+        f"{a:.0f} vs {b:.0f} ok req/s ({gap:.0%} apart)",
+        "throughput held steady through the window",
+        "throughput changed within the window: the system was not in a steady state "
+        "(a longer phase or warm-up, or a fault during it)",
     )
-    return Check("steady state", level, f"{a:.0f} vs {b:.0f} ok req/s ({gap:.0%} apart)", why)
 
 
 def _warmup(f: PhaseFacts) -> Check:
@@ -294,12 +300,13 @@ def _warmup(f: PhaseFacts) -> Check:
     a, b = f.ok_per_s_first_fifth
     noise = _noise(a, b, f.window_s / 5, f.window_s * 4 / 5)
     level = WARN if gap > WARMUP_WARN and not noise else PASS
-    why = (
-        "the window started after the start-up transient"
-        if level == PASS
-        else "the window's start differs from the rest: the warm-up was too short"
+    return _judged(
+        "warm-up",
+        level,
+        f"first fifth {a:.0f} vs rest {b:.0f} ok req/s",
+        "the window started after the start-up transient",
+        "the window's start differs from the rest: the warm-up was too short",
     )
-    return Check("warm-up", level, f"first fifth {a:.0f} vs rest {b:.0f} ok req/s", why)
 
 
 def _clocks(f: PhaseFacts) -> Check:
@@ -313,13 +320,12 @@ def _clocks(f: PhaseFacts) -> Check:
             "send times come from several clocks: sync them (NTP) before comparing rows",
         )
     level = WARN if abs(f.clock_offset_ms) > CLOCK_WARN_MS else PASS
-    return Check(
+    return _judged(
         "clocks",
         level,
         f"{f.clock_offset_ms:.1f} ms between loader hosts",
-        "the loader hosts' clocks agree"
-        if level == PASS
-        else "loader clocks disagree: t_sent from different hosts is skewed",
+        "the loader hosts' clocks agree",
+        "loader clocks disagree: t_sent from different hosts is skewed",
     )
 
 
