@@ -386,19 +386,23 @@ def test_one_bad_client_does_not_disturb_the_good_ones(guarded):
     """
     cases = list(MALFORMED.values())
 
-    async def good(n: int) -> int:
-        ok = 0
+    async def good(n: int, enough: asyncio.Event) -> tuple[int, int]:
+        """At least ``n`` requests, and on until the bad client has sent its share."""
+        sent = ok = 0
         async with rsocket_client(guarded.ready["port"]) as client:
-            for _ in range(n):
+            while sent < n or not enough.is_set():
                 reply = await asyncio.wait_for(
                     client.request_response(Payload(b'{"work_bytes": 1000}')), 5
                 )
+                sent += 1
                 ok += b'"server":"s1"' in reply.data
-        return ok
+        return sent, ok
 
-    async def bad(stop: asyncio.Event) -> int:
+    async def bad(stop: asyncio.Event, enough: asyncio.Event) -> int:
         sent = 0
         while not stop.is_set():
+            if sent >= 8:
+                enough.set()
             reader, writer = await asyncio.open_connection("127.0.0.1", guarded.ready["port"])
             writer.write(encode_frame(client_setup()) + cases[sent % len(cases)])
             answer = await asyncio.wait_for(reader.read(4096), 2)
@@ -408,16 +412,16 @@ def test_one_bad_client_does_not_disturb_the_good_ones(guarded):
             await asyncio.sleep(0.25)
         return sent
 
-    async def scenario() -> tuple[list[int], int]:
-        stop = asyncio.Event()
-        bad_task = asyncio.create_task(bad(stop))
-        oks = await asyncio.gather(*(good(200) for _ in range(4)))
+    async def scenario() -> tuple[list[tuple[int, int]], int]:
+        stop, enough = asyncio.Event(), asyncio.Event()
+        bad_task = asyncio.create_task(bad(stop, enough))
+        counts = await asyncio.gather(*(good(200, enough) for _ in range(4)))
         stop.set()
-        return oks, await bad_task
+        return counts, await bad_task
 
-    oks, bad_sent = asyncio.run(scenario())
-    assert oks == [200] * 4
-    assert bad_sent >= 4
+    counts, bad_sent = asyncio.run(scenario())
+    assert all(sent >= 200 and ok == sent for sent, ok in counts), counts
+    assert bad_sent >= 8
     assert not server_closed_a_connection(guarded)
     status = status_of(guarded)
     assert status["outstanding"] == 0
