@@ -107,8 +107,9 @@ def test_overload_is_replayed_and_ejects_nothing(tmp_path):
         assert [b["state"] for b in state.values()] == ["up", "up", "up"]
         assert len(no_backend) < 0.01 * len(results), (len(no_backend), len(results))
         rate = len(ok) / duration
-        # At least 40 % of the servers' capacity on a shared 2-core machine (the bug: 9 req/s).
-        assert rate > 0.4 * 3 * capacity_per_server, rate
+        # At the servers' capacity: measured 92 % of it at load average 1.5 on 2 cores
+        # (the bug: 9 req/s); 75 % leaves room for a busier machine.
+        assert rate > 0.75 * 3 * capacity_per_server, rate
         assert {r.server for r in ok} == {"s1", "s2", "s3"}
         failed = [r for r in results if not r.ok]
         # What still fails was refused by the servers on every try: overload, from the server.
