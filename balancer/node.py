@@ -387,10 +387,8 @@ class BalancerNode:
         if code == ErrorCode.REJECTED and self._replayable(stream) and self._replay(stream):
             return
         stream.client.send(frame)
-        # Only an APPLICATION_ERROR's message is read: it may flag the server's own fault.
-        fault = code == ErrorCode.APPLICATION_ERROR and is_server_fault(
-            code, bytes(frame[13:]).decode("utf-8", "replace")
-        )
+        # The message starts after prefix (3), stream id (4), type/flags (2) and code (4).
+        fault = is_server_fault(code, frame, 13)
         self.finish(stream, False, KIND_BY_CODE.get(code, "other"), server_fault=fault)
 
     @staticmethod

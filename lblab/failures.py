@@ -60,6 +60,10 @@ def classify_error(code: int, message: str) -> tuple[str, str]:
     return KIND_BY_CODE.get(code, "other"), "server"
 
 
-def is_server_fault(code: int, message: str) -> bool:
-    """Does a backend's ERROR say the backend itself failed (counts toward its ejection)?"""
-    return code == ErrorCode.APPLICATION_ERROR and message.startswith(SERVER_FAULT_PREFIX)
+_SERVER_FAULT = SERVER_FAULT_PREFIX.encode()
+
+
+def is_server_fault(code: int, frame: bytes | bytearray, message_at: int) -> bool:
+    """Does a backend's ERROR (its message from byte ``message_at`` of ``frame``) say
+    the backend itself failed (counts toward its ejection)? Read in place, no copy."""
+    return code == ErrorCode.APPLICATION_ERROR and frame.startswith(_SERVER_FAULT, message_at)
