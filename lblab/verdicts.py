@@ -122,6 +122,12 @@ def evaluate(f: PhaseFacts) -> list[Check]:
     ]
 
 
+def judge(facts: PhaseFacts) -> dict[str, Any]:
+    """A phase's manifest entries: ``verdicts`` (one dict per check) and ``verdict``."""
+    checks = [c.to_dict() for c in evaluate(facts)]
+    return {"verdicts": checks, "verdict": worst(c["level"] for c in checks)}
+
+
 def worst(levels: Iterable[str]) -> str:
     """The phase's verdict: its worst check (n/a when nothing could be checked)."""
     return max(levels, key=_RANK.__getitem__, default=NA)
@@ -349,16 +355,39 @@ def request_facts(table: pa.Table, window: Window) -> dict[str, Any]:
         )
     ).as_py()
     facts: dict[str, Any] = {
+        "requests_in_window": len(t),
+        "ok_in_window": len(ok_t),
         "failures_by_origin": {o["values"]: o["counts"] for o in origins},
         "no_backend": no_backend or 0,
-        "ok_per_s_halves": [_rate(ok_t, start, mid), _rate(ok_t, mid, end)],
-        "ok_per_s_first_fifth": [_rate(ok_t, start, fifth), _rate(ok_t, fifth, end)],
+        # No request in the window: nothing to compare (the checks say n/a).
+        "ok_per_s_halves": [_rate(ok_t, start, mid), _rate(ok_t, mid, end)] if len(t) else None,
+        "ok_per_s_first_fifth": [_rate(ok_t, start, fifth), _rate(ok_t, fifth, end)]
+        if len(t)
+        else None,
         "sent_per_s": len(t) / window.seconds if window.seconds > 0 else None,
     }
     if "send_lag_ms" in inside.column_names:
         lag = inside["send_lag_ms"].drop_null().to_numpy(zero_copy_only=False)
         facts["send_lag_p99_ms"] = float(np.quantile(lag, 0.99)) if len(lag) else None
     return facts
+
+
+def phase_facts(window: Window, measured: Mapping[str, Any], **harness: Any) -> PhaseFacts:
+    """The facts of a phase from its ``request_facts`` (as kept in the manifest) and
+    what else its driver measured (``harness``: the ``PhaseFacts`` fields by name)."""
+    halves, fifth = measured.get("ok_per_s_halves"), measured.get("ok_per_s_first_fifth")
+    return PhaseFacts(
+        window_s=window.seconds,
+        requests_in_window=int(measured.get("requests_in_window") or 0),
+        ok_in_window=int(measured.get("ok_in_window") or 0),
+        failures_by_origin=measured.get("failures_by_origin") or {},
+        no_backend=int(measured.get("no_backend") or 0),
+        ok_per_s_halves=(halves[0], halves[1]) if halves else None,
+        ok_per_s_first_fifth=(fifth[0], fifth[1]) if fifth else None,
+        sent_per_s=measured.get("sent_per_s"),
+        send_lag_p99_ms=measured.get("send_lag_p99_ms"),
+        **harness,
+    )
 
 
 def summary_lines(phases: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lblab.verdicts import PhaseFacts, evaluate, worst
+from lblab.verdicts import judge, phase_facts
 from lblab.windows import Window
 from loadtests.runconfig import LoadConfig, RunConfig
 
@@ -28,11 +28,11 @@ def phase_checks(
     entry: Mapping[str, Any],
     config: RunConfig,
     load: LoadConfig,
-    cpu_times: Sequence[float],
     cpu_servers: Sequence[str],
     picks_inside: int,
 ) -> dict[str, Any]:
-    """The manifest's ``verdicts`` (one dict per check) and ``verdict`` of a phase."""
+    """The manifest's ``verdicts`` and ``verdict`` of a phase; ``cpu_servers`` names the
+    server of each CPU sample inside its window."""
     window = Window.from_dict(entry.get("window"))
     if window is None:
         return {"verdicts": [], "verdict": "n/a"}
@@ -44,32 +44,23 @@ def phase_checks(
         if server in samples:
             samples[server] += 1
     generators = max(1, config.locust_workers + config.expect_workers)
-    halves, fifth = measured.get("ok_per_s_halves"), measured.get("ok_per_s_first_fifth")
-    facts = PhaseFacts(
-        window_s=window.seconds,
-        requests_in_window=int(entry.get("requests_in_window") or 0),
-        ok_in_window=int(entry.get("ok_in_window") or 0),
+    facts = phase_facts(
+        window,
+        measured,
         unaccounted=int(entry.get("unaccounted") or 0),
-        failures_by_origin=measured.get("failures_by_origin") or {},
-        no_backend=int(measured.get("no_backend") or 0),
-        ok_per_s_halves=(halves[0], halves[1]) if halves else None,
-        ok_per_s_first_fifth=(fifth[0], fifth[1]) if fifth else None,
         generator_cores=harness.get("locust") or None,
         balancer_cores=sum(harness["balancer"]) if harness.get("balancer") else None,
         agents_cores=sum(harness["agents"]) if harness.get("agents") else None,
         cores_left=cores_left(config),
         samples_per_s={s: n / window.seconds for s, n in samples.items()}
-        if window.seconds > 0 and cpu_times
+        if window.seconds > 0 and cpu_servers
         else None,
         expected_samples_per_s=1.0 / config.testbed.agent_interval,
         picks_in_window=picks_inside,
         offered_rps=load.rate if load.model == "open" else None,
-        sent_per_s=measured.get("sent_per_s"),
-        send_lag_p99_ms=measured.get("send_lag_p99_ms"),
         interarrival_ms=1000.0 * generators / load.rate
         if load.model == "open" and load.rate
         else None,
         loaders=max(1, len(entry.get("loaders") or {})),
     )
-    checks = [c.to_dict() for c in evaluate(facts)]
-    return {"verdicts": checks, "verdict": worst(c["level"] for c in checks)}
+    return judge(facts)

@@ -403,12 +403,12 @@ class Runner:
             )
             labelled = self._label(table, phase, window)
             write_part(self.run_dir, "requests", phase.key, labelled)
-            window_facts["measured"] = request_facts(labelled, window)
-            inside = pc.equal(labelled[WINDOW_COLUMN], INSIDE)
-            ok_inside = pc.sum(pc.and_(inside, labelled["ok"])).as_py() or 0
-            window_facts |= {
+            measured = request_facts(labelled, window)
+            ok_inside = measured["ok_in_window"]
+            window_facts = {
+                "measured": measured,
                 "window": window.to_dict(),
-                "requests_in_window": pc.sum(inside).as_py() or 0,
+                "requests_in_window": measured["requests_in_window"],
                 "ok_in_window": ok_inside,
                 "ok_per_s_window": ok_inside / window.seconds if window.seconds > 0 else None,
             }
@@ -514,7 +514,6 @@ class Runner:
                 entry,
                 self.config,
                 self.config.loads[p.scenario],
-                [r["t"] for r in inside["cpu"]],
                 [r["server"] for r in inside["cpu"]],
                 len(inside["picks"]),
             )

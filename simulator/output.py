@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 
 from lblab import __version__
 from lblab.results import MANIFEST, consolidate, write_part
-from lblab.verdicts import PhaseFacts, evaluate, request_facts, worst
-from lblab.windows import BEFORE, INSIDE, WINDOW_COLUMN, Window, label_times, throughput
+from lblab.verdicts import judge, phase_facts, request_facts
+from lblab.windows import BEFORE, WINDOW_COLUMN, Window, label_times, throughput
 from simulator.config import EPOCH
 from simulator.run import SimResult
 
@@ -44,33 +44,19 @@ def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.
 def _phase(
     key: str, scenario: str, strategy: str, replication: int, requests: pa.Table, window: Window
 ) -> dict[str, Any]:
-    inside = pc.equal(requests[WINDOW_COLUMN], INSIDE)
-    n_inside = pc.sum(inside).as_py() or 0
-    ok_inside = pc.sum(pc.and_(inside, requests["ok"])).as_py() or 0
-    measured = request_facts(requests, window) if n_inside else {}
-    halves, fifth = measured.get("ok_per_s_halves"), measured.get("ok_per_s_first_fifth")
-    facts = PhaseFacts(
-        window_s=window.seconds,
-        requests_in_window=n_inside,
-        ok_in_window=ok_inside,
-        failures_by_origin=measured.get("failures_by_origin") or {},
-        no_backend=int(measured.get("no_backend") or 0),
-        ok_per_s_halves=(halves[0], halves[1]) if halves else None,
-        ok_per_s_first_fifth=(fifth[0], fifth[1]) if fifth else None,
-    )
-    checks = [c.to_dict() for c in evaluate(facts)]
+    measured = request_facts(requests, window)
+    ok_inside = measured["ok_in_window"]
     return {
         "key": key,
         "scenario": scenario,
         "strategy": strategy,
         "replication": replication,
         "window": window.to_dict(),
-        "requests_in_window": n_inside,
+        "requests_in_window": measured["requests_in_window"],
         "ok_in_window": ok_inside,
         "ok_per_s_window": throughput(ok_inside, window),
         "measured": measured,
-        "verdicts": checks,
-        "verdict": worst(c["level"] for c in checks),
+        **judge(phase_facts(window, measured)),
     }
 
 
