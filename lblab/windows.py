@@ -20,10 +20,13 @@ length; the analysis, the report, the summary table and the progress line all us
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 WINDOW_COLUMN = "window"
 BEFORE, INSIDE, AFTER = "before", "inside", "after"
@@ -91,6 +94,18 @@ def label_times(t: npt.ArrayLike, window: Window, interval: float = 0.0) -> npt.
         out[times < window.start] = BEFORE
         out[times >= window.end] = AFTER
     return out
+
+
+def with_window(table: pa.Table, column: str, window: Window, interval: float = 0.0) -> pa.Table:
+    """``table`` with its rows labelled by their ``column`` time: the ``window`` column,
+    and ``warmup`` (``window == "before"``), as every results table carries them."""
+    import pyarrow as pa  # here: the command line imports this module and stays light
+    import pyarrow.compute as pc
+
+    where = pa.array(label_times(table[column].to_numpy(), window, interval), pa.string())
+    return table.append_column(WINDOW_COLUMN, where).append_column(
+        "warmup", pc.equal(where, BEFORE)
+    )
 
 
 def throughput(ok_inside: int, window: Window) -> float:

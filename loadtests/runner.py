@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 
 from lblab.results import MANIFEST, consolidate, to_arrow, write_part
 from lblab.verdicts import request_facts
-from lblab.windows import BEFORE, INSIDE, WINDOW_COLUMN, Window, label_times, phase_window
+from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window
 from loadtests import loadgen
 from loadtests.collect import WindowSource
 from loadtests.loadspec import LoadSpec
@@ -455,9 +455,7 @@ class Runner:
         }
         for i, (name, col) in enumerate(labels.items()):
             table = table.add_column(i, name, col)
-        where = pa.array(label_times(table["t_sent"].to_numpy(), window), pa.string())
-        table = table.append_column(WINDOW_COLUMN, where)
-        return table.append_column("warmup", pc.equal(where, BEFORE))
+        return with_window(table, "t_sent", window)
 
     # ------------------------------------------------------------ picks and cpu
 
@@ -483,7 +481,7 @@ class Runner:
             ):
                 continue
             counts = {}
-            inside: dict[str, list[dict[str, Any]]] = {"picks": [], "cpu": []}
+            inside: dict[str, pa.Table | None] = {"picks": None, "cpu": None}
             for table, source, cols in (
                 ("picks", self.picks, ("t", "server", "inflight_at_pick")),
                 ("cpu", self.cpu, ("t", "server", "cpu_percent")),
@@ -495,27 +493,23 @@ class Runner:
                 window = Window.from_dict(entry.get("window"))
                 if rows and window is not None:
                     interval = self.config.testbed.agent_interval if table == "cpu" else 0.0
-                    where = label_times([r["t"] for r in rows], window, interval)
-                    labelled = [
-                        {
-                            "run_id": self.run_dir.name,
-                            "scenario": p.scenario,
-                            "strategy": p.strategy,
-                            "replication": p.replication,
-                            **r,
-                            WINDOW_COLUMN: w,
-                            "warmup": w == BEFORE,
-                        }
-                        for r, w in zip(rows, where, strict=True)
-                    ]
-                    write_part(self.run_dir, table, p.key, to_arrow(table, labelled))
-                    inside[table] = [r for r in labelled if r[WINDOW_COLUMN] == INSIDE]
+                    keys = {
+                        "run_id": self.run_dir.name,
+                        "scenario": p.scenario,
+                        "strategy": p.strategy,
+                        "replication": p.replication,
+                    }
+                    data = to_arrow(table, [{**keys, **r} for r in rows])
+                    labelled = with_window(data, "t", window, interval)
+                    write_part(self.run_dir, table, p.key, labelled)
+                    inside[table] = labelled.filter(pc.equal(labelled[WINDOW_COLUMN], INSIDE))
+            cpu_inside, picks_inside = inside["cpu"], inside["picks"]
             checks = phase_checks(
                 entry,
                 self.config,
                 self.config.loads[p.scenario],
-                [r["server"] for r in inside["cpu"]],
-                len(inside["picks"]),
+                cpu_inside["server"].to_pylist() if cpu_inside is not None else [],
+                picks_inside.num_rows if picks_inside is not None else 0,
             )
             self.manifest.update_phase(
                 p, picks=counts["picks"], cpu_samples=counts["cpu"], **checks

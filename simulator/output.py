@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from lblab import __version__
 from lblab.results import MANIFEST, consolidate, write_part
 from lblab.verdicts import judge, phase_facts, request_facts
-from lblab.windows import BEFORE, WINDOW_COLUMN, Window, label_times, throughput
+from lblab.windows import WINDOW_COLUMN, Window, throughput, with_window
 from simulator.config import EPOCH
 from simulator.run import SimResult
 
@@ -36,9 +36,7 @@ def _whole(requests: pa.Table) -> Window:
 def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.0) -> pa.Table:
     if WINDOW_COLUMN in table.column_names:  # labelled by the caller already
         return table
-    labels = label_times(table[column].to_numpy(), window, interval)
-    table = table.append_column(WINDOW_COLUMN, pa.array(labels, pa.string()))
-    return table.append_column("warmup", pc.equal(table[WINDOW_COLUMN], BEFORE))
+    return with_window(table, column, window, interval)
 
 
 def _phase(
