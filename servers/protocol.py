@@ -27,12 +27,12 @@ max-inflight, no valid lease) without waiting; admitted work goes to the service
   the connection, which the balancer shares among all its clients, stays up. A PAYLOAD
   fragment for no live channel is a late frame and is dropped, never buffered.
   Answers are small JSON and are never fragmented.
-- Hostile input: the first frame is judged from its header (``check_first_frame``);
-  a connection without SETUP after ``--setup-timeout`` is closed; ``--max-connections``
-  and ``--max-pending-setup`` cap the port (``lblab.admission``); every malformed frame
-  is a ``RemoteProtocolError`` answered with a connection ERROR of its code.
-- KEEPALIVE with RESPOND is answered; a connection silent for the SETUP's max lifetime
-  is closed with CONNECTION_ERROR.
+- The connection's rules (``lblab.wire.connection``, the ``ServerState.setup_policy``):
+  the first frame judged from its header, the SETUP deadline (``--setup-timeout``),
+  version 1.x, LEASE flag accepted, no resumption, KEEPALIVEs answered, a peer silent
+  beyond its max lifetime closed, every malformed frame answered with a connection
+  ERROR of its code. ``--max-connections`` and ``--max-pending-setup`` cap the port
+  (``lblab.admission``). This module only moves bytes and runs one timer for ``tick``.
 - LEASE (SETUP with the lease flag): the connection gets ``number_of_requests`` = free
   capacity (``max_inflight - inflight``, split over lease connections) valid for
   ``LEASE_TTL_MS``. It is renewed every ``LEASE_RENEW_S`` and, as capacity frees, as
@@ -55,24 +55,26 @@ import orjson
 
 from lblab.errors import ApplicationError, RemoteProtocolError
 from lblab.failures import SERVER_FAULT_PREFIX
-from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
+from lblab.wire.codec import NEED_DATA, encode_frame
 from lblab.wire.codes import MAX_REQUEST_N, ErrorCode, FrameType
+from lblab.wire.connection import (
+    Connection,
+    ConnectionFailed,
+    Event,
+    PeerClosed,
+    SetupAccepted,
+)
 from lblab.wire.frames import (
     Cancel,
     Error,
-    Ext,
     Frame,
-    Keepalive,
     Lease,
-    MetadataPush,
     Payload,
     RequestChannel,
     RequestFnf,
     RequestN,
     RequestResponse,
     RequestStream,
-    Resume,
-    ResumeOk,
     Setup,
 )
 from lblab.wire.metadata import APPLICATION_JSON
@@ -164,10 +166,9 @@ class ServerConnection(asyncio.Protocol):
         self.state = state
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._decoder = FrameDecoder(first_frame=True)
+        self._conn = Connection.accepting(state.setup_policy, self._loop.time())
         self._closed = False
-        self._setup_done = False
-        self._setup_timer: asyncio.TimerHandle | None = None
+        self._tick_timer: asyncio.TimerHandle | None = None
         self._reports_response = False
         self._streams: dict[int, _Stream] = {}
         self._frags: dict[int, _Partial] = {}
@@ -175,9 +176,6 @@ class ServerConnection(asyncio.Protocol):
         """Streams whose remaining fragments are dropped (their frame passed the cap)."""
         self._held = 0
         """Bytes in ``_frags`` and in channels' queued inbound items (``MAX_HELD_BYTES``)."""
-        self._last_recv = 0.0
-        self._lifetime_s = 0.0
-        self._lifetime_timer: asyncio.TimerHandle | None = None
         self._lease_timer: asyncio.TimerHandle | None = None
         self._lease = False
         self._lease_left = 0
@@ -187,15 +185,15 @@ class ServerConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport subclass
-        self._last_recv = self._loop.time()
         if not self.state.admission.admit(self):
             return
         self.state.connections.add(self)
-        self._setup_timer = self._loop.call_later(self.state.setup_timeout_s, self._setup_expired)
+        self._tick_timer = self._loop.call_at(self._conn.next_tick_at, self._tick)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        for timer in (self._lifetime_timer, self._lease_timer, self._setup_timer):
+        self._conn.peer_gone()
+        for timer in (self._tick_timer, self._lease_timer):
             if timer is not None:
                 timer.cancel()
         self.state.admission.gone(self)
@@ -216,18 +214,17 @@ class ServerConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
-        self._last_recv = self._loop.time()
-        decoder = self._decoder
+        conn = self._conn
+        conn.receive_data(data)
         try:
-            decoder.receive_data(data)
             while not self._closed:
-                frame = decoder.next_frame()
-                if frame is NEED_DATA:
+                event = conn.next_event()
+                if event is NEED_DATA:
                     break
-                self._on_frame(frame)  # type: ignore[arg-type]
-        except RemoteProtocolError as exc:
-            log.warning("closing a connection: %s", exc)
+                self._on_event(event)  # type: ignore[arg-type]
+        except RemoteProtocolError as exc:  # a rule of this server's (fragments, stream ids)
             self.close_with_error(exc.error_code, str(exc))
+        self._flush()
 
     # ------------------------------------------------------------ writing
 
@@ -239,31 +236,62 @@ class ServerConnection(asyncio.Protocol):
         if not self._closed:
             self._transport.write(data)  # type: ignore[union-attr]
 
-    def close_with_error(self, code: ErrorCode, message: str) -> None:
-        self.write(Error(stream_id=0, error_code=code, message=message))
+    def _flush(self) -> None:
+        """Write what the connection queued (KEEPALIVE answers, its closing ERROR)."""
+        out = self._conn.data_to_send()
+        if out and self._transport is not None:
+            self._transport.write(out)
+
+    def close_with_error(self, code: int, message: str) -> None:
+        log.warning("closing a connection: %s", message)
+        self._conn.close(code, message)
+        self._flush()
         self._closed = True
         if self._transport is not None:
             self._transport.close()
 
     def refuse(self, message: str) -> None:
         """Turned away by the connection caps (``lblab.admission``)."""
-        log.warning("refusing a connection: %s", message)
         self.close_with_error(ErrorCode.REJECTED_SETUP, message)
 
-    def _setup_expired(self) -> None:
-        self._setup_timer = None
-        if not self._setup_done:
-            self.close_with_error(
-                ErrorCode.INVALID_SETUP,
-                f"no SETUP within {self.state.setup_timeout_s:g} s of connecting (--setup-timeout)",
-            )
+    def _tick(self) -> None:
+        """The connection's deadlines: SETUP in time, the peer within its max lifetime."""
+        self._tick_timer = None
+        if self._closed:
+            return
+        failed = self._conn.tick(self._loop.time())
+        if failed is not None:
+            self.close_with_error(failed.code, failed.message)
+            return
+        self._flush()
+        self._tick_timer = self._loop.call_at(self._conn.next_tick_at, self._tick)
 
     # ------------------------------------------------------------ frames
 
-    def _on_frame(self, frame: Frame) -> None:
-        if not self._setup_done:
-            self._on_setup(frame)
-            return
+    def _on_event(self, event: Event | Frame) -> None:
+        match event:
+            case SetupAccepted():
+                self._on_setup(event.setup)
+            case ConnectionFailed():
+                self.close_with_error(event.code, event.message)
+            case PeerClosed():
+                log.info("peer closed the connection with 0x%x: %s", event.code, event.message)
+                self._closed = True
+                self._transport.close()  # type: ignore[union-attr]
+            case (
+                RequestResponse()
+                | RequestFnf()
+                | RequestStream()
+                | RequestChannel()
+                | Payload()
+                | RequestN()
+                | Cancel()
+                | Error()
+            ):
+                self._on_stream_frame(event)
+            # KEEPALIVE answers, METADATA_PUSH, EXT: nothing for a server to act on
+
+    def _on_stream_frame(self, frame: Fragmentable | RequestN | Cancel | Error) -> None:
         if isinstance(frame, Fragmentable) and (
             frame.follows or frame.stream_id in self._frags or frame.stream_id in self._dropping
         ):
@@ -291,40 +319,17 @@ class ServerConnection(asyncio.Protocol):
                     self._cancel(frame.stream_id, st)
             case Error():
                 self._on_error(frame)
-            case Keepalive():
-                if frame.respond:
-                    self.write(Keepalive(respond=False, data=frame.data))
-            case Setup():
-                self.close_with_error(ErrorCode.CONNECTION_ERROR, "SETUP sent twice")
-            case Resume():
-                self.close_with_error(ErrorCode.REJECTED_RESUME, "resumption is not supported")
-            case ResumeOk():
-                self.close_with_error(ErrorCode.CONNECTION_ERROR, "RESUME_OK from a client")
-            case MetadataPush() | Lease() | Ext():
-                pass  # nothing for a server to act on: it sends no requests and has no extensions
 
-    def _on_setup(self, frame: Frame) -> None:
-        assert isinstance(frame, Setup)  # the decoder lets only a SETUP through first
-        if frame.major != 1:
-            self.close_with_error(
-                ErrorCode.UNSUPPORTED_SETUP,
-                f"protocol version {frame.major}.{frame.minor} is not supported (1.x is)",
-            )
-            return
-        if frame.resume_token is not None:
-            self.close_with_error(ErrorCode.UNSUPPORTED_SETUP, "resumption is not supported")
-            return
-        self._setup_done = True
+    def _on_setup(self, frame: Setup) -> None:
+        """The connection accepted the SETUP (``ServerState.setup_policy``)."""
         self.state.admission.setup_done(self)
-        if self._setup_timer is not None:
-            self._setup_timer.cancel()
-            self._setup_timer = None
+        if self._tick_timer is not None:  # from the SETUP deadline to the lifetime checks
+            self._tick_timer.cancel()
+        self._tick()
         paths = _report_paths(frame)
         self._reports_response = "response" in paths
         if "push" in paths:
             self.state.push_connections.add(self)
-        self._lifetime_s = frame.max_lifetime_ms / 1000.0
-        self._lifetime_timer = self._loop.call_later(self._lifetime_s, self._check_lifetime)
         if frame.lease:
             self._lease = True
             self.state.lease_connections.add(self)
@@ -542,11 +547,6 @@ class ServerConnection(asyncio.Protocol):
 
     def _on_error(self, frame: Error) -> None:
         self._drop_partial(frame.stream_id)
-        if frame.stream_id == 0:
-            log.info("peer closed the connection with %s: %s", frame.error_code, frame.message)
-            self._closed = True
-            self._transport.close()  # type: ignore[union-attr]
-            return
         st = self._streams.get(frame.stream_id)
         if st is not None:
             self._cancel(frame.stream_id, st)
@@ -569,18 +569,6 @@ class ServerConnection(asyncio.Protocol):
         self.state.release()
 
     # ------------------------------------------------------------ timers and leases
-
-    def _check_lifetime(self) -> None:
-        idle = self._loop.time() - self._last_recv
-        if idle >= self._lifetime_s:
-            self.close_with_error(
-                ErrorCode.CONNECTION_ERROR,
-                f"no frame for {idle:.1f}s, beyond the SETUP max lifetime of {self._lifetime_s:.1f}s",
-            )
-        elif not self._closed:
-            self._lifetime_timer = self._loop.call_later(
-                self._lifetime_s - idle, self._check_lifetime
-            )
 
     def grant_lease(self) -> None:
         n = self.state.lease_share()

@@ -13,26 +13,43 @@ channel holds one unit for its whole life. Reports (``LoadReport``):
 queued ahead of a new request spread over the service slots (0 while a slot is free).
 ``mean_service_ms`` is an EWMA over completions (alpha 0.2). ``qps`` is completions per
 second over the last full one-second window.
+
+The state talks to its connections through the ``ConnectionPort`` protocol (pushing
+reports, granting leases, closing at shutdown); it never imports ``servers.protocol``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
 from lblab.loadreport import LoadReport, ReportSource
 from lblab.wire.codec import encode_frame
+from lblab.wire.connection import SetupPolicy
 from lblab.wire.frames import MetadataPush
 from lblab.wire.metadata import LOAD_REPORT, encode_composite
 from servers.service import WorkResult, WorkService
 
-if TYPE_CHECKING:
-    from servers.protocol import ServerConnection
-
 SERVICE_EWMA_ALPHA = 0.2
 QPS_WINDOW_S = 1.0
+
+
+class ConnectionPort(Protocol):
+    """What the state asks of a connection (``servers.protocol.ServerConnection``)."""
+
+    def write_raw(self, data: bytes) -> None:
+        """Send these frame bytes."""
+
+    def grant_lease(self) -> None:
+        """Send a new LEASE of this connection's share of the free capacity."""
+
+    def capacity_freed(self) -> None:
+        """A request ended: renew the lease if its unused part fell low."""
+
+    def close_with_error(self, code: int, message: str) -> None:
+        """End the connection with a connection ERROR of ``code``."""
 
 
 def report_metadata(report: LoadReport) -> bytes:
@@ -54,14 +71,17 @@ class ServerState:
         self.id = server_id
         self.max_inflight = max_inflight
         self.service = service
-        self.setup_timeout_s = setup_timeout_s
+        self.setup_policy = SetupPolicy(
+            who=f"server {server_id}", setup_timeout_s=setup_timeout_s, lease=True
+        )
+        """What a SETUP must be: version 1.x, any MIME types; LEASE granted (protocol.py)."""
         self.admission = Admission(max_connections, max_pending_setup, f"server {server_id}")
         self.inflight = 0
         self.draining = False
         self.drained = asyncio.Event()
-        self.connections: set[ServerConnection] = set()
-        self.push_connections: set[ServerConnection] = set()
-        self.lease_connections: set[ServerConnection] = set()
+        self.connections: set[ConnectionPort] = set()
+        self.push_connections: set[ConnectionPort] = set()
+        self.lease_connections: set[ConnectionPort] = set()
         self.completed = 0
         self.rejected = 0
         self.failed = 0

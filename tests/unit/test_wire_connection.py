@@ -58,7 +58,7 @@ def raw_frame(stream_id: int, frame_type: int, flags: int, body: bytes = b"") ->
 def events(conn: Connection, data: bytes = b"") -> list[object]:
     if data:
         conn.receive_data(data)
-    out = []
+    out: list[object] = []
     while (event := conn.next_event()) is not NEED_DATA:
         out.append(event)
     return out
@@ -67,7 +67,7 @@ def events(conn: Connection, data: bytes = b"") -> list[object]:
 def sent_frames(conn: Connection) -> list[object]:
     decoder = FrameDecoder()
     decoder.receive_data(conn.data_to_send())
-    out = []
+    out: list[object] = []
     while (frame := decoder.next_frame()) is not NEED_DATA:
         out.append(frame)
     return out
