@@ -2,8 +2,8 @@
 
 The runner writes each phase's checks to the manifest (``phases[].verdicts``); this
 module reads them into a phase x check table, names the phases that failed a check
-(their units are left out when winners are picked), and renders the report's first
-section: which phases' numbers should not be trusted, and why.
+(their units are left out when winners are picked), and renders the report's section
+beside the answer: which phases' numbers should not be trusted, and why.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.scenarios import order_scenarios, order_strategies
 from lblab.verdicts import FAIL, WARN, summary_lines
 
 UnitKey = tuple[str, str, str, int]
@@ -51,8 +52,60 @@ def failed_units(manifest: Mapping[str, Any], run_id: str) -> set[UnitKey]:
     }
 
 
+def _worst(levels: list[str]) -> str:
+    for level in (FAIL, WARN, "pass"):
+        if level in levels:
+            return level
+    return "n/a"
+
+
+def _flagged(p: Mapping[str, Any], level: str) -> list[str]:
+    return [str(c["name"]) for c in p["verdicts"] if c.get("level") == level]
+
+
+def _phase_name(p: Mapping[str, Any]) -> str:
+    return f"{p.get('scenario')} {p.get('strategy')} rep {p.get('replication')}"
+
+
+def _grid(phases: list[dict[str, Any]]) -> str:
+    """Scenario rows x strategy columns; each cell the verdict of its replications.
+
+    A cell names the checks that failed or warned, so the reader sees at a glance which
+    numbers of the winner table and the charts to distrust.
+    """
+    esc = html.escape
+    scenarios = order_scenarios({str(p.get("scenario")) for p in phases})
+    strategies = order_strategies({str(p.get("strategy")) for p in phases})
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in phases:
+        cells.setdefault((str(p.get("scenario")), str(p.get("strategy"))), []).append(p)
+    rows = []
+    for scenario in scenarios:
+        tds = []
+        for strategy in strategies:
+            reps = cells.get((scenario, strategy), [])
+            level = _worst([str(p.get("verdict", "n/a")) for p in reps])
+            words = []
+            for p in reps:
+                flagged = _flagged(p, FAIL) or _flagged(p, WARN)
+                text = str(p.get("verdict", "n/a")) + (f": {', '.join(flagged)}" if flagged else "")
+                words.append(f"rep {p.get('replication')} {text}" if len(reps) > 1 else text)
+            tds.append(
+                f'<td class="{esc(level)}" style="background:{_COLOURS.get(level, "#fff")}">'
+                f"{'<br>'.join(esc(w) for w in words) or '-'}</td>"
+            )
+        rows.append(f"<tr><th>{esc(scenario)}</th>{''.join(tds)}</tr>")
+    head = "".join(f"<th>{esc(s)}</th>" for s in ["scenario", *strategies])
+    return f'<table class="validity-grid"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
 def validity_section(manifest: Mapping[str, Any]) -> str:
-    """The report's "Can these numbers be trusted?" section (HTML)."""
+    """The report's "Can these numbers be trusted?" section (HTML).
+
+    First the phases not to trust (failed a check) and those to read with care (a check
+    warned), then a scenario x strategy grid of verdicts; the reasons and every check of
+    every phase are folded below.
+    """
     esc = html.escape
     phases = _phases(manifest)
     head = '<h2 id="validity">Can these numbers be trusted?</h2>'
@@ -65,14 +118,29 @@ def validity_section(manifest: Mapping[str, Any]) -> str:
     n_fail, n_warn = levels.count(FAIL), levels.count(WARN)
     words = (
         f"{len(phases)} phases checked: {len(phases) - n_fail - n_warn} pass, {n_warn} warn, "
-        f"{n_fail} fail. "
-        + (
-            "Phases that fail a check are left out when winners are picked. "
-            if n_fail
-            else "No phase failed a check. "
-        )
-        + "What each check means and what to do when it warns: README, 'Every run checks itself'."
+        f"{n_fail} fail."
     )
+    failed = [
+        f"{_phase_name(p)} ({', '.join(_flagged(p, FAIL))})"
+        for p in phases
+        if p.get("verdict") == FAIL
+    ]
+    warned = [
+        f"{_phase_name(p)} ({', '.join(_flagged(p, WARN))})"
+        for p in phases
+        if p.get("verdict") == WARN
+    ]
+    answer = [f'<p class="verdict">{esc(words)} ']
+    if failed:
+        answer.append(
+            f"<b>Do not trust</b> {esc('; '.join(failed))}: these failed a check and are left "
+            "out when winners are picked (the charts and tables still show them). "
+        )
+    else:
+        answer.append("No phase failed a check. ")
+    if warned:
+        answer.append(f"<b>Read with care</b> (a check warned): {esc('; '.join(warned))}.")
+    answer.append("</p>")
     table = verdict_table(manifest)
     cells = []
     for phase, row in table.iterrows():
@@ -84,12 +152,16 @@ def validity_section(manifest: Mapping[str, Any]) -> str:
     header = "".join(f"<th>{esc(str(c))}</th>" for c in ["phase", *table.columns])
     lines = summary_lines(phases)
     reasons = (
-        "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in lines) + "</ul>"
+        f"<details><summary>Why each check warned or failed ({len(lines)})</summary><ul>"
+        + "".join(f"<li>{esc(line)}</li>" for line in lines)
+        + "</ul></details>"
         if lines
         else "<p>Every check passed or could not be measured.</p>"
     )
     return (
-        f'{head}<p class="verdict">{esc(words)}</p>{reasons}'
-        f'<details><summary>Every check of every phase</summary><table class="validity">'
-        f"<tr>{header}</tr>{''.join(cells)}</table></details>"
+        f"{head}{''.join(answer)}{_grid(phases)}"
+        "<p>What each check means and what to do when it warns: README, "
+        "'Every run checks itself'.</p>"
+        f"{reasons}<details><summary>Every check of every phase</summary>"
+        f'<table class="validity"><tr>{header}</tr>{"".join(cells)}</table></details>'
     )
