@@ -440,7 +440,7 @@ def status(node: BalancerNode) -> dict[str, Any]:
         "clients": len(node.clients),
         "paused_clients": sum(1 for c in node.clients if c.blockers),
         "outstanding": node.pool.outstanding,
-        **node.stats,
+        **node.counters(),
     }
 
 
@@ -517,7 +517,7 @@ def metrics_text(node: BalancerNode) -> str:
         ],
     )
     family("lblab_balancer_clients", "gauge", "Open client connections.", [("", len(node.clients))])
-    for name, value in node.stats.items():
+    for name, value in node.counters().items():
         family(
             f"lblab_balancer_{name}_total", "counter", name.replace("_", " ") + ".", [("", value)]
         )

@@ -27,29 +27,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import cast
 
 import orjson
 
 from balancer.outbox import RoutedConnection
-from balancer.router import StreamIds
+from balancer.streams import ClientPort, Stream, StreamIds
+from balancer.wiring import Wiring
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import (
-    FLAG_COMPLETE,
-    FLAG_FOLLOWS,
     FLAG_IGNORE,
-    FLAG_METADATA,
     FLAG_RESPOND,
     U32,
     ErrorCode,
     FrameType,
 )
-from lblab.wire.frames import Error, Keepalive, Setup
+from lblab.wire.frames import Cancel, Error, Keepalive, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
-
-if TYPE_CHECKING:
-    from balancer.node import BackendAddress, BalancerNode
 
 log = logging.getLogger("lblab.balancer.backend")
 
@@ -73,50 +69,65 @@ BACKEND_WRITE_HIGH_BYTES = 4 * 1024 * 1024
 
 _pack_u32 = U32.pack_into
 _unpack_u32 = U32.unpack_from
-_PAYLOAD = FrameType.PAYLOAD
-_ERROR = FrameType.ERROR
-_RR = FrameType.REQUEST_RESPONSE
-_CHANNEL = FrameType.REQUEST_CHANNEL
+_STREAM_FRAMES = frozenset(
+    (FrameType.PAYLOAD, FrameType.ERROR, FrameType.REQUEST_N, FrameType.CANCEL)
+)
+"""What a backend may send on a stream the balancer opened."""
 _LIVENESS_FRAMES = frozenset((FrameType.KEEPALIVE, FrameType.LEASE, FrameType.METADATA_PUSH))
 """Connection-level frames that show the backend accepted our SETUP and is serving."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendAddress:
+    id: str
+    host: str
+    port: int
+    weight: float = 1.0
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
 
 class BackendConnection(RoutedConnection):
     __slots__ = (
         "answered",
         "backend",
+        "backend_id",
         "blocked_clients",
         "draining",
         "ids",
         "last_seen",
-        "node",
         "paused",
         "retired",
         "retired_at",
         "streams",
+        "wiring",
     )
 
     def __init__(self, backend: Backend) -> None:
-        super().__init__(backend.node.config.max_frame_bytes, backend.node.outbox)
+        wiring = backend.wiring
+        super().__init__(wiring.max_frame_bytes, wiring.outbox)
         self.backend = backend
-        self.node = backend.node
-        self.streams: dict[int, Any] = {}
+        self.backend_id = backend.id
+        self.wiring = wiring
+        self.streams: dict[int, Stream] = {}
         self.ids = StreamIds()
         self.paused = False
-        self.blocked_clients: set[Any] = set()
+        self.blocked_clients: set[ClientPort] = set()
         self.draining = False
         self.retired = False
         self.retired_at = 0.0
-        self.last_seen = self.node.loop.time()
-        self.answered: asyncio.Future[bool] = self.node.loop.create_future()
+        self.last_seen = wiring.loop.time()
+        self.answered: asyncio.Future[bool] = wiring.loop.create_future()
         """True once the backend has answered our first KEEPALIVE; False if it closed first."""
 
     # ------------------------------------------------------------ asyncio hooks
 
-    def connection_made(self, transport: Any) -> None:  # a uvloop TCPTransport
-        self.transport = transport  # type: ignore[assignment]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's: duck-typed
         transport.set_write_buffer_limits(high=BACKEND_WRITE_HIGH_BYTES)
-        reports, lease = self.node.setup_wants()
+        reports, lease = self.wiring.events.setup_wants()
         setup = Setup(
             keepalive_ms=KEEPALIVE_MS,
             max_lifetime_ms=MAX_LIFETIME_MS,
@@ -135,7 +146,7 @@ class BackendConnection(RoutedConnection):
             client.unblock(self)
         self.blocked_clients.clear()
         reason = str(exc) if exc else "closed by the backend"
-        self.node.backend_lost(self.backend, self, reason)
+        self.wiring.router.backend_lost(self, reason, self.wiring.loop.time())
         self.backend.connection_closed(self)
 
     def pause_writing(self) -> None:
@@ -155,7 +166,7 @@ class BackendConnection(RoutedConnection):
 
     # ------------------------------------------------------------ writes
 
-    def write(self, frame: bytes | bytearray, client: Any) -> None:
+    def write(self, frame: bytes | bytearray, client: ClientPort) -> None:
         """Forward a client's frame; a client writing into a paused backend is paused too."""
         self.send(frame)
         if self.paused and client not in self.blocked_clients:
@@ -163,7 +174,7 @@ class BackendConnection(RoutedConnection):
             client.block(self)
 
     def send_cancel(self, backend_sid: int) -> None:
-        self.send(self.node.cancel_frame(backend_sid))
+        self.send(encode_frame(Cancel(stream_id=backend_sid)))
 
     def send_keepalive(self) -> None:
         self.send(encode_frame(Keepalive(respond=True)))
@@ -171,43 +182,24 @@ class BackendConnection(RoutedConnection):
     # ------------------------------------------------------------ frames from the backend
 
     def on_frame(self, pos: int, length: int, sid: int, frame_type: int, flags: int) -> bool:
-        if sid:
-            stream = self.streams.get(sid)
-            if stream is None:
-                if FrameType.REQUEST_RESPONSE <= frame_type <= FrameType.REQUEST_CHANNEL:
-                    return self._server_request(sid, frame_type)
-                return True  # late frame of an ended stream: drop
-            frame = self.buf[pos : pos + 3 + length]
-            _pack_u32(frame, 3, stream.client_sid)
-            if frame_type == _PAYLOAD:
-                stream.client.send(frame)
-                if stream.latency_ms is None:
-                    stream.latency_ms = (self.node.loop.time() - stream.t0) * 1000.0
-                    stream.saved = None
-                if flags & FLAG_METADATA and self.node.uses_response_reports:
-                    mlen = (frame[9] << 16) | (frame[10] << 8) | frame[11]
-                    self.node.response_report(self.backend.id, memoryview(frame)[12 : 12 + mlen])
-                if not flags & FLAG_FOLLOWS and (flags & FLAG_COMPLETE or stream.frame_type == _RR):
-                    stream.backend_open = False
-                    if stream.frame_type != _CHANNEL or not stream.client_open:
-                        self.node.finish(stream, True, None)
-            elif frame_type == _ERROR:
-                code = _unpack_u32(frame, 9)[0] if length >= 10 else ErrorCode.APPLICATION_ERROR
-                self.node.backend_error(stream, self, code, frame)
-            elif frame_type == FrameType.REQUEST_N:
-                stream.client.send(frame)
-            elif frame_type == FrameType.CANCEL:
-                stream.client.send(frame)
-                stream.client_open = False
-                if not stream.backend_open:
-                    self.node.finish(stream, True, None)
-            elif not flags & FLAG_IGNORE:
-                self.protocol_error(
-                    RemoteProtocolError(f"unexpected frame type 0x{frame_type:02x} on stream {sid}")
-                )
-                return False
-            return True
-        return self._connection_frame(pos, length, frame_type, flags)
+        if not sid:
+            return self._connection_frame(pos, length, frame_type, flags)
+        stream = self.streams.get(sid)
+        if stream is None:
+            if FrameType.REQUEST_RESPONSE <= frame_type <= FrameType.REQUEST_CHANNEL:
+                return self._server_request(sid, frame_type)
+            return True  # late frame of an ended stream: drop
+        if frame_type not in _STREAM_FRAMES:
+            if flags & FLAG_IGNORE:
+                return True
+            self.protocol_error(
+                RemoteProtocolError(f"unexpected frame type 0x{frame_type:02x} on stream {sid}")
+            )
+            return False
+        frame = self.buf[pos : pos + 3 + length]
+        _pack_u32(frame, 3, stream.client_sid)
+        self.wiring.router.backend_frame(stream, frame, frame_type, flags, self.wiring.loop.time())
+        return True
 
     def _connection_frame(self, pos: int, length: int, frame_type: int, flags: int) -> bool:
         body = pos + 9
@@ -222,9 +214,13 @@ class BackendConnection(RoutedConnection):
             if length >= 14:
                 ttl_ms = _unpack_u32(self.buf, body)[0]
                 count = _unpack_u32(self.buf, body + 4)[0]
-                self.backend.lease(ttl_ms, count)
+                self.wiring.events.backend_lease(
+                    self.backend_id, ttl_ms / 1000.0, count, self.wiring.loop.time()
+                )
         elif frame_type == FrameType.METADATA_PUSH:
-            self.node.push_report(self.backend.id, self.mv[body : pos + 3 + length])
+            self.wiring.events.push_report(
+                self.backend_id, self.mv[body : pos + 3 + length], self.wiring.loop.time()
+            )
         elif frame_type == FrameType.ERROR:
             code = _unpack_u32(self.buf, body)[0] if length >= 10 else 0
             message = bytes(self.buf[body + 4 : pos + 3 + length]).decode("utf-8", "replace")
@@ -260,7 +256,8 @@ class BackendConnection(RoutedConnection):
 
     def protocol_error(self, exc: RemoteProtocolError) -> None:
         log.warning("backend %s broke the protocol: %s", self.backend.id, exc)
-        self.send(self.node.connection_error_frame(exc.error_code, str(exc)))
+        self.wiring.stats["protocol_errors"] += 1
+        self.send(encode_frame(Error(stream_id=0, error_code=exc.error_code, message=str(exc))))
         self.close()
 
 
@@ -278,12 +275,12 @@ class Backend:
         "hung",
         "id",
         "next_keepalive",
-        "node",
         "stopped",
+        "wiring",
     )
 
-    def __init__(self, node: BalancerNode, address: BackendAddress, *, in_pool_up: bool) -> None:
-        self.node = node
+    def __init__(self, wiring: Wiring, address: BackendAddress, *, in_pool_up: bool) -> None:
+        self.wiring = wiring
         self.address = address
         self.id = address.id
         self.conn: BackendConnection | None = None
@@ -296,15 +293,15 @@ class Backend:
         """Whether the pool holds this backend UP (it does for startup backends)."""
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Future[None] | None = None
-        self._first: asyncio.Future[None] = node.loop.create_future()
+        self._first: asyncio.Future[None] = wiring.loop.create_future()
 
     def start(self) -> asyncio.Future[None]:
         """Start the connect loop; the returned future resolves after the first attempt."""
-        self._task = self.node.loop.create_task(self._run(), name=f"backend-{self.id}")
+        self._task = self.wiring.loop.create_task(self._run(), name=f"backend-{self.id}")
         return self._first
 
     async def _run(self) -> None:
-        loop = self.node.loop
+        loop = self.wiring.loop
         while not self.stopped:
             conn = await self._connect()
             if not self._first.done():
@@ -322,7 +319,7 @@ class Backend:
                 self._retire(old)  # a re-SETUP: the old connection finishes its streams
             elif not self._pool_up:
                 self._pool_up = True
-                self.node.backend_up(self)
+                self.wiring.events.backend_up(self.id)
             self._wake = loop.create_future()
             await self._wake
             if self.conn is None and not self.stopped:
@@ -332,7 +329,7 @@ class Backend:
         """Connect, SETUP, and wait for the first KEEPALIVE answer, all within
         ``CONNECT_TIMEOUT_S``; None (and the reason logged) if any of it fails."""
         conn = BackendConnection(self)
-        loop = self.node.loop
+        loop = self.wiring.loop
         deadline = loop.time() + CONNECT_TIMEOUT_S
         try:
             await asyncio.wait_for(
@@ -357,15 +354,14 @@ class Backend:
 
     def _backoff(self) -> float:
         cap = min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2 ** min(self.attempts, 16))
-        return self.node.jitter.uniform(RECONNECT_BASE_S / 2, max(cap, RECONNECT_BASE_S))
+        return self.wiring.jitter.uniform(RECONNECT_BASE_S / 2, max(cap, RECONNECT_BASE_S))
 
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
     def mark_down(self) -> None:
-        if self.id in self.node.backends:
-            self.node.backend_down(self)  # idempotent in the pool
+        self.wiring.events.backend_down(self.id)  # idempotent in the pool
         self._pool_up = False
 
     def connection_closed(self, conn: BackendConnection) -> None:
@@ -377,13 +373,7 @@ class Backend:
 
     def draining(self, conn: BackendConnection) -> None:
         if conn is self.conn and self._pool_up:
-            self.node.backend_draining(self)
-
-    def lease(self, ttl_ms: int, count: int) -> None:
-        if self.id in self.node.pool:
-            view = self.node.pool.get(self.id)
-            view.lease_remaining = count
-            view.lease_expires_at = self.node.loop.time() + ttl_ms / 1000.0
+            self.wiring.events.backend_draining(self.id)
 
     def check_lifetime(self, now: float) -> None:
         """Send our KEEPALIVE when due; close a backend silent for longer than its lifetime."""
@@ -396,14 +386,14 @@ class Backend:
             if self.hung:
                 self.hung = False
                 if not conn.draining:
-                    self.node.backend_answering(self, now)
+                    self.wiring.events.backend_answering(self.id, now)
         elif now - conn.last_seen > MAX_LIFETIME_MS / 1000.0:
             log.warning("backend %s silent for %.0f s: reconnecting", self.id, now - conn.last_seen)
             conn.close()
             return
         elif now - conn.last_seen > HUNG_AFTER_S and not self.hung:
             self.hung = True
-            self.node.backend_hung(self, now - conn.last_seen)
+            self.wiring.events.backend_hung(self.id, now - conn.last_seen)
         if now >= self.next_keepalive:
             self.next_keepalive = now + KEEPALIVE_MS / 1000.0
             conn.send_keepalive()
@@ -419,8 +409,8 @@ class Backend:
 
     def _retire(self, conn: BackendConnection) -> None:
         conn.retired = True
-        conn.retired_at = self.node.loop.time()
-        self.node.retiring.append(conn)
+        conn.retired_at = self.wiring.loop.time()
+        self.wiring.events.retiring(conn)
         if not conn.streams:
             conn.close()
 

@@ -105,8 +105,9 @@ def balancer_command(
     ),
 ) -> None:
     """Run the RSocket balancer node: forward each request to a backend the strategy picks."""
+    from balancer.backend import BackendAddress
     from balancer.health import HealthConfig
-    from balancer.node import BackendAddress, NodeConfig
+    from balancer.node import NodeConfig
     from balancer.serve import run
     from lblab.config import parse_assignments, parse_duration, parse_hostport
 

@@ -41,11 +41,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
-from typing import TYPE_CHECKING, Any
+from typing import cast
 
 from balancer.framing import frame_problem
 from balancer.outbox import RoutedConnection
+from balancer.streams import Stream
+from balancer.wiring import Wiring
 from lblab.admission import Admission
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import check_first_frame, decode_frame_body, encode_frame
@@ -60,9 +61,6 @@ from lblab.wire.codes import (
 )
 from lblab.wire.frames import Error, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
-
-if TYPE_CHECKING:
-    from balancer.node import BalancerNode
 
 log = logging.getLogger("lblab.balancer.frontend")
 
@@ -84,70 +82,57 @@ _STREAM_FRAMES = frozenset(
 )
 _FIRST_REQUEST = FrameType.REQUEST_RESPONSE
 _LAST_REQUEST = FrameType.REQUEST_CHANNEL
-_PAYLOAD = FrameType.PAYLOAD
 KEEPALIVE_MIN_LENGTH = 14
 """Header (6) and the 8-byte last received position."""
-
-_admissions: weakref.WeakKeyDictionary[BalancerNode, Admission] = weakref.WeakKeyDictionary()
-
-
-def admission_of(node: BalancerNode) -> Admission:
-    """The connection caps of ``node``'s client port (one per node, made on first use)."""
-    admission = _admissions.get(node)
-    if admission is None:
-        config = node.config
-        admission = Admission(
-            config.max_connections, config.max_pending_setup, "the balancer's client port"
-        )
-        _admissions[node] = admission
-    return admission
 
 
 class ClientConnection(RoutedConnection):
     __slots__ = (
         "address",
+        "admission",
         "blockers",
         "composite_metadata",
         "last_seen",
         "lifetime_s",
-        "node",
         "setup_done",
+        "setup_timeout_s",
         "setup_timer",
         "streams",
+        "wiring",
     )
 
-    def __init__(self, node: BalancerNode) -> None:
-        super().__init__(node.config.max_frame_bytes, node.outbox, CLIENT_BUFFER_BYTES)
-        self.node = node
+    def __init__(self, wiring: Wiring, admission: Admission, setup_timeout_s: float) -> None:
+        super().__init__(wiring.max_frame_bytes, wiring.outbox, CLIENT_BUFFER_BYTES)
+        self.wiring = wiring
+        self.admission = admission
+        self.setup_timeout_s = setup_timeout_s
         self.setup_timer: asyncio.TimerHandle | None = None
-        self.streams: dict[int, Any] = {}
+        self.streams: dict[int, Stream] = {}
         self.address: str | None = None
         self.setup_done = False
         self.composite_metadata = False
         self.blockers: set[object] = set()
-        self.last_seen = node.loop.time()
+        self.last_seen = wiring.loop.time()
         self.lifetime_s = 60.0  # until SETUP says otherwise
 
     # ------------------------------------------------------------ asyncio hooks
 
-    def connection_made(self, transport: Any) -> None:  # a uvloop TCPTransport
-        self.transport = transport  # type: ignore[assignment]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's: duck-typed
         peer = transport.get_extra_info("peername")
         self.address = peer[0] if peer else None
         transport.set_write_buffer_limits(high=CLIENT_WRITE_HIGH_BYTES)
-        if not admission_of(self.node).admit(self):
+        if not self.admission.admit(self):
             return
-        self.node.clients.add(self)
-        self.setup_timer = self.node.loop.call_later(
-            self.node.config.setup_timeout_s, self._setup_expired
-        )
+        self.wiring.events.client_opened(self)
+        self.setup_timer = self.wiring.loop.call_later(self.setup_timeout_s, self._setup_expired)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self.setup_timer is not None:
             self.setup_timer.cancel()
-        admission_of(self.node).gone(self)
-        self.node.client_gone(self)
+        self.admission.gone(self)
+        self.wiring.events.client_closed(self)
 
     def buffer_updated(self, nbytes: int) -> None:
         if not self.setup_done and not self.closed:
@@ -192,7 +177,8 @@ class ClientConnection(RoutedConnection):
         """Answer with a connection-level ERROR and close this connection only."""
         log.info("client %s: %s (0x%03x)", self.address, exc, exc.error_code)
         if not self.closed and self.transport is not None:
-            self.send(self.node.connection_error_frame(exc.error_code, str(exc)))
+            self.wiring.stats["protocol_errors"] += 1
+            self.send(encode_frame(Error(stream_id=0, error_code=exc.error_code, message=str(exc))))
             self.close()
 
     def refuse(self, message: str) -> None:
@@ -204,8 +190,7 @@ class ClientConnection(RoutedConnection):
         if not self.setup_done:
             self.protocol_error(
                 RemoteProtocolError(
-                    f"no SETUP within {self.node.config.setup_timeout_s:g} s of connecting "
-                    "(--setup-timeout)",
+                    f"no SETUP within {self.setup_timeout_s:g} s of connecting (--setup-timeout)",
                     ErrorCode.INVALID_SETUP,
                 )
             )
@@ -244,13 +229,17 @@ class ClientConnection(RoutedConnection):
                 if problem is not None:
                     self.protocol_error(RemoteProtocolError(problem))
                     return False
-                if is_request:
-                    return self.node.open_stream(self, pos, length, sid, frame_type, flags)
-                if frame_type == _PAYLOAD:
-                    stream = self.streams.get(sid)
-                    if stream is not None and not stream.done and not stream.client_open:
-                        return True  # the request side is complete: a late frame, dropped
-                return self.node.client_stream_frame(self, pos, length, sid, frame_type, flags)
+                router = self.wiring.router
+                now = self.wiring.loop.time()
+                if not is_request:
+                    router.client_frame(self, self.buf, pos, length, sid, frame_type, flags, now)
+                    return True
+                try:
+                    router.open_stream(self, self.buf, pos, length, sid, frame_type, flags, now)
+                except RemoteProtocolError as exc:
+                    self.protocol_error(exc)
+                    return False
+                return True
             if frame_type == FrameType.EXT and flags & FLAG_IGNORE:
                 return True
             if frame_type > FrameType.RESUME_OK and flags & FLAG_IGNORE:
@@ -277,11 +266,7 @@ class ClientConnection(RoutedConnection):
             if not flags & FLAG_METADATA:  # it goes to every backend: hold it to the spec
                 self.protocol_error(RemoteProtocolError("METADATA_PUSH without the METADATA flag"))
                 return False
-            push = bytes(self.buf[pos : pos + 3 + length])
-            for backend in self.node.backends.values():
-                conn = backend.conn
-                if conn is not None and not conn.closed:
-                    conn.write(push, self)
+            self.wiring.events.broadcast(bytes(self.buf[pos : pos + 3 + length]), self)
             return True
         if frame_type == FrameType.ERROR:
             self.close()  # the client ends the connection (e.g. CONNECTION_CLOSE)
@@ -319,7 +304,7 @@ class ClientConnection(RoutedConnection):
             self.protocol_error(exc)
             return False
         self.setup_done = True
-        admission_of(self.node).setup_done(self)
+        self.admission.setup_done(self)
         if self.setup_timer is not None:
             self.setup_timer.cancel()
             self.setup_timer = None

@@ -160,7 +160,7 @@ class Pool:
         if now >= self._next_tick:
             self.tick(now)
         strategy = self.strategy
-        ties_before = getattr(strategy, "ties", 0)
+        ties_before = strategy.ties
         view = strategy.pick(self.views, request, now)
         if view is None:
             return None
@@ -171,7 +171,7 @@ class Pool:
             )
         counters = self.counters[view.id]
         counters.picks += 1
-        if getattr(strategy, "ties", 0) != ties_before:
+        if strategy.ties != ties_before:
             counters.ties += 1
         return view
 
@@ -321,6 +321,12 @@ class Pool:
         self._slow.add(view.id)
         self._slow_stepped = now
         self._next_tick = min(self._next_tick, now + self.health.slow_start_step_s)
+
+    def lease(self, backend_id: str, count: int, expires_at: float) -> None:
+        """A LEASE from the backend: it takes ``count`` requests until ``expires_at``."""
+        view = self.get(backend_id)
+        view.lease_remaining = count
+        view.lease_expires_at = expires_at
 
     def tick(self, now: float) -> bool:
         """End ejections that are over and advance slow start; True if availability changed."""

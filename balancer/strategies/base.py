@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import ClassVar, Protocol
 
@@ -81,6 +81,20 @@ class RequestView:
     attempt: int = 0
 
 
+MAX_ATTEMPTS = 3
+"""Tries of one request across backends when they answer REJECTED (DESIGN "Reliability")."""
+
+
+def next_attempt(
+    request: RequestView, rejected_by: str, max_attempts: int = MAX_ATTEMPTS
+) -> RequestView | None:
+    """The replay policy both drivers follow: the same request again, never to a backend
+    that already refused it, or None once it has had ``max_attempts`` tries."""
+    if request.attempt + 1 >= max_attempts:
+        return None
+    return replace(request, exclude=request.exclude | {rejected_by}, attempt=request.attempt + 1)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     ok: bool
@@ -116,6 +130,18 @@ class Strategy(Protocol):
     """Registry name used by the CLI, configs and results (``rr``, ``p2c``, ...)."""
     summary: ClassVar[str]
     """One line: the definition, for ``lblab strategies``."""
+    uses_response_reports: ClassVar[bool]
+    """The driver parses load reports in response metadata for it."""
+    uses_push_reports: ClassVar[bool]
+    """The driver asks servers to push reports (METADATA_PUSH) when a request arrives."""
+    uses_agent_reports: ClassVar[bool]
+    """The driver feeds it the agents' CPU samples."""
+    uses_leases: ClassVar[bool]
+    """The driver asks backends for leases and keeps ``BackendView.lease_*``."""
+    uses_routing_key: ClassVar[bool]
+    """The driver parses a request's composite metadata for ``RequestView.routing_key``."""
+    ties: int
+    """Picks so far where the chosen backend tied on load with another candidate."""
 
     def pick(
         self, backends: Sequence[BackendView], request: RequestView, now: float
@@ -147,8 +173,6 @@ class BaseStrategy:
     uses_agent_reports: ClassVar[bool] = False
     uses_leases: ClassVar[bool] = False
     uses_routing_key: ClassVar[bool] = False
-    """The balancer parses a request's composite metadata for ``RequestView.routing_key``
-    only for strategies that set this (hash strategies); the others cost nothing for it."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng if rng is not None else random.Random(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from balancer.framing import INITIAL_BUFFER_BYTES, FrameProtocol
-from balancer.router import StreamIds
+from balancer.streams import StreamIds
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import MAX_STREAM_ID, FrameType
@@ -118,7 +118,7 @@ def test_frame_type_values_match_the_spec():
 
 
 def test_a_request_larger_than_the_replay_bound_is_let_go_not_kept():
-    from balancer.router import MAX_REPLAY_BYTES, Stream
+    from balancer.streams import MAX_REPLAY_BYTES, Stream
     from balancer.strategies.base import RequestView
 
     stream = Stream(None, 1, FrameType.REQUEST_RESPONSE, RequestView(request_id=1), 0.0, 1.0)
