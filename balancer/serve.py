@@ -6,10 +6,9 @@ import asyncio
 import ctypes
 import ctypes.util
 import logging
-import signal
 
 from balancer.node import BalancerNode, NodeConfig
-from lblab.procs import announce_ready
+from lblab.procs import announce_ready, stop_on_signals
 
 log = logging.getLogger("lblab.balancer")
 
@@ -45,9 +44,7 @@ async def serve(config: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     node = BalancerNode(config, loop)
     await node.start()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals(loop)
     announce_ready("balancer", **node.ports(), strategy=node.strategy.name)
     await stop.wait()
     log.info("stopping: draining in-flight requests")

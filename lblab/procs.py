@@ -5,11 +5,13 @@ Every long-running lblab process (server, agent, balancer) prints exactly one li
 ``lblab-ready {"role": "server", "id": "s1", "port": 7001, "pid": 123, "cpu_limit": "cgroup"}``.
 ``spawn`` starts such a process and returns its parsed readiness facts, so a test or
 the runner can bind port 0 and learn the real port. ``stop`` sends SIGTERM, waits up to a
-deadline, then SIGKILLs the process group: nothing is left behind.
+deadline, then SIGKILLs the process group: nothing is left behind. A process learns to
+stop from ``stop_on_signals`` (SIGTERM or SIGINT, the ones ``stop`` sends).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -24,6 +26,16 @@ from pathlib import Path
 from typing import Any
 
 READY_PREFIX = "lblab-ready "
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+"""What asks a long-running lblab process to stop cleanly (drain, flush, exit 0)."""
+
+
+def stop_on_signals(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+    """An event that ``STOP_SIGNALS`` set: what a process's main coroutine waits on."""
+    stop = asyncio.Event()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 def announce_ready(role: str, **facts: Any) -> None:

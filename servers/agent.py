@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +27,13 @@ from typing import IO, Protocol
 
 import orjson
 
-from lblab.errors import ConfigError, RemoteProtocolError
+from lblab.backoff import jittered_backoff
+from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport
-from lblab.procs import announce_ready
-from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
-from lblab.wire.codes import MAX_STREAM_ID
-from lblab.wire.frames import Error, Keepalive, RequestFnf, Setup
+from lblab.procs import announce_ready, stop_on_signals
+from lblab.wire.codec import NEED_DATA
+from lblab.wire.connection import Connection, ConnectionFailed, PeerClosed
+from lblab.wire.frames import RequestFnf, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 from servers.cpulimit import CGROUP_CPU_ROOT, CGROUP_CPUACCT_ROOT, cgroup_share, process_cgroup
 
@@ -121,7 +121,10 @@ def resolve_allowance(config: AgentConfig) -> float:
 
 
 class ReportLink:
-    """One RSocket connection to the balancer's agent port, re-made with backoff."""
+    """One RSocket connection to the balancer's agent port, re-made with backoff.
+
+    The connection's rules (SETUP, KEEPALIVEs, the balancer's max lifetime, stream ids)
+    are ``lblab.wire.connection``'s; this moves its bytes over asyncio streams."""
 
     def __init__(self, host: str, port: int, server: str) -> None:
         self.host, self.port, self.server = host, port, server
@@ -129,26 +132,26 @@ class ReportLink:
         self.unsent = 0
         self.connects = 0
         self._writer: asyncio.StreamWriter | None = None
-        self._next_sid = 1
+        self._rsocket: Connection | None = None
         self._rng = random.Random()
 
     def send(self, report: LoadReport) -> None:
-        writer = self._writer
+        writer, rsocket = self._writer, self._rsocket
         if (
             writer is None
+            or rsocket is None
             or writer.is_closing()
             or writer.transport.get_write_buffer_size() > MAX_SEND_BUFFER
         ):
             self.unsent += 1
             return
-        sid = self._next_sid
-        self._next_sid = sid + 2 if sid + 2 <= MAX_STREAM_ID else 1
-        writer.write(encode_frame(RequestFnf(stream_id=sid, data=report.to_json())))
+        rsocket.send(RequestFnf(stream_id=rsocket.next_stream_id(), data=report.to_json()))
+        writer.write(rsocket.data_to_send())
         self.sent += 1
 
     async def run(self) -> None:
         """Keep a connection up until cancelled."""
-        backoff = BACKOFF_MIN_S
+        failures = 0
         while True:
             try:
                 reader, writer = await asyncio.wait_for(
@@ -156,11 +159,11 @@ class ReportLink:
                 )
             except (OSError, TimeoutError) as exc:
                 log.debug("balancer %s:%d unreachable: %s", self.host, self.port, exc)
+                failures += 1
             else:
-                backoff = BACKOFF_MIN_S
+                failures = 0
                 await self._serve(reader, writer)
-            await asyncio.sleep(backoff * (0.5 + self._rng.random()))
-            backoff = min(BACKOFF_MAX_S, backoff * 2)
+            await asyncio.sleep(jittered_backoff(failures, BACKOFF_MIN_S, BACKOFF_MAX_S, self._rng))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         setup = Setup(
@@ -170,36 +173,45 @@ class ReportLink:
             data_mime=APPLICATION_JSON,
             data=orjson.dumps({"client": "lblab-agent", "server": self.server}),
         )
-        writer.write(encode_frame(setup))
-        self._writer, self._next_sid = writer, 1
+        loop = asyncio.get_running_loop()
+        rsocket = Connection.connecting(setup, loop.time())
+        writer.write(rsocket.data_to_send())
+        self._writer, self._rsocket = writer, rsocket
         self.connects += 1
         log.info("reporting to %s:%d", self.host, self.port)
-        keepalive = asyncio.create_task(self._keepalive(writer))
+        ticks = asyncio.create_task(self._tick(rsocket, writer))
         try:
-            await self._read(reader, writer)
-        except (OSError, RemoteProtocolError) as exc:
+            await self._read(reader, writer, rsocket)
+        except OSError as exc:
             log.info("connection to the balancer failed: %s", exc)
         finally:
-            self._writer = None
-            keepalive.cancel()
+            self._writer = self._rsocket = None
+            ticks.cancel()
             writer.close()
         log.info("lost the balancer at %s:%d; reconnecting", self.host, self.port)
 
-    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = FrameDecoder()
+    async def _read(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rsocket: Connection
+    ) -> None:
         while data := await reader.read(65536):
-            decoder.receive_data(data)
-            while (frame := decoder.next_frame()) is not NEED_DATA:
-                if isinstance(frame, Keepalive) and frame.respond:
-                    writer.write(encode_frame(Keepalive(respond=False, data=frame.data)))
-                elif isinstance(frame, Error) and frame.stream_id == 0:
-                    log.info("balancer closed the connection: %s", frame.message)
+            rsocket.receive_data(data)
+            while (event := rsocket.next_event()) is not NEED_DATA:
+                if isinstance(event, ConnectionFailed | PeerClosed):
+                    writer.write(rsocket.data_to_send())
+                    log.info("connection to the balancer ended: %s", event.message)
                     return
+            writer.write(rsocket.data_to_send())
 
-    async def _keepalive(self, writer: asyncio.StreamWriter) -> None:
+    async def _tick(self, rsocket: Connection, writer: asyncio.StreamWriter) -> None:
+        """Our KEEPALIVEs when due; close when the balancer is silent beyond its lifetime."""
+        loop = asyncio.get_running_loop()
         while not writer.is_closing():
-            await asyncio.sleep(KEEPALIVE_MS / 1000)
-            writer.write(encode_frame(Keepalive(respond=True)))
+            await asyncio.sleep(max(0.0, rsocket.next_tick_at - loop.time()))
+            failed = rsocket.tick(loop.time())
+            writer.write(rsocket.data_to_send())
+            if failed is not None:
+                log.info("closing the connection to the balancer: %s", failed.message)
+                writer.close()
 
 
 def run_agent(config: AgentConfig) -> int:
@@ -211,10 +223,7 @@ def run_agent(config: AgentConfig) -> int:
 
 
 async def _run(config: AgentConfig, source: CpuSource, allowance: float) -> int:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals(asyncio.get_running_loop())
     host, port = config.report_to
     link = ReportLink(host, port, config.server)
     link_task = asyncio.create_task(link.run())

@@ -55,15 +55,9 @@ import orjson
 
 from lblab.errors import ApplicationError, RemoteProtocolError
 from lblab.failures import SERVER_FAULT_PREFIX
-from lblab.wire.codec import NEED_DATA, encode_frame
+from lblab.wire.codec import encode_frame
 from lblab.wire.codes import MAX_REQUEST_N, ErrorCode, FrameType
-from lblab.wire.connection import (
-    Connection,
-    ConnectionFailed,
-    Event,
-    PeerClosed,
-    SetupAccepted,
-)
+from lblab.wire.connection import Event
 from lblab.wire.frames import (
     Cancel,
     Error,
@@ -78,6 +72,7 @@ from lblab.wire.frames import (
     Setup,
 )
 from lblab.wire.metadata import APPLICATION_JSON
+from lblab.wire_asyncio import AcceptedConnection
 from servers.service import WorkResult
 from servers.state import ServerState, report_metadata
 
@@ -161,14 +156,10 @@ class _Partial:
         return dataclasses.replace(self.first, **changes)  # type: ignore[arg-type]
 
 
-class ServerConnection(asyncio.Protocol):
+class ServerConnection(AcceptedConnection):
     def __init__(self, state: ServerState) -> None:
+        super().__init__(state.setup_policy, state.admission, asyncio.get_running_loop())
         self.state = state
-        self._loop = asyncio.get_running_loop()
-        self._transport: asyncio.Transport | None = None
-        self._conn = Connection.accepting(state.setup_policy, self._loop.time())
-        self._closed = False
-        self._tick_timer: asyncio.TimerHandle | None = None
         self._reports_response = False
         self._streams: dict[int, _Stream] = {}
         self._frags: dict[int, _Partial] = {}
@@ -183,20 +174,12 @@ class ServerConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------ transport events
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport subclass
-        if not self.state.admission.admit(self):
-            return
+    def on_open(self) -> None:
         self.state.connections.add(self)
-        self._tick_timer = self._loop.call_at(self._conn.next_tick_at, self._tick)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        self._conn.peer_gone()
-        for timer in (self._tick_timer, self._lease_timer):
-            if timer is not None:
-                timer.cancel()
-        self.state.admission.gone(self)
+    def on_lost(self) -> None:
+        if self._lease_timer is not None:
+            self._lease_timer.cancel()
         self.state.connections.discard(self)
         self.state.push_connections.discard(self)
         self.state.lease_connections.discard(self)
@@ -205,79 +188,26 @@ class ServerConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         """The peer reads its answers slower than it sends requests: stop reading from it."""
-        self._transport.pause_reading()  # type: ignore[union-attr]
+        self.transport.pause_reading()  # type: ignore[union-attr]
 
     def resume_writing(self) -> None:
-        if not self._closed:
-            self._transport.resume_reading()  # type: ignore[union-attr]
-
-    def data_received(self, data: bytes) -> None:
-        if self._closed:
-            return
-        conn = self._conn
-        conn.receive_data(data)
-        try:
-            while not self._closed:
-                event = conn.next_event()
-                if event is NEED_DATA:
-                    break
-                self._on_event(event)  # type: ignore[arg-type]
-        except RemoteProtocolError as exc:  # a rule of this server's (fragments, stream ids)
-            self.close_with_error(exc.error_code, str(exc))
-        self._flush()
+        if not self.closed:
+            self.transport.resume_reading()  # type: ignore[union-attr]
 
     # ------------------------------------------------------------ writing
 
     def write(self, frame: Frame) -> None:
-        if not self._closed:
-            self._transport.write(encode_frame(frame))  # type: ignore[union-attr]
+        if not self.closed:
+            self.transport.write(encode_frame(frame))  # type: ignore[union-attr]
 
     def write_raw(self, data: bytes) -> None:
-        if not self._closed:
-            self._transport.write(data)  # type: ignore[union-attr]
-
-    def _flush(self) -> None:
-        """Write what the connection queued (KEEPALIVE answers, its closing ERROR)."""
-        out = self._conn.data_to_send()
-        if out and self._transport is not None:
-            self._transport.write(out)
-
-    def close_with_error(self, code: int, message: str) -> None:
-        log.warning("closing a connection: %s", message)
-        self._conn.close(code, message)
-        self._flush()
-        self._closed = True
-        if self._transport is not None:
-            self._transport.close()
-
-    def refuse(self, message: str) -> None:
-        """Turned away by the connection caps (``lblab.admission``)."""
-        self.close_with_error(ErrorCode.REJECTED_SETUP, message)
-
-    def _tick(self) -> None:
-        """The connection's deadlines: SETUP in time, the peer within its max lifetime."""
-        self._tick_timer = None
-        if self._closed:
-            return
-        failed = self._conn.tick(self._loop.time())
-        if failed is not None:
-            self.close_with_error(failed.code, failed.message)
-            return
-        self._flush()
-        self._tick_timer = self._loop.call_at(self._conn.next_tick_at, self._tick)
+        if not self.closed:
+            self.transport.write(data)  # type: ignore[union-attr]
 
     # ------------------------------------------------------------ frames
 
-    def _on_event(self, event: Event | Frame) -> None:
-        match event:
-            case SetupAccepted():
-                self._on_setup(event.setup)
-            case ConnectionFailed():
-                self.close_with_error(event.code, event.message)
-            case PeerClosed():
-                log.info("peer closed the connection with 0x%x: %s", event.code, event.message)
-                self._closed = True
-                self._transport.close()  # type: ignore[union-attr]
+    def on_frame(self, frame: Event | Frame) -> None:
+        match frame:
             case (
                 RequestResponse()
                 | RequestFnf()
@@ -288,7 +218,7 @@ class ServerConnection(asyncio.Protocol):
                 | Cancel()
                 | Error()
             ):
-                self._on_stream_frame(event)
+                self._on_stream_frame(frame)
             # KEEPALIVE answers, METADATA_PUSH, EXT: nothing for a server to act on
 
     def _on_stream_frame(self, frame: Fragmentable | RequestN | Cancel | Error) -> None:
@@ -320,21 +250,17 @@ class ServerConnection(asyncio.Protocol):
             case Error():
                 self._on_error(frame)
 
-    def _on_setup(self, frame: Setup) -> None:
+    def on_setup(self, setup: Setup) -> None:
         """The connection accepted the SETUP (``ServerState.setup_policy``)."""
-        self.state.admission.setup_done(self)
-        if self._tick_timer is not None:  # from the SETUP deadline to the lifetime checks
-            self._tick_timer.cancel()
-        self._tick()
-        paths = _report_paths(frame)
+        paths = _report_paths(setup)
         self._reports_response = "response" in paths
         if "push" in paths:
             self.state.push_connections.add(self)
-        if frame.lease:
+        if setup.lease:
             self._lease = True
             self.state.lease_connections.add(self)
             self.grant_lease()
-            self._lease_timer = self._loop.call_later(LEASE_RENEW_S, self._renew_lease)
+            self._lease_timer = self.loop.call_later(LEASE_RENEW_S, self._renew_lease)
 
     def _reassemble(self, frame: Fragmentable) -> Fragmentable | None:
         sid = frame.stream_id
@@ -422,7 +348,7 @@ class ServerConnection(asyncio.Protocol):
             return None
         if self._lease_left <= 0:
             return "lease exhausted: wait for the next LEASE frame"
-        if self._loop.time() > self._lease_expires:
+        if self.loop.time() > self._lease_expires:
             return "lease expired: wait for the next LEASE frame"
         return None
 
@@ -435,13 +361,13 @@ class ServerConnection(asyncio.Protocol):
     def _from_worker(self, sid: int, st: _Stream, future: Future[WorkResult]) -> None:
         """Runs in the worker thread (or on the loop, for a cancelled future)."""
         try:
-            self._loop.call_soon_threadsafe(self._on_work_done, sid, st, future)
+            self.loop.call_soon_threadsafe(self._on_work_done, sid, st, future)
         except RuntimeError:
             log.debug("stream %d finished after the event loop closed; answer dropped", sid)
 
     def _on_work_done(self, sid: int, st: _Stream, future: Future[WorkResult]) -> None:
         st.busy, st.future = False, None
-        if future.cancelled() or st.cancelled or self._closed:
+        if future.cancelled() or st.cancelled or self.closed:
             self._end(sid, st)
             return
         exc = future.exception()
@@ -573,7 +499,7 @@ class ServerConnection(asyncio.Protocol):
     def grant_lease(self) -> None:
         n = self.state.lease_share()
         self._lease_left = n
-        self._lease_expires = self._loop.time() + LEASE_TTL_MS / 1000.0
+        self._lease_expires = self.loop.time() + LEASE_TTL_MS / 1000.0
         self.write(Lease(ttl_ms=LEASE_TTL_MS, number_of_requests=n))
 
     def capacity_freed(self) -> None:
@@ -582,10 +508,10 @@ class ServerConnection(asyncio.Protocol):
             self.grant_lease()
 
     def _renew_lease(self) -> None:
-        if self._closed:
+        if self.closed:
             return
         self.grant_lease()
-        self._lease_timer = self._loop.call_later(LEASE_RENEW_S, self._renew_lease)
+        self._lease_timer = self.loop.call_later(LEASE_RENEW_S, self._renew_lease)
 
 
 def _report_paths(setup: Setup) -> frozenset[str]:

@@ -19,7 +19,7 @@ from lblab.admission import (
     check_limits,
 )
 from lblab.errors import ConfigError
-from lblab.procs import announce_ready
+from lblab.procs import announce_ready, stop_on_signals
 from lblab.wire.codes import ErrorCode
 from servers.cpulimit import CpuLimit, LimitMethod, apply_cpu_limit
 from servers.protocol import ServerConnection
@@ -102,9 +102,7 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
         )
     except OSError as exc:
         raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals(loop)
     loop.add_signal_handler(signal.SIGUSR1, _slow_down, service)
     port = listener.sockets[0].getsockname()[1]
     log.info(

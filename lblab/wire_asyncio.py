@@ -1,0 +1,144 @@
+"""The asyncio adapter of a server-role ``lblab.wire.connection.Connection``.
+
+``AcceptedConnection`` is the thin I/O shell every lblab port that accepts RSocket
+connections through ``asyncio.Protocol`` shares (the server, the balancer's agent
+port): it feeds received bytes to the connection, writes what the connection queues,
+runs one timer for the connection's ``tick`` (SETUP deadline, max lifetime) and
+applies the port's connection caps (``lblab.admission``). The rules themselves are
+the connection's; a subclass only handles stream frames (``on_frame``) and the
+accepted SETUP (``on_setup``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from lblab.admission import Admission
+from lblab.errors import RemoteProtocolError
+from lblab.wire.codec import NEED_DATA
+from lblab.wire.codes import MAX_FRAME_LENGTH, ErrorCode
+from lblab.wire.connection import (
+    Connection,
+    ConnectionFailed,
+    Event,
+    PeerClosed,
+    SetupAccepted,
+    SetupPolicy,
+)
+from lblab.wire.frames import Frame, Setup
+
+log = logging.getLogger(__name__)
+
+
+class AcceptedConnection(asyncio.Protocol):
+    """One accepted connection: bytes in and out, the tick timer, the caps."""
+
+    def __init__(
+        self,
+        policy: SetupPolicy,
+        admission: Admission,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        max_frame_length: int = MAX_FRAME_LENGTH,
+    ) -> None:
+        self.loop = loop
+        self.admission = admission
+        self.rsocket = Connection.accepting(policy, loop.time(), max_frame_length=max_frame_length)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._tick_timer: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------ for subclasses
+
+    def on_open(self) -> None:
+        """The caps let the connection in (before its SETUP)."""
+
+    def on_setup(self, setup: Setup) -> None:
+        """The policy accepted ``setup``."""
+
+    def on_frame(self, frame: Event | Frame) -> None:
+        """A stream frame, or an event the connection leaves to the endpoint (KEEPALIVE
+        answers, METADATA_PUSH). May raise ``RemoteProtocolError`` to end the connection."""
+
+    def on_lost(self) -> None:
+        """The transport is gone (after ``closed`` is set)."""
+
+    # ------------------------------------------------------------ asyncio hooks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport subclass
+        if self.admission.admit(self):
+            self.on_open()
+            self._tick_timer = self.loop.call_at(self.rsocket.next_tick_at, self._tick)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.rsocket.peer_gone()
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
+        self.admission.gone(self)
+        self.on_lost()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        rsocket = self.rsocket
+        rsocket.receive_data(data)
+        try:
+            while not self.closed:
+                event = rsocket.next_event()
+                if event is NEED_DATA:
+                    break
+                match event:
+                    case SetupAccepted():
+                        self.admission.setup_done(self)
+                        if self._tick_timer is not None:  # from the SETUP deadline to lifetime
+                            self._tick_timer.cancel()
+                        self._tick()
+                        self.on_setup(event.setup)
+                    case ConnectionFailed():
+                        self.close_with_error(event.code, event.message)
+                    case PeerClosed():
+                        log.info("peer closed the connection: 0x%x %s", event.code, event.message)
+                        self.closed = True
+                        self.transport.close()  # type: ignore[union-attr]
+                    case _:
+                        self.on_frame(event)  # type: ignore[arg-type]
+        except RemoteProtocolError as exc:  # a rule of the endpoint's own
+            self.close_with_error(exc.error_code, str(exc))
+        self.flush()
+
+    # ------------------------------------------------------------ writing
+
+    def flush(self) -> None:
+        """Write what the connection queued (KEEPALIVE answers, its closing ERROR)."""
+        out = self.rsocket.data_to_send()
+        if out and self.transport is not None:
+            self.transport.write(out)
+
+    def close_with_error(self, code: int, message: str) -> None:
+        """End the connection with a connection ERROR of ``code``."""
+        if self.closed:
+            return
+        log.warning("closing a connection (%s): %s", self.rsocket.policy.who, message)  # type: ignore[union-attr]
+        self.rsocket.close(code, message)
+        self.flush()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def refuse(self, message: str) -> None:
+        """Turned away by the connection caps (``lblab.admission``)."""
+        self.close_with_error(ErrorCode.REJECTED_SETUP, message)
+
+    def _tick(self) -> None:
+        self._tick_timer = None
+        if self.closed:
+            return
+        failed = self.rsocket.tick(self.loop.time())
+        if failed is not None:
+            self.close_with_error(failed.code, failed.message)
+            return
+        self.flush()
+        self._tick_timer = self.loop.call_at(self.rsocket.next_tick_at, self._tick)
