@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from dataclasses import replace
 from typing import Protocol
 
 from balancer.pool import Pool
@@ -179,8 +180,11 @@ class Router:
             conn = self.connections.connection(view.id)
             if conn is not None:
                 break
-            # The pool and the connection disagree for a moment: the backend is down.
+            # The pool and the connection disagree for a moment: the backend is down, and
+            # this request does not go there even if the pool has not caught up.
             self.connections.connection_missing(view.id)
+            request = stream.request
+            stream.request = replace(request, exclude=request.exclude | {view.id})
         if self.picks is not None:
             self.picks.record(now + self.epoch_offset, view.id, view.inflight, pool.strategy.name)
         bsid = conn.ids.allocate(conn.streams)
