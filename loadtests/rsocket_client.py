@@ -3,15 +3,18 @@
 Locust runs on gevent, and an asyncio RSocket client inside it is fragile (FIELD-NOTES,
 "Locust"); a blocking client on the stdlib ``socket`` module is patched by gevent into a
 cooperative one, and outside Locust it is simply blocking. It speaks through
-``lblab.wire``: one persistent connection, SETUP per the wire contract, KEEPALIVE
-answered, request-response with a deadline.
+``lblab.wire``: one persistent connection whose rules (SETUP per the wire contract,
+KEEPALIVEs answered and ours sent when due, the peer's max lifetime, stream ids) are
+``lblab.wire.connection``'s, and request-response with a deadline.
 
 Theory of operation: one request at a time per connection (the caller is one Locust
 user, or one slot of the open-loop pool). ``request_response`` sends the frame, then reads
 frames until the PAYLOAD or ERROR of its own stream id arrives or the deadline passes.
 Frames of older stream ids (late answers to timed-out requests, which we CANCELled) are
 dropped, so a timeout leaves the connection usable. A lost connection is replaced on the
-next call. The request bytes are built once per (metadata, data) and only the stream id
+next call, and so is one whose peer has been silent beyond its max lifetime (checked
+before each request: the peer has closed it by then, so failing a request on it would
+only be noise). The request bytes are built once per (metadata, data) and only the stream id
 is patched per request: about 25 us of client CPU per 100 B request (bench_loadgen).
 """
 
@@ -21,11 +24,12 @@ import socket
 import time
 from dataclasses import dataclass
 
-from lblab.errors import ApplicationError, LblabError, RemoteProtocolError
+from lblab.errors import ApplicationError, LblabError
 from lblab.failures import classify_error
-from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
-from lblab.wire.codes import MAX_STREAM_ID, U32, ErrorCode
-from lblab.wire.frames import Cancel, Error, Keepalive, Payload, RequestResponse, Setup
+from lblab.wire.codec import NEED_DATA, encode_frame
+from lblab.wire.codes import U32, ErrorCode
+from lblab.wire.connection import Connection, ConnectionFailed, PeerClosed
+from lblab.wire.frames import Cancel, Error, Payload, RequestResponse, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
 # 64 KiB reads: 1 MB payloads are 2.4x faster than with 1 KiB reads (FIELD-NOTES).
@@ -68,9 +72,7 @@ class RSocketClient:
     """One RSocket connection; ``request_response`` may be called again after any error."""
 
     __slots__ = (
-        "_decoder",
-        "_last_keepalive",
-        "_next_stream_id",
+        "_rsocket",
         "_sock",
         "_templates",
         "connect_timeout",
@@ -91,9 +93,7 @@ class RSocketClient:
         self.setup_data = setup_data
         self.connect_timeout = connect_timeout
         self._sock: socket.socket | None = None
-        self._decoder = FrameDecoder()
-        self._next_stream_id = 1
-        self._last_keepalive = 0.0
+        self._rsocket: Connection | None = None
         # (metadata, data) -> frame bytes with stream id 1; bounded by the few distinct cells.
         self._templates: dict[tuple[bytes | None, bytes], bytes] = {}
 
@@ -110,22 +110,18 @@ class RSocketClient:
             raise ConnectionLost(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
-        self._decoder = FrameDecoder()
-        self._next_stream_id = 1
-        self._send(
-            encode_frame(
-                Setup(
-                    keepalive_ms=KEEPALIVE_MS,
-                    max_lifetime_ms=MAX_LIFETIME_MS,
-                    metadata_mime=COMPOSITE_METADATA,
-                    data_mime=APPLICATION_JSON,
-                    data=self.setup_data,
-                )
-            )
+        setup = Setup(
+            keepalive_ms=KEEPALIVE_MS,
+            max_lifetime_ms=MAX_LIFETIME_MS,
+            metadata_mime=COMPOSITE_METADATA,
+            data_mime=APPLICATION_JSON,
+            data=self.setup_data,
         )
-        self._last_keepalive = time.monotonic()
+        self._rsocket = rsocket = Connection.connecting(setup, time.monotonic())
+        self._send(rsocket.data_to_send())
 
     def close(self) -> None:
+        self._rsocket = None
         if self._sock is not None:
             sock, self._sock = self._sock, None
             sock.close()
@@ -136,11 +132,16 @@ class RSocketClient:
         Raises ``RequestTimeout``, ``ConnectionLost`` or ``ApplicationError`` (an ERROR
         frame on the stream; ``error_code`` says REJECTED, APPLICATION_ERROR, ...).
         """
-        deadline = time.monotonic() + timeout
-        if self._sock is None:
-            self.connect()
-        stream_id = self._take_stream_id()
-        self._send(self._request_bytes(stream_id, metadata, data))
+        now = time.monotonic()
+        deadline = now + timeout
+        rsocket = self._rsocket
+        if rsocket is None or rsocket.tick(now) is not None:
+            self.connect()  # not connected yet, or the peer is silent beyond its lifetime
+            rsocket = self._rsocket
+            assert rsocket is not None
+        stream_id = rsocket.next_stream_id()
+        out = rsocket.data_to_send()  # our KEEPALIVE, when due
+        self._send(out + self._request_bytes(stream_id, metadata, data))
         try:
             return self._await(stream_id, deadline)
         except RequestTimeout:
@@ -149,16 +150,6 @@ class RSocketClient:
             raise
 
     # ------------------------------------------------------------ internals
-
-    def _take_stream_id(self) -> int:
-        sid = self._next_stream_id
-        # Client stream ids are odd; wrap within 31 bits (no stream is long-lived here).
-        self._next_stream_id = sid + 2 if sid + 2 <= MAX_STREAM_ID else 1
-        now = time.monotonic()
-        if now - self._last_keepalive > KEEPALIVE_MS / 1000:
-            self._last_keepalive = now
-            self._send(encode_frame(Keepalive(respond=True)))
-        return sid
 
     def _request_bytes(self, stream_id: int, metadata: bytes | None, data: bytes) -> bytes:
         key = (metadata, data)
@@ -171,43 +162,47 @@ class RSocketClient:
         # Bytes 0..2 are the length prefix, 3..6 the stream id.
         return template[:3] + U32.pack(stream_id) + template[7:]
 
-    def _send(self, frame: bytes) -> None:
+    def _send(self, data: bytes) -> None:
         assert self._sock is not None
         try:
-            self._sock.sendall(frame)
+            self._sock.sendall(data)
         except OSError as exc:
             self.close()
             raise ConnectionLost(f"send to {self.host}:{self.port} failed: {exc}") from exc
 
     def _await(self, stream_id: int, deadline: float) -> Response:
-        decoder = self._decoder
+        rsocket = self._rsocket
+        assert rsocket is not None
         while True:
-            try:
-                frame = decoder.next_frame()
-            except RemoteProtocolError as exc:
-                self.close()
-                raise ConnectionLost(f"protocol error from {self.host}:{self.port}: {exc}") from exc
-            if frame is NEED_DATA:
-                self._receive(deadline)
+            event = rsocket.next_event()
+            if event is NEED_DATA:
+                self._receive(rsocket, deadline)
                 continue
-            match frame:
+            match event:
                 case Payload(stream_id=sid) if sid == stream_id:
-                    return Response(frame.data, frame.metadata)
-                case Error(stream_id=0):
+                    return Response(event.data, event.metadata)
+                case Error(stream_id=sid) if sid == stream_id:
+                    raise ApplicationError(event.message, event.error_code)  # type: ignore[arg-type]
+                case PeerClosed():
                     self.close()
                     raise ConnectionLost(
                         f"connection error from {self.host}:{self.port}: "
-                        f"{_code_name(frame.error_code)} {frame.message}"
+                        f"{_code_name(event.code)} {event.message}"
                     )
-                case Error(stream_id=sid) if sid == stream_id:
-                    raise ApplicationError(frame.message, frame.error_code)  # type: ignore[arg-type]
-                case Keepalive(respond=True):
-                    self._send(encode_frame(Keepalive(respond=False, data=frame.data)))
-                # Anything else (LEASE, late frames of cancelled streams) is dropped.
+                case ConnectionFailed():
+                    self._send(rsocket.data_to_send())  # our ERROR saying what was wrong
+                    self.close()
+                    raise ConnectionLost(
+                        f"protocol error from {self.host}:{self.port}: {event.message}"
+                    )
+                # Anything else (late frames of cancelled streams, KEEPALIVE answers) is dropped.
 
-    def _receive(self, deadline: float) -> None:
+    def _receive(self, rsocket: Connection, deadline: float) -> None:
         sock = self._sock
         assert sock is not None
+        out = rsocket.data_to_send()  # KEEPALIVE answers, before we block
+        if out:
+            self._send(out)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RequestTimeout("no response before the deadline")
@@ -222,8 +217,11 @@ class RSocketClient:
         if not chunk:
             self.close()
             raise ConnectionLost(f"{self.host}:{self.port} closed the connection")
-        self._decoder.receive_data(chunk)
+        rsocket.receive_data(chunk)
 
 
-def _code_name(code: ErrorCode | int) -> str:
-    return code.name if isinstance(code, ErrorCode) else f"0x{code:x}"
+def _code_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"0x{code:x}"
