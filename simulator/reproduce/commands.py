@@ -1,4 +1,5 @@
-"""``lblab reproduce ingram|cheetah|martins|linkerd``: tables on stdout, charts and JSON in ``--out``."""
+"""``lblab reproduce ingram|cheetah|martins|linkerd|thesis``: tables on stdout, charts and JSON
+in ``--out`` (``thesis``: in the run directory)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from lblab.errors import ConfigError
+from simulator.reproduce.thesis import thesis
 
 
 def _ints(text: str, field: str) -> list[int]:
@@ -331,3 +333,4 @@ def register_reproductions(app: typer.Typer) -> None:
     app.command("cheetah")(cheetah)
     app.command("martins")(martins)
     app.command("linkerd")(linkerd)
+    app.command("thesis")(thesis)
