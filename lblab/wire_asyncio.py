@@ -43,6 +43,7 @@ class AcceptedConnection(asyncio.Protocol):
         max_frame_length: int = MAX_FRAME_LENGTH,
     ) -> None:
         self.loop = loop
+        self.who = policy.who
         self.admission = admission
         self.rsocket = Connection.accepting(policy, loop.time(), max_frame_length=max_frame_length)
         self.transport: asyncio.Transport | None = None
@@ -121,7 +122,7 @@ class AcceptedConnection(asyncio.Protocol):
         """End the connection with a connection ERROR of ``code``."""
         if self.closed:
             return
-        log.warning("closing a connection (%s): %s", self.rsocket.policy.who, message)  # type: ignore[union-attr]
+        log.warning("%s closes a connection: %s", self.who, message)
         self.rsocket.close(code, message)
         self.flush()
         self.closed = True

@@ -507,3 +507,31 @@ def test_the_stream_cut_short_at_every_position_waits_for_more(cut):
     seen += events(conn, data[cut:])
     assert len([e for e in seen if not isinstance(e, SetupAccepted)]) == 5  # KEEPALIVE answered
     assert sent_frames(conn) == [Keepalive(respond=False, data=b"d")]
+
+
+# ---------------------------------------------------------------- a client and a server, linked
+
+
+def test_a_client_and_a_server_linked_in_memory():
+    """The h11 ``ConnectionPair`` check: two connections talk through bytes only."""
+    client = Connection.connecting(SETUP, 0.0)
+    server = Connection.accepting(POLICY, 0.0)
+    assert events(server, client.data_to_send()) == [SetupAccepted(setup=SETUP)]
+    for t in (0.5, 1.0, 2.0, 3.0, 4.5):  # the client keeps alive, the server answers
+        assert client.tick(t) is None and server.tick(t) is None
+        to_server = client.data_to_send()
+        assert events(server, to_server) == []
+        reply = server.data_to_send()
+        answered = events(client, reply)
+        assert answered == ([KeepaliveAnswered()] if to_server else [])
+    sid = client.next_stream_id()
+    client.send(RequestResponse(stream_id=sid, data=b"q"))
+    assert events(server, client.data_to_send()) == [RequestResponse(stream_id=sid, data=b"q")]
+    server.send(Payload(stream_id=sid, data=b"a", next=True, complete=True))
+    assert events(client, server.data_to_send()) == [
+        Payload(stream_id=sid, data=b"a", next=True, complete=True)
+    ]
+    server.close(ErrorCode.CONNECTION_CLOSE, "draining")
+    assert events(client, server.data_to_send()) == [
+        PeerClosed(code=ErrorCode.CONNECTION_CLOSE, message="draining")
+    ]
