@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "servers.cli",
     "balancer.cli",
     "loadtests.cli",
+    "loadtests.webui.command",
     "simulator.cli",
     "analysis.cli",
     "infra.cli",

@@ -21,7 +21,7 @@ from locust.runners import MasterRunner
 from loadtests.records import FLUSH_S, RECORD_SCHEMA, RequestRecorder, mark_started
 from loadtests.rsocket_user import ClosedLoopUser, OpenLoopUser, spec_of
 
-__all__ = ["ClosedLoopUser", "OpenLoopUser"]
+__all__ = ["ClosedLoopUser", "OpenLoopUser", "new_records"]
 
 
 def _import_lazy_dependencies() -> None:
@@ -55,15 +55,17 @@ class _Recording:
 
     recorder: RequestRecorder | None = None
     flusher: gevent.Greenlet | None = None
+    records_dir = ""
+    check_folder = False  # the spec may name a new folder (``new_records``)
 
     def on_request(
         self, environment: Any, name: str, response_time: float, context: dict[str, Any]
     ) -> None:
         if "t_sent" not in context:
             return  # not one of ours
-        if self.recorder is None:
-            self.recorder = RequestRecorder(Path(spec_of(environment).records_dir))
-            self.flusher = gevent.spawn(self._flush_forever)
+        if self.recorder is None or self.check_folder:
+            self._open(spec_of(environment).records_dir)
+        assert self.recorder is not None
         self.recorder.add(
             context["t_sent"],
             response_time,
@@ -88,8 +90,30 @@ class _Recording:
         if self.recorder is not None:
             self.recorder.flush()
 
+    def _open(self, records_dir: str) -> None:
+        """Record into ``records_dir``; a folder keeps one recorder (its chunk numbers)."""
+        self.check_folder = False
+        if self.recorder is not None and records_dir == self.records_dir:
+            return
+        self.flush()
+        self.recorder, self.records_dir = RequestRecorder(Path(records_dir)), records_dir
+        if self.flusher is None:
+            self.flusher = gevent.spawn(self._flush_forever)
+
+    def restart(self) -> None:
+        """Write what this process holds; the next request records into the folder of
+        the spec then current."""
+        self.flush()
+        self.check_folder = True
+
 
 _recording = _Recording()
+
+
+def new_records() -> None:
+    """Start recording into the current spec's folder (``lblab ui``: a new swarm, or a
+    strategy switch while one runs, is a new phase with its own folder)."""
+    _recording.restart()
 
 
 @events.init.add_listener

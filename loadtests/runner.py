@@ -373,6 +373,10 @@ class Runner:
         )
         return status == "done"
 
+    def phase_config(self, phase: Phase) -> RunConfig:
+        """The config a phase ran with: the run's (``lblab ui`` gives each swarm its own)."""
+        return self.config
+
     def _harness_pids(self) -> dict[str, list[int]]:
         """The processes whose CPU the checks read: Locust's, and on a local testbed the
         balancer's and the agents'."""
@@ -394,12 +398,13 @@ class Runner:
         window_facts: dict[str, Any] = {}
         if requests:
             answered = pc.add(table["t_sent"], pc.divide(table["latency_ms"], 1000.0))
-            load = self.config.loads[phase.scenario]
+            cfg = self.phase_config(phase)
+            load = cfg.loads[phase.scenario]
             window = phase_window(
                 load_start,
                 pc.max(answered).as_py(),
-                self.config.warmup,
-                None if load.count else self.config.duration,
+                cfg.warmup,
+                None if load.count else cfg.duration,
             )
             labelled = self._label(table, phase, window)
             write_part(self.run_dir, "requests", phase.key, labelled)
@@ -480,6 +485,7 @@ class Runner:
                 and (parts / "cpu" / f"{p.key}.parquet").exists()
             ):
                 continue
+            cfg = self.phase_config(p)
             counts = {}
             inside: dict[str, pa.Table | None] = {"picks": None, "cpu": None}
             for table, source, cols in (
@@ -492,7 +498,7 @@ class Runner:
                 counts[table] = len(rows)
                 window = Window.from_dict(entry.get("window"))
                 if rows and window is not None:
-                    interval = self.config.testbed.agent_interval if table == "cpu" else 0.0
+                    interval = cfg.testbed.agent_interval if table == "cpu" else 0.0
                     keys = {
                         "run_id": self.run_dir.name,
                         "scenario": p.scenario,
@@ -506,8 +512,8 @@ class Runner:
             cpu_inside, picks_inside = inside["cpu"], inside["picks"]
             checks = phase_checks(
                 entry,
-                self.config,
-                self.config.loads[p.scenario],
+                cfg,
+                cfg.loads[p.scenario],
                 cpu_inside["server"].to_pylist() if cpu_inside is not None else [],
                 picks_inside.num_rows if picks_inside is not None else 0,
             )

@@ -1,0 +1,190 @@
+"""``lblab ui`` end to end: the testbed and Locust's web UI, driven in headless Chromium.
+
+``lblab ui`` runs as a user starts it, on free ports. The test reads the address it
+prints, opens Locust's page in headless Chromium over the DevTools protocol (the
+``DevTools`` helper of the notebooks test), checks that lblab's fields are in the form,
+sends a bad value and reads the UI's error, starts a test on ``sp+sr`` with ``rr``,
+switches to ``lc`` with Edit + Update while it runs, stops it, then ends ``lblab ui``
+with SIGTERM. The run directory must hold rows of both strategies, a phase each in the
+manifest and the report; no process of the session may be left.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import psutil
+import pytest
+
+from lblab.procs import lblab_command
+from loadtests.loadgen import free_port
+from tests.integration.test_notebooks_server import DevTools, read_line
+
+pytestmark = pytest.mark.slow
+
+URL_PREFIX = "Locust web UI: "
+START_TIMEOUT_S = 90  # the testbed and Locust, on 2 busy cores
+STEP_TIMEOUT_S = 20
+END_TIMEOUT_S = 120  # Locust stops, the tables and the report are written
+LOAD_S = 3.0  # of each strategy
+
+# Sets a form field the way a person would (React sees the change), by name, in the
+# last form on the page (the Edit dialog's when it is open). The page names the fields
+# in camelCase (strategyOptions) and posts them in snake_case (strategy_options).
+_SET = """((name, value) => {
+  const forms = document.querySelectorAll('form');
+  const el = forms[forms.length - 1].querySelector(`[name="${name}"]`);
+  if (!el) return false;
+  const proto = el.tagName === 'SELECT' ? HTMLSelectElement.prototype : HTMLInputElement.prototype;
+  Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, value);
+  el.dispatchEvent(new Event(el.tagName === 'SELECT' ? 'change' : 'input', {bubbles: true}));
+  return el.value === value;
+})"""
+_CLICK = """((text) => {
+  const b = [...document.querySelectorAll('button')].find(b => b.textContent.trim() === text);
+  if (b) b.click();
+  return !!b;
+})"""
+_BUTTONS = "[...document.querySelectorAll('button')].map(b => b.textContent.trim()).join('|')"
+_FIELDS = """JSON.stringify(Object.fromEntries(['scenario', 'strategy', 'loadModel', 'arrival']
+  .map(n => [n, [...(document.querySelector(`select[name="${n}"]`) || {options: []}).options]
+  .map(o => o.value)])))"""
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = STEP_TIMEOUT_S) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.25)
+    return value
+
+
+def locust_state(url: str) -> str:
+    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with no_proxy.open(url + "stats/requests", timeout=5) as response:
+        return str(json.load(response)["state"])
+
+
+class Page:
+    """Locust's page in headless Chromium."""
+
+    def __init__(self, devtools: DevTools) -> None:
+        self.dt = devtools
+
+    def set(self, name: str, value: str) -> None:
+        assert self.dt.evaluate(f"{_SET}({json.dumps(name)}, {json.dumps(value)})"), name
+
+    def click(self, text: str) -> None:
+        assert self.dt.evaluate(f"{_CLICK}({json.dumps(text)})"), f"no {text!r} button"
+
+    def text(self) -> str:
+        return str(self.dt.evaluate("document.body.innerText"))
+
+
+def run_ui(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        lblab_command("ui", "--preset", "tiny", "--web-port", str(port), "--warmup", "1s",
+                      "--out", str(tmp_path / "run")),
+        stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "lblab.err", "wb"),
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+def test_swarm_switch_stop_in_the_web_ui_records_both_strategies(tmp_path: Path) -> None:
+    port = free_port()
+    popen = run_ui(tmp_path, port)
+    session: list[psutil.Process] = []
+    page: DevTools | None = None
+    try:
+        url, _ = read_line(popen, URL_PREFIX, START_TIMEOUT_S)
+        assert url == f"http://127.0.0.1:{port}/"
+        session = psutil.Process(popen.pid).children(recursive=True)
+        web = [p for p in session if "locust" in " ".join(p.cmdline())]
+        listening = [c.laddr for p in web for c in p.net_connections("tcp") if c.status == "LISTEN"]
+        assert listening and all(a.ip == "127.0.0.1" for a in listening), listening
+
+        page = DevTools(url, tmp_path / "chromium")
+        ui = Page(page)
+        fields = wait_until(
+            lambda: (f := json.loads(page.evaluate(_FIELDS)))["strategy"] and f,
+            "lblab's fields in the form",
+        )
+        assert {"sp+sr", "lp+lr", "variation"} <= set(fields["scenario"])
+        assert {"rr", "lc", "p2c"} <= set(fields["strategy"])
+        assert fields["loadModel"] == ["closed", "open"]
+        ui.click("Custom parameters")
+        time.sleep(0.5)
+        shot = tmp_path / "ui-form.png"
+        shot.write_bytes(base64.b64decode(page.call("Page.captureScreenshot")["data"]))
+
+        # Bad input: the UI says what was wrong, nothing starts, the session lives on.
+        ui.set("userCount", "4")
+        ui.set("spawnRate", "4")
+        ui.set("strategyOptions", "nonsense")
+        ui.click("Start")
+        wait_until(lambda: "is not NAME=VALUE" in ui.text(), "the UI's error message")
+        assert locust_state(url) in ("ready", "stopped")
+
+        ui.set("strategyOptions", "")
+        ui.set("scenario", "sp+sr")
+        ui.set("strategy", "rr")
+        ui.click("Start")
+        wait_until(lambda: locust_state(url) == "running", "running with rr")
+        time.sleep(LOAD_S)
+
+        ui.click("Edit")
+        wait_until(lambda: "Update" in page.evaluate(_BUTTONS), "the Edit form")
+        ui.set("strategy", "lc")
+        ui.click("Update")
+        notes = tmp_path / "run" / "raw" / "ui"
+        wait_until(lambda: (notes / "phase-001.json").exists(), "the switch to lc")
+        assert json.loads((notes / "phase-001.json").read_text())["strategy"] == "lc"
+        assert json.loads((notes / "phase-000.json").read_text())["end"] is not None
+        time.sleep(LOAD_S)
+        ui.click("Stop")
+        wait_until(lambda: locust_state(url) == "stopped", "stopped")
+    finally:
+        if page is not None:
+            page.close()
+
+    popen.send_signal(signal.SIGTERM)
+    popen.communicate(timeout=END_TIMEOUT_S)
+    err = (tmp_path / "lblab.err").read_text()
+    assert popen.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    _, alive = psutil.wait_procs(session, timeout=5)
+    assert not alive, f"left running: {alive}"
+    run = tmp_path / "run"
+    assert not [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(run) in " ".join(p.info["cmdline"] or [])
+    ]
+
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "done"
+    phases = [(p["scenario"], p["strategy"], p["status"]) for p in manifest["phases"]]
+    assert phases == [("sp+sr", "rr", "done"), ("sp+sr", "lc", "done")], phases
+    requests = pd.read_parquet(run / "requests.parquet")
+    counts = requests.groupby("strategy").size().to_dict()
+    assert counts.get("rr", 0) > 50 and counts.get("lc", 0) > 50, counts
+    assert requests.ok.all() and set(requests.scenario) == {"sp+sr"}
+    for entry in manifest["phases"]:
+        assert entry["requests"] == counts[entry["strategy"]] and entry["unaccounted"] == 0
+    for table in ("cpu", "picks"):
+        assert set(pd.read_parquet(run / f"{table}.parquet").strategy) == {"rr", "lc"}, table
+    assert (run / "report" / "index.html").stat().st_size > 10_000
+    assert "refused: strategy options: 'nonsense'" in (run / "logs" / "locust.log").read_text()
+    assert shot.stat().st_size > 20_000
