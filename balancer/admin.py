@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import hmac
 import logging
-import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from urllib.parse import unquote
 import orjson
 
 from balancer import checks
-from lblab.config import parse_hostport
+from lblab.config import check_weight, parse_hostport
 from lblab.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -343,10 +342,9 @@ async def _post_backend(node: BalancerNode, request: Request) -> Response:
     if not isinstance(backend_id, str) or not isinstance(address, str):
         raise HttpError(400, f"id and address must be strings; send e.g. {example}")
     checks.check_backend_id(backend_id)
-    if isinstance(weight, bool) or not isinstance(weight, int | float):
+    if isinstance(weight, str):  # JSON: a number, not text that parses as one
         raise HttpError(400, f"weight must be a number, not {weight!r}")
-    if not 0 < weight < math.inf:
-        raise HttpError(400, f"weight must be a finite number > 0, not {weight!r}")
+    weight = check_weight(weight, "weight")
     host, port = parse_hostport(address, "address")
     checks.check_host(host, "address")
     if backend_id in node.backends:

@@ -159,15 +159,9 @@ def balancer_command(
 
 
 def _weights(raw: dict[str, str]) -> dict[str, float]:
-    out = {}
-    for name, value in raw.items():
-        try:
-            out[name] = float(value)
-        except ValueError:
-            raise ConfigError(f"--weights: {name}={value!r} is not a number") from None
-        if not out[name] > 0:
-            raise ConfigError(f"--weights: {name}={value} must be > 0")
-    return out
+    from lblab.config import check_weight
+
+    return {name: check_weight(value, f"--weights {name}") for name, value in raw.items()}
 
 
 def _limits(setup_timeout: str, max_connections: int, max_pending_setup: int) -> float:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 import time
 from collections.abc import Mapping
@@ -37,6 +36,7 @@ from balancer.strategies.registry import make_strategy
 from balancer.streams import BackendPort, ClientPort
 from balancer.wiring import Wiring
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
+from lblab.config import check_weight
 from lblab.errors import ConfigError, RemoteProtocolError
 from lblab.loadreport import LoadReport
 from lblab.wire.codes import MAX_FRAME_LENGTH
@@ -351,8 +351,7 @@ class BalancerNode:
             raise ConfigError(f"backend {backend_id!r} is already in the pool")
         checks.check_backend_id(backend_id)
         checks.check_host(host, f"backend {backend_id}")
-        if not 0 < weight < math.inf:
-            raise ConfigError(f"backend weight must be a finite number > 0, not {weight}")
+        weight = check_weight(weight, f"backend {backend_id}")
         now = self.loop.time()
         address = BackendAddress(backend_id, host, port, weight)
         self.weights[backend_id] = weight

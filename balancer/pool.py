@@ -49,6 +49,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from lblab.config import check_weight
 from lblab.errors import ConfigError, LocalProtocolError
 from lblab.loadreport import LoadReport
 
@@ -86,13 +87,9 @@ class BackendSpec:
     def __post_init__(self) -> None:
         if not self.id:
             raise ConfigError("backend: the id is empty; give each backend a name like s1")
-        if not (isinstance(self.weight, int | float) and math.isfinite(self.weight)) or (
-            self.weight <= 0
-        ):
-            raise ConfigError(
-                f"backend {self.id}: weight {self.weight!r} must be a number > 0 "
-                "(leave a backend out of the pool instead of giving it weight 0)"
-            )
+        if not isinstance(self.weight, int | float):
+            raise ConfigError(f"backend {self.id}: weight {self.weight!r} is not a number")
+        check_weight(self.weight, f"backend {self.id}")
 
 
 @dataclass(slots=True)

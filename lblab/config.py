@@ -40,6 +40,27 @@ MAX_DURATION = 7 * 86400.0
 """Longest duration anything here accepts (a week): longer is a typo, not an experiment."""
 
 
+MAX_WEIGHT = 1e6
+"""Largest static weight: a million to one is past any capacity mix; more is a typo."""
+
+
+def check_weight(raw: object, where: str) -> float:
+    """A backend's static weight from any source (flags, TOML, JSON, the admin API): a
+    finite number in (0, ``MAX_WEIGHT``]. The one rule every driver and config applies."""
+    try:
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            raise TypeError
+        weight = float(raw)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{where}: {raw!r} is not a number; give e.g. 1 or 2.5") from None
+    if not (math.isfinite(weight) and 0 < weight <= MAX_WEIGHT):
+        raise ConfigError(
+            f"{where}: weight {raw!r} must be a number > 0 and at most {MAX_WEIGHT:g} "
+            "(leave a backend out of the pool instead of giving it weight 0)"
+        )
+    return weight
+
+
 def check_range(
     field: str,
     value: float,

@@ -36,6 +36,7 @@ from typing import Any
 
 from lblab.config import (
     check_range,
+    check_weight,
     parse_duration,
     parse_float,
     parse_hostport,
@@ -184,7 +185,7 @@ class TimelineEvent:
 
     def __post_init__(self) -> None:
         check_range("timeline.at", self.at, minimum=0)
-        check_range(f"timeline.{self.server}.weight", self.weight, above=0, maximum=1e6)
+        check_weight(self.weight, f"timeline.{self.server}.weight")
         if self.duration is not None:
             check_range(f"timeline.{self.server}.duration", self.duration, above=0)
 
@@ -254,7 +255,7 @@ class RunConfig:
                     f"weights.{server}: no server has that id (servers: {', '.join(ids)}); "
                     "give [weights] for the servers of this run"
                 )
-            check_range(f"weights.{server}", weight, above=0, maximum=1e6)
+            check_weight(weight, f"weights.{server}")
 
     def to_toml(self) -> str:
         return dumps_toml(self.raw)
@@ -461,7 +462,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
     )
     ids = [s.id for s in servers]
     weights = {
-        str(k): parse_float(v, f"weights.{k}")
+        str(k): check_weight(v, f"weights.{k}")
         for k, v in _table("weights", raw.get("weights", {})).items()
     }
 
@@ -535,7 +536,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
                 server=server,
                 scenarios=only,
                 spec=spec,
-                weight=parse_float(ev.get("weight", 1.0), f"{where}.weight"),
+                weight=check_weight(ev.get("weight", 1.0), f"{where}.weight"),
                 **_timed_fault(ev, where),
             )
         )

@@ -8,29 +8,16 @@ time with new weights without rebuilding the pool.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
-from lblab.errors import ConfigError
+from lblab.config import check_weight
 
 from .base import BackendView
 
 
 def validate_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
-    """A copy of ``weights``; every weight must be a finite number > 0."""
-    out: dict[str, float] = {}
-    for backend, raw in (weights or {}).items():
-        try:
-            w = float(raw)
-        except (TypeError, ValueError):
-            raise ConfigError(f"weights: {backend}={raw!r} is not a number") from None
-        if not (math.isfinite(w) and w > 0):
-            raise ConfigError(
-                f"weights: {backend}={raw!r}; a weight must be a number > 0 "
-                "(leave a backend out of the pool instead of giving it weight 0)"
-            )
-        out[backend] = w
-    return out
+    """A copy of ``weights``, each checked by ``lblab.config.check_weight``."""
+    return {b: check_weight(raw, f"weights.{b}") for b, raw in (weights or {}).items()}
 
 
 def weight_of(view: BackendView, overrides: Mapping[str, float]) -> float:

@@ -137,7 +137,7 @@ def test_print_config_round_trips() -> None:
             {"testbed": {"kind": "external", "balancer": "10.0.0.1:7878"}},
             r"without testbed.admin.*cannot switch",
         ),
-        ({"weights": {"s1": -1}}, r"weights.s1: -1.0 must be above 0"),
+        ({"weights": {"s1": -1}}, r"weights.s1: weight -1 must be a number > 0"),
         ({"servers": [{"id": "s1"}, {"id": "s1"}]}, r"repeat"),
         ({"timeline": [{"at": "1s", "action": "explode", "server": "s1"}]}, r"action"),
         ({"timeline": [{"at": "1s", "action": "kill", "server": "s9"}]}, r"'s9' is not one"),
