@@ -39,26 +39,25 @@ FIELDS = (
     UiField(
         "scenario",
         "sp+sr",
-        "package size x work volume: sp/mp/lp = 100 B/10 KB/1 MB request body, "
-        "sr/mr/lr = 10 KB/100 KB/1 MB of JSON work; variation draws one of the nine per request",
+        "package size sp/mp/lp = 100 B/10 KB/1 MB x work sr/mr/lr = 10/100/1000 KB; "
+        "variation mixes the nine",
         UI_SCENARIOS,
     ),
     UiField(
         "strategy",
         "rr",
-        "the balancer's algorithm (lblab strategies); Edit + Update switches it while the test runs",
+        "the balancer's algorithm, see lblab strategies; Edit + Update switches it while running",
         tuple(strategy_names()),
     ),
-    UiField("strategy_options", "", "key=value,... e.g. tie=random (empty: the config's)"),
+    UiField("strategy_options", "", "key=value,... e.g. tie=random; empty: the config's"),
     UiField(
         "load_model",
         "closed",
-        "closed: the users send, wait for the answer, repeat; open: requests due at a fixed "
-        "rate whatever the answers (one generator; the number of users is ignored)",
+        "closed: users wait for each answer; open: a fixed rate, one generator",
         MODELS,
     ),
     UiField("open_rate", "100", "open model: requests per second"),
-    UiField("arrival", "constant", "open model: constant gaps or Poisson arrivals", ARRIVALS),
+    UiField("arrival", "constant", "open model: constant gaps or Poisson", ARRIVALS),
 )
 
 

@@ -51,6 +51,7 @@ class SwarmPhases:
 
     def __init__(self, environment: Any, session: UiSession) -> None:
         self.env, self.session = environment, session
+        self.host = environment.host  # the testbed's balancer
         self.run_dir = Path(session.run_dir)
         self.admin = AdminClient(*session.admin)
         self.swarm: Swarm | None = None
@@ -75,6 +76,12 @@ class SwarmPhases:
         if state == STATE_STOPPING:
             raise ConfigError("the test is stopping; start the next one when it has stopped")
         running = state in (STATE_RUNNING, STATE_SPAWNING) and self.swarm is not None
+        host = form.get("host")
+        if host is not None and host.strip() != self.host:
+            raise ConfigError(
+                f"host: {host!r}: the users send to the testbed's balancer, {self.host}; "
+                "leave the Host field as it was"
+            )
         fallback = (
             self._form_of(self.swarm) if running else {f.dest: f.default for f in choices.FIELDS}
         )

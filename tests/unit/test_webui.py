@@ -1,0 +1,83 @@
+"""``lblab ui``'s form checks and its refusals before anything starts."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from lblab.errors import ConfigError
+from loadtests.webui.choices import FIELDS, UI_SCENARIOS, Swarm, parse_swarm
+from tests.run_fixture import run_lblab
+
+DEFAULTS = {f.dest: f.default for f in FIELDS}
+FORM = {"user_count": "4", "spawn_rate": "2", "scenario": "mp+lr", "strategy": "lc"}
+
+
+def test_a_form_gives_the_swarm_and_its_load() -> None:
+    swarm = parse_swarm({**FORM, "strategy_options": "tie=random"}, DEFAULTS)
+    assert swarm == Swarm("mp+lr", "lc", {"tie": "random"}, "closed", 0.0, "constant", 4, 2.0)
+    load = swarm.load((0.0, 0.0))
+    assert (load.model, load.users, load.spawn_rate, load.rate) == ("closed", 4, 2.0, 0.0)
+
+
+def test_the_open_model_is_one_generator_at_the_rate() -> None:
+    form = {**FORM, "load_model": "open", "open_rate": "250", "arrival": "poisson"}
+    load = parse_swarm(form, DEFAULTS).load((0.0, 0.0))
+    assert (load.model, load.users, load.rate, load.arrival) == ("open", 1, 250.0, "poisson")
+
+
+def test_every_builtin_scenario_is_offered() -> None:
+    assert len(UI_SCENARIOS) == 10 and "variation" in UI_SCENARIOS
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("strategy", "nope", "strategy: 'nope' is not one of r, rr"),
+        ("scenario", "xp+sr", "scenario: 'xp+sr' is not one of sp+sr"),
+        ("load_model", "half-open", "load model: 'half-open' is not one of closed, open"),
+        ("strategy_options", "tie", "strategy options: 'tie' is not NAME=VALUE"),
+        ("user_count", "ten", "number of users: 'ten' is not a whole number"),
+        ("user_count", "0", "number of users: 0 must be 1 or more"),
+        ("spawn_rate", "nan", "ramp up: nan is not a finite number"),
+    ],
+)
+def test_bad_fields_are_named(field: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("+", r"\+")):
+        parse_swarm({**FORM, field: value}, DEFAULTS)
+
+
+def test_an_open_rate_must_be_a_positive_number() -> None:
+    for rate, message in (("abc", "is not a number"), ("0", "must be above 0")):
+        with pytest.raises(ConfigError, match=f"open rate: .*{message}"):
+            parse_swarm({**FORM, "load_model": "open", "open_rate": rate}, DEFAULTS)
+
+
+def test_an_edit_keeps_what_it_does_not_send() -> None:
+    running = parse_swarm(FORM, DEFAULTS)
+    current = {**DEFAULTS, "scenario": "mp+lr", "strategy": "lc"}
+    edit = parse_swarm({"user_count": "8", "spawn_rate": "2", "strategy": "rr"}, current)
+    assert edit.same_load(running) and edit.strategy == "rr" and edit.users == 8
+
+
+def test_a_busy_web_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_lblab(["ui", "--web-port", str(port), "--out", str(tmp_path / "r")], 60)
+    assert result.returncode == 2, result.stderr
+    assert f"--web-port {port}: 127.0.0.1:{port} is not free" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_external_testbed_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "ext.toml"
+    config.write_text(
+        '[testbed]\nkind = "external"\nbalancer = "127.0.0.1:7878"\nadmin = "127.0.0.1:7879"\n'
+    )
+    result = run_lblab(["ui", "--config", str(config), "--out", str(tmp_path / "r")], 60)
+    assert result.returncode == 2, result.stderr
+    assert "lblab ui starts its own local testbed" in result.stderr
