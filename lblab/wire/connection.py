@@ -52,7 +52,6 @@ from lblab.wire.codes import (
     FLAG_METADATA,
     FLAG_RESPOND,
     FRAME_HEADER_LENGTH,
-    HEADER,
     LENGTH_PREFIX_LENGTH,
     MAJOR_VERSION,
     MAX_FRAME_LENGTH,
@@ -87,7 +86,6 @@ LIFETIME_CHECKS = 4
 _PREFIX_AND_HEADER = LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH
 _KEEPALIVE_MIN_LENGTH = FRAME_HEADER_LENGTH + 8  # and the 8-byte last received position
 _KEEPALIVE_REQUEST = encode_frame(Keepalive(respond=True))
-_unpack_header = HEADER.unpack_from
 _unpack_u32 = U32.unpack_from
 
 
@@ -102,6 +100,11 @@ class State(IntEnum):
     AWAITING_SETUP = 0
     OPEN = 1
     CLOSED = 2
+
+
+_AWAITING_SETUP = State.AWAITING_SETUP
+_OPEN = State.OPEN
+_CLOSED = State.CLOSED
 
 
 class Control(IntEnum):
@@ -450,10 +453,11 @@ class Connection:
     def next_event(self) -> Event | Frame | NeedData:
         """The next stream frame or event, or ``NEED_DATA``; ``NEED_DATA`` forever once
         closed (after ``ConnectionFailed`` or ``PeerClosed`` the adapter closes)."""
-        while self.state is not State.CLOSED:
-            buf, pos = self._buf, self._pos
+        buf = self._buf
+        while (state := self.state) is not _CLOSED:
+            pos = self._pos
             available = len(buf) - pos
-            if self.state is State.AWAITING_SETUP and self.check_prefix(buf, pos, available):
+            if state is _AWAITING_SETUP and self.check_prefix(buf, pos, available):
                 return self.close(ErrorCode.INVALID_SETUP, "")  # the failure check_prefix set
             if available < LENGTH_PREFIX_LENGTH:
                 return NEED_DATA
@@ -469,13 +473,16 @@ class Connection:
                     f"frame of {length} bytes is shorter than the 6-byte header",
                 )
             end = pos + LENGTH_PREFIX_LENGTH + length
-            if len(buf) < end:
+            if available < LENGTH_PREFIX_LENGTH + length:
                 return NEED_DATA
             self._pos = end
-            sid, type_flags = _unpack_header(buf, pos + LENGTH_PREFIX_LENGTH)
-            if sid == 0 or self.state is State.AWAITING_SETUP:
+            # Stream 0 (or before SETUP, when check_prefix has seen to stream 0): the rules.
+            if state is _AWAITING_SETUP or not (
+                buf[pos + 3] | buf[pos + 4] | buf[pos + 5] | buf[pos + 6]
+            ):
+                type_flags = (buf[pos + 7] << 8) | buf[pos + 8]
                 event = self._event(
-                    self.control_frame(buf, pos, length, sid, type_flags >> 10, type_flags & 0x3FF),
+                    self.control_frame(buf, pos, length, 0, type_flags >> 10, type_flags & 0x3FF),
                     buf,
                     pos,
                     end,
