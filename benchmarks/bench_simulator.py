@@ -15,7 +15,10 @@ Poisson arrivals at 80 % of the pool's capacity, p2c on queue length, no records
 - lblab: ``simulator.run.simulate`` with its defaults for this experiment (the
   balancer's ``Pool`` and ``p2c``, a row per request, picks sampled 1 in 100, a cpu
   sample per server every 250 ms, a 30 s deadline per request, the pool's 100 ms tick),
-  timed including the Arrow tables it returns.
+  timed including the Arrow tables it returns. Its event loop runs with Python's cyclic
+  garbage collector off (``simulator.clock.run_events``); the two SimPy models run as
+  written, with it on (off, the textbook model is no faster: its processes and events
+  form cycles, which then pile up).
 
 The three alternate in one process (bare, textbook, lblab, bare, ...; the same seed
 each round), so the machine's load drifts over all alike. It prints each round, the

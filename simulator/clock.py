@@ -1,24 +1,32 @@
-"""Scheduling on SimPy's clock at exact, reproducible instants.
+"""Scheduling on SimPy's clock at exact, reproducible instants, and the event loop.
 
 Simulated times are snapped to a 1 ns grid and pushed on the environment's queue as
 absolute times. Without it, float sums drift (``0.025 * 12 != 0.1 + 0.2``), and
 whether a completion and an arrival at "the same" instant are simultaneous would
 depend on rounding: Ingram's deterministic rows moved by 8 % on that alone.
 
-At one instant, events run by priority: completions and responses (SimPy's
+At one instant, entries run by priority: completions and responses (SimPy's
 ``NORMAL``) before new client sends (``LATE``), so a server that finishes at ``t`` is
 free for a request sent at ``t``, as in the reference calculation of Ingram's setup.
+
+Theory of operation. SimPy's queue holds ``(time, priority, id, event)``; ``at`` pushes
+``(time, priority, id, callback, value)`` on the same queue, numbered by the same
+counter, so both kinds interleave in SimPy's order. A callback entry is a tuple, not an
+``Event`` with its attribute dict and callback list: about a tenth of a simulated
+request's cost, twice per request. Only ``run_events`` can run such a queue (SimPy's
+``step`` unpacks four fields); SimPy events (processes, timeouts) still work in it.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import Any
 
 from simpy import Environment
 from simpy.core import StopSimulation
-from simpy.events import NORMAL, Event
+from simpy.events import NORMAL
 
 GRID = 1e9
 """Ticks per simulated second (1 ns)."""
@@ -27,47 +35,49 @@ LATE = 2
 
 
 def snap(t: float) -> float:
-    """``t`` on the grid: the exact time an event scheduled for ``t`` runs at."""
+    """``t`` on the grid: the exact time an entry scheduled for ``t`` runs at."""
     return round(t * GRID) / GRID
 
 
-class At(Event):
-    """A triggered event that runs ``callback(event)`` ``delay`` seconds from now."""
-
-    def __init__(
-        self,
-        env: Environment,
-        delay: float,
-        value: Any,
-        callback: Callable[[Any], None],
-        priority: int = NORMAL,
-    ) -> None:
-        # Inlined Event.__init__ plus Environment.schedule, as SimPy's own Timeout does,
-        # but with the absolute time snapped to the grid.
-        self.env = env
-        self.callbacks = [callback]
-        self._value = value
-        self._ok = True
-        heappush(  # type: ignore[misc]  # SimPy's queue is untyped
-            env._queue,
-            (round((env._now + delay) * GRID) / GRID, priority, next(env._eid), self),  # snap()
-        )
+def at(
+    env: Environment,
+    delay: float,
+    callback: Callable[[Any], None],
+    value: Any = None,
+    priority: int = NORMAL,
+) -> None:
+    """Run ``callback(value)`` ``delay`` seconds from now (snapped to the grid)."""
+    heappush(  # type: ignore[misc]  # SimPy's queue is untyped
+        env._queue,
+        (round((env._now + delay) * GRID) / GRID, priority, next(env._eid), callback, value),
+    )
 
 
 def run_events(env: Environment) -> int:
-    """Process events until the queue is empty or a callback stops the run; how many ran.
+    """Run the queue until it is empty or a callback stops the run; how many entries ran.
 
-    SimPy's ``Environment.step`` as a loop, without its call and ``try`` per event (about
-    3 % of a simulated request): the same order, the same ``env.now``, and a failed
-    event nobody defused raises as it does in ``step``. A ``StopSimulation`` from a
-    callback ends the run; the event that raised it is counted.
+    ``at`` entries call their callback; SimPy events run as in ``Environment.step``
+    (same order, same ``env.now``; a failed event nobody defused raises). A
+    ``StopSimulation`` from a callback ends the run; the entry that raised it is counted.
+
+    The cyclic garbage collector is off while the loop runs: a simulated request's
+    objects form no cycles (reference counting frees them), yet the collector's passes,
+    triggered by the allocations, cost about 15 % of a run at 1000 servers. The
+    collector runs as before once the loop ends, however it ends.
     """
     queue = env._queue  # type: ignore[attr-defined]  # SimPy's queue is untyped
     events = 0
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         while queue:
-            env._now, _, _, event = heappop(queue)
+            item = heappop(queue)
+            env._now = item[0]
             events += 1
+            if len(item) == 5:
+                item[3](item[4])
+                continue
+            event = item[3]
             callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
             for callback in callbacks:
                 callback(event)
@@ -77,4 +87,7 @@ def run_events(env: Environment) -> int:
                 raise exc
     except StopSimulation:
         pass
+    finally:
+        if collecting:
+            gc.enable()
     return events

@@ -1,10 +1,12 @@
 """A simulated server: ``workers`` identical workers in front of one FIFO queue.
 
-Theory of operation. Everything is a SimPy ``Timeout`` with a plain callback, not a
-process per request: a request that finds a free worker schedules its completion at
-once; otherwise it waits in a ``deque`` and the completing worker starts it. That is
-one heap event per request at the server, which is what lets a million requests run in
-minutes (a generator process per request costs about 3x as much).
+Theory of operation. Everything is a callback on the clock (``simulator.clock.at``),
+not a process per request: a request that finds a free worker schedules its completion
+at once; otherwise it waits in a ``deque`` and the completing worker starts it. That is
+one heap entry per request at the server, which is what lets a million requests run in
+minutes (a generator process per request costs about 3x as much). The server keeps no
+object of its own per request: it works on the driver's, any object with ``Job``'s
+attributes.
 
 The server keeps the books its agent and its response metadata report: busy-worker
 time integrated over time (utilisation = busy fraction of the workers, the simulated
@@ -16,27 +18,26 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from simpy import Environment
 
-from simulator.clock import At
+from simulator.clock import at
 from simulator.service import ServiceModel
 from simulator.slowdown import SlowWindow
 
 
-class Job:
-    """One attempt of a request at a server; the driver's request rides in ``req``."""
+class Job(Protocol):
+    """What a server reads and writes of one attempt of a request (the driver's object)."""
 
-    __slots__ = ("arrived", "package_bytes", "queue_s", "req", "service_s", "work_bytes")
-
-    def __init__(self, req: Any, work_bytes: int, package_bytes: int, arrived: float) -> None:
-        self.req = req
-        self.work_bytes = work_bytes
-        self.package_bytes = package_bytes
-        self.arrived = arrived
-        self.queue_s = 0.0
-        self.service_s = 0.0
+    work_bytes: int
+    package_bytes: int
+    arrived: float
+    """When the attempt reached the server (set by the driver before ``offer``)."""
+    queue_s: float
+    """Set by the server when the attempt starts: its wait in the queue."""
+    service_s: float
+    """Set by the server when the attempt starts: its service time."""
 
 
 class SimServer:
@@ -68,7 +69,7 @@ class SimServer:
         speed: float,
         capacity: int | None,
         rng: random.Random,
-        done: Callable[[SimServer, Job], None],
+        done: Callable[[SimServer, Any], None],
     ) -> None:
         self._env = env
         self.index = index
@@ -128,10 +129,9 @@ class SimServer:
         job.service_s = s = (
             self._model.sample(self._rng, job.work_bytes, job.package_bytes) * self._scale
         )
-        At(env, s, job, self._finish)
+        at(env, s, self._finish, job)
 
-    def _finish(self, event: At) -> None:
-        job: Job = event._value
+    def _finish(self, job: Job) -> None:
         now = self._env._now
         self._area += self.busy * (now - self._last_t)
         self._last_t = now

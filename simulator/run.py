@@ -39,9 +39,9 @@ from balancer.pool import BackendSpec, Pool
 from balancer.strategies.base import RequestView, Strategy
 from balancer.strategies.registry import make_strategy
 from lblab.loadreport import LoadReport
-from simulator.clock import GRID, LATE, At, run_events
+from simulator.clock import GRID, LATE, at, run_events
 from simulator.config import EPOCH, SimConfig, rng_stream
-from simulator.model import Job, SimServer
+from simulator.model import SimServer
 from simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
 from simulator.views import outcome, request_view
 from simulator.workload import ClosedUsers, ShapeSampler
@@ -53,13 +53,21 @@ _TIMEOUT = ERROR_CODE["timeout"]
 
 
 class _Request:
+    """A client's request, and its current attempt at a server (a ``simulator.model.Job``).
+
+    One attempt is at a server at a time (a refused one never queues; a timed-out one
+    is never tried again), so the server books its ``arrived``, ``queue_s`` and
+    ``service_s`` here: the row takes them only from the attempt that succeeded.
+    """
+
     __slots__ = (
+        "arrived",
         "deadline",
         "dispatches",
         "exclude",
         "id",
         "key",
-        "package",
+        "package_bytes",
         "queue_s",
         "request",
         "server",
@@ -69,15 +77,15 @@ class _Request:
         "t_sent",
         "tries",
         "view",
-        "work",
+        "work_bytes",
     )
 
     def __init__(self, rid: int, t_sent: float, package: int, work: int, key: bytes | None):
         self.id = rid
         self.t_sent = t_sent
         self.deadline = 0.0
-        self.package = package
-        self.work = work
+        self.package_bytes = package
+        self.work_bytes = work
         self.key = key
         self.tries = 0
         self.dispatches = 0
@@ -85,6 +93,7 @@ class _Request:
         self.view: Any = None
         self.request: RequestView | None = None
         self.t_dispatch = 0.0
+        self.arrived = 0.0
         self.state = _PENDING
         self.server = -1
         self.queue_s = _NAN
@@ -152,7 +161,6 @@ class Simulation:
             )
         self.strategy = strategy
         self.pool = Pool(specs, strategy, now=0.0)
-        self._index = {v.id: i for i, v in enumerate(self.pool.views)}
         self._response_reports = bool(getattr(strategy, "uses_response_reports", False))
         self._push_reports = bool(getattr(strategy, "uses_push_reports", False))
         self._agent_reports = bool(getattr(strategy, "uses_agent_reports", False))
@@ -192,13 +200,13 @@ class Simulation:
         if self._sent < self._requests:
             # Absolute send times: evenly spaced sends land exactly on k / rate.
             self._next_send += self.cfg.arrivals.gap(self._rng_arrivals)  # type: ignore[union-attr]
-            At(self.env, self._next_send - self.env._now, None, self._on_arrival_timer, LATE)
+            at(self.env, self._next_send - self.env._now, self._on_arrival_timer, None, LATE)
 
-    def _on_arrival_timer(self, _: At) -> None:
+    def _on_arrival_timer(self, _: None) -> None:
         self._send()
         self._next_arrival()
 
-    def _on_think_done(self, _: At) -> None:
+    def _on_think_done(self, _: None) -> None:
         if self._sent < self.cfg.requests:
             self._send()
 
@@ -215,7 +223,7 @@ class Simulation:
             if not self._watch_armed:
                 self._arm_watchdog()
         if self._client_delay:
-            At(self.env, self._client_delay, req, self._at_balancer)
+            at(self.env, self._client_delay, self._at_balancer, req)
         else:
             self._route(req)
 
@@ -228,11 +236,11 @@ class Simulation:
             (
                 EPOCH + req.t_sent,
                 (self.env._now - req.t_sent) * 1000.0,
-                req.queue_s * 1000.0,
-                req.service_s * 1000.0,
+                req.queue_s * 1000.0 if ok else _NAN,  # the attempt that succeeded
+                req.service_s * 1000.0 if ok else _NAN,
             )
         )
-        rows.longs.extend((req.id, req.package, req.work))
+        rows.longs.extend((req.id, req.package_bytes, req.work_bytes))
         rows.ints.extend((ok, error, req.server, req.dispatches))
         self._finished += 1
         req.view = req.request = None
@@ -242,7 +250,7 @@ class Simulation:
         if self._closed and self._sent < self._requests:
             think = self.cfg.arrivals.think_time(self._rng_arrivals)  # type: ignore[union-attr]
             if think > 0:
-                At(self.env, think, None, self._on_think_done, LATE)
+                at(self.env, think, self._on_think_done, None, LATE)
             else:
                 self._send()
         if self._finished == self._requests:
@@ -250,13 +258,12 @@ class Simulation:
             # after it would only move the clock (a 4 s run used to report 30 s).
             raise simpy.core.StopSimulation
 
-    def _on_client_reply(self, event: At) -> None:
-        req, ok, error = event._value
-        self._client_done(req, ok, error)
+    def _on_client_reply(self, reply: tuple[_Request, bool, int]) -> None:
+        self._client_done(*reply)
 
     def _reply(self, req: _Request, ok: bool, error: int) -> None:
         if self._client_delay:
-            At(self.env, self._client_delay, (req, ok, error), self._on_client_reply)
+            at(self.env, self._client_delay, self._on_client_reply, (req, ok, error))
         else:
             self._client_done(req, ok, error)
 
@@ -269,11 +276,11 @@ class Simulation:
         if watch:
             self._watch_armed = True
             delay = max(watch[0].deadline - self.env._now, 0.0)
-            At(self.env, delay, None, self._on_watchdog)
+            at(self.env, delay, self._on_watchdog)
         else:
             self._watch_armed = False
 
-    def _on_watchdog(self, _: At) -> None:
+    def _on_watchdog(self, _: None) -> None:
         now = self.env._now
         watch = self._watch
         while watch and (watch[0].state == _DONE or watch[0].deadline <= now):
@@ -291,21 +298,20 @@ class Simulation:
 
     # ---- balancer ------------------------------------------------------------------
 
-    def _at_balancer(self, event: At) -> None:
-        req: _Request = event._value
+    def _at_balancer(self, req: _Request) -> None:
         if req.state != _DONE:
             self._route(req)
 
     def _route(self, req: _Request) -> None:
         now = self.env._now
-        request = request_view(req.id, req.package, req.key, req.exclude, req.tries)
+        request = request_view(req.id, req.package_bytes, req.key, req.exclude, req.tries)
         pool = self.pool
         view = pool.pick(request, now)
         if view is None:
             # No eligible backend: the balancer answers REJECTED at once (DESIGN.md).
             self._reply(req, False, NO_BACKEND)
             return
-        i = self._index[view.id]
+        i = view.index  # the pool's list is the servers' list (nothing is removed)
         every = self._picks_every
         if every:
             self._picks_seen += 1
@@ -321,21 +327,20 @@ class Simulation:
         req.t_dispatch = now
         req.state = _DISPATCHED
         req.server = i
-        job = Job(req, req.work, req.package, now)
         delay = self._delay[i]
         if delay:
-            job.arrived = now + delay
-            At(self.env, delay, job, self._at_server)
+            req.arrived = now + delay
+            at(self.env, delay, self._at_server, req)
         else:
-            self._server_arrive(self.servers[i], job)
+            req.arrived = now
+            self._server_arrive(self.servers[i], req)
 
-    def _at_server(self, event: At) -> None:
-        job: Job = event._value
-        self._server_arrive(self.servers[job.req.server], job)
+    def _at_server(self, req: _Request) -> None:
+        self._server_arrive(self.servers[req.server], req)
 
-    def _server_arrive(self, server: SimServer, job: Job) -> None:
-        if not server.offer(job):
-            self._to_balancer(server, job, False, None)
+    def _server_arrive(self, server: SimServer, req: _Request) -> None:
+        if not server.offer(req):
+            self._to_balancer(server, req, False, None)
             return
         if self._push_reports:
             report = LoadReport(
@@ -347,7 +352,7 @@ class Simulation:
             )
             self._deliver_report(server.index, report, self._delay[server.index])
 
-    def _server_done(self, server: SimServer, job: Job) -> None:
+    def _server_done(self, server: SimServer, req: _Request) -> None:
         report = None
         if self._response_reports:
             report = LoadReport(
@@ -355,26 +360,25 @@ class Simulation:
                 source="response",
                 t=EPOCH + self.env._now,
                 inflight=server.load,
-                queue_ms=job.queue_s * 1000.0,
-                service_ms=job.service_s * 1000.0,
+                queue_ms=req.queue_s * 1000.0,
+                service_ms=req.service_s * 1000.0,
                 est_wait_ms=server.est_wait_ms(),
             )
-        self._to_balancer(server, job, True, report)
+        self._to_balancer(server, req, True, report)
 
     def _to_balancer(
-        self, server: SimServer, job: Job, ok: bool, report: LoadReport | None
+        self, server: SimServer, req: _Request, ok: bool, report: LoadReport | None
     ) -> None:
         delay = self._delay[server.index]
         if delay:
-            At(self.env, delay, (job, ok, report), self._on_response_timer)
+            at(self.env, delay, self._on_response_timer, (req, ok, report))
         else:
-            self._on_response(job, ok, report)
+            self._on_response(req, ok, report)
 
-    def _on_response_timer(self, event: At) -> None:
-        self._on_response(*event._value)
+    def _on_response_timer(self, response: tuple[_Request, bool, LoadReport | None]) -> None:
+        self._on_response(*response)
 
-    def _on_response(self, job: Job, ok: bool, report: LoadReport | None) -> None:
-        req: _Request = job.req
+    def _on_response(self, req: _Request, ok: bool, report: LoadReport | None) -> None:
         if req.state != _DISPATCHED or req.request is None:
             return  # timed out already: the balancer has dropped this stream
         now = self.env._now
@@ -389,10 +393,8 @@ class Simulation:
             now,
         )
         if ok:
-            req.queue_s = job.queue_s
-            req.service_s = job.service_s
             if self._client_delay:
-                At(self.env, self._client_delay, (req, True, NO_ERROR), self._on_client_reply)
+                at(self.env, self._client_delay, self._on_client_reply, (req, True, NO_ERROR))
             else:
                 self._client_done(req, True, NO_ERROR)  # _reply, inlined: once per request
             return
@@ -407,15 +409,15 @@ class Simulation:
 
     def _deliver_report(self, index: int, report: LoadReport, delay: float) -> None:
         if delay:
-            At(self.env, delay, (index, report), self._on_report_timer)
+            at(self.env, delay, self._on_report_timer, (index, report))
         else:
             self.pool.report(self.names[index], report, self.env._now)
 
-    def _on_report_timer(self, event: At) -> None:
-        index, report = event._value
+    def _on_report_timer(self, delivery: tuple[int, LoadReport]) -> None:
+        index, report = delivery
         self.pool.report(self.names[index], report, self.env._now)
 
-    def _sample(self, _: At | None = None) -> None:
+    def _sample(self, _: None = None) -> None:
         now = self.env._now
         period = self.cfg.report_period
         cpu = self.cpu
@@ -442,24 +444,21 @@ class Simulation:
         if reports:
             delay = self.cfg.report_delay
             if delay:
-                At(self.env, delay, reports, self._on_agent_batch)
+                at(self.env, delay, self._apply_agent, reports)
             else:
                 self._apply_agent(reports)
         if self._finished < self.cfg.requests:
-            At(self.env, period, None, self._sample)
-
-    def _on_agent_batch(self, event: At) -> None:
-        self._apply_agent(event._value)
+            at(self.env, period, self._sample)
 
     def _apply_agent(self, reports: Sequence[LoadReport]) -> None:
         now = self.env._now
         for r in reports:
             self.pool.report(r.server, r, now)
 
-    def _tick(self, _: At) -> None:
+    def _tick(self, _: None) -> None:
         self.pool.tick(self.env._now)
         if self._finished < self.cfg.requests:
-            At(self.env, self.cfg.tick_period, None, self._tick)
+            at(self.env, self.cfg.tick_period, self._tick)
 
     # ---- run ---------------------------------------------------------------------
 
@@ -467,8 +466,8 @@ class Simulation:
         wall0 = time.perf_counter()
         self._last_sample = [(0.0, 0)] * len(self.servers)
         self._start_clients()
-        At(self.env, self.cfg.report_period, None, self._sample)
-        At(self.env, self.cfg.tick_period, None, self._tick)
+        at(self.env, self.cfg.report_period, self._sample)
+        at(self.env, self.cfg.tick_period, self._tick)
         env = self.env
         events = run_events(env)
         if self._finished != self.cfg.requests:

@@ -208,7 +208,7 @@ class SeedResult:
 
 def run_seed(policy: Policy, rho: float, requests: int, seed: int, tails: int = 0) -> SeedResult:
     """One simulated run: the mean time in system after warm-up, and tail fractions."""
-    from simulator.clock import At
+    from simulator.clock import at
     from simulator.config import EPOCH, ServerGroup, SimConfig, rng_stream
     from simulator.run import Simulation
     from simulator.service import Exponential
@@ -243,16 +243,16 @@ def run_seed(policy: Policy, rho: float, requests: int, seed: int, tails: int = 
     samples: list[tuple[float, list[int]]] = []
     """(time, servers with exactly 0, 1, ..., >= tails jobs) every SAMPLE_PERIOD."""
 
-    def sample(_: At) -> None:
+    def sample(_: None) -> None:
         if sim.env.now >= warm:
             counts = [0] * (tails + 1)
             for server in sim.servers:
                 counts[min(server.load, tails)] += 1
             samples.append((sim.env.now, counts))
-        At(sim.env, SAMPLE_PERIOD, None, sample)  # the run stops at its last answer
+        at(sim.env, SAMPLE_PERIOD, sample)  # the run stops at its last answer
 
     if tails:
-        At(sim.env, SAMPLE_PERIOD, None, sample)
+        at(sim.env, SAMPLE_PERIOD, sample)
     result = sim.run()
     t_sent = result.requests.column("t_sent").to_numpy() - EPOCH
     latency = result.requests.column("latency_ms").to_numpy()
