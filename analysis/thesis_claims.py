@@ -44,6 +44,16 @@ FIVE = ("r", "rr", "wrr", "lc", "dwrr")
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NA = "supported", "contradicted", "inconclusive", "n/a"
 
 
+PHASE_COLUMNS = [
+    "strategy",
+    "scenario",
+    "replication",
+    "balancer_us",
+    "failed_checks",
+    "idle_picks",
+]
+
+
 class MissingCells(LookupError):
     """The run has no complete replication of the strategies x scenarios a claim needs."""
 
@@ -55,19 +65,16 @@ class RunTables:
     ``units``: ``analysis.metrics.unit_metrics`` (one row per strategy, scenario and
     replication). ``servers``: ``server_metrics`` (the same, per server: requests, share,
     cpu_mean). ``large`` is the server with the largest CPU allowance, ``small`` the others.
-    ``phases``: one row per unit with ``balancer_us`` (balancer CPU per request) and
-    ``failed_checks`` (names of the runner's validity checks that failed), when known.
+    ``phases``: one row per unit with ``balancer_us`` (balancer CPU per request),
+    ``failed_checks`` (names of the runner's validity checks that failed) and
+    ``idle_picks`` (share of picks whose server had nothing in flight), when known.
     """
 
     units: pd.DataFrame
     servers: pd.DataFrame
     large: str
     small: tuple[str, ...]
-    phases: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(
-            columns=["strategy", "scenario", "replication", "balancer_us", "failed_checks"]
-        )
-    )
+    phases: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PHASE_COLUMNS))
 
 
 def tables_from_frames(
@@ -104,7 +111,8 @@ def _server_sizes(manifest: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
     return large, tuple(s for s in quotas if s != large)
 
 
-def _phase_facts(manifest: Mapping[str, Any]) -> pd.DataFrame:
+def _phase_facts(manifest: Mapping[str, Any], picks: pd.DataFrame) -> pd.DataFrame:
+    """Per unit: balancer CPU per request and failed checks (manifest), idle picks."""
     rows = []
     for p in manifest.get("phases") or []:
         if not isinstance(p, dict) or p.get("status") != "done":
@@ -119,9 +127,20 @@ def _phase_facts(manifest: Mapping[str, Any]) -> pd.DataFrame:
         )
         failed = [v["name"] for v in p.get("verdicts") or [] if v.get("level") == "fail"]
         rows.append((p["strategy"], p["scenario"], int(p["replication"]), us, failed))
-    return pd.DataFrame(
+    facts = pd.DataFrame(
         rows, columns=["strategy", "scenario", "replication", "balancer_us", "failed_checks"]
     )
+    if picks.empty:
+        return facts.assign(idle_picks=math.nan)
+    idle = (
+        picks.assign(idle=picks["inflight_at_pick"].eq(0))
+        .groupby(["strategy", "scenario", "replication"], observed=True)["idle"]
+        .mean()
+        .rename("idle_picks")
+        .reset_index()
+    )
+    idle = idle.astype({"strategy": str, "scenario": str, "replication": int})
+    return facts.merge(idle, on=["strategy", "scenario", "replication"], how="left")
 
 
 def load_run(path: str | Path) -> RunTables:
@@ -131,8 +150,9 @@ def load_run(path: str | Path) -> RunTables:
     large, small = _server_sizes(manifest)
     requests = results.table("requests", REQUEST_COLUMNS)
     cpu = results.table("cpu", CPU_COLUMNS)
+    picks = results.table("picks", ["inflight_at_pick"])
     return tables_from_frames(
-        requests, cpu, large, small, results.windows(), _phase_facts(manifest)
+        requests, cpu, large, small, results.windows(), _phase_facts(manifest, picks)
     )
 
 
@@ -313,6 +333,14 @@ def _pick_us(t: RunTables, strategies: Sequence[str], scenario: str) -> str:
     return f"{values.mean():.0f} us" if len(values) else "unknown us"
 
 
+def _idle(t: RunTables, strategy: str, scenario: str) -> str:
+    """How often the picked server had nothing in flight: counts that return to 0."""
+    rows = t.phases[(t.phases["strategy"] == strategy) & (t.phases["scenario"] == scenario)]
+    values = pd.to_numeric(rows.get("idle_picks", pd.Series(dtype=float)), errors="coerce")
+    values = values.dropna()
+    return f"{values.mean():.0%}" if len(values) else "an unknown share"
+
+
 def _share(t: RunTables, strategies: Sequence[str], scenario: str) -> str:
     """The large server's share of the requests (0 where it had none)."""
     try:
@@ -342,17 +370,19 @@ def _why_large_cpu(t: RunTables) -> str:
 
 def _why_large_share(strategy: str) -> Callable[[RunTables], str]:
     def why(t: RunTables) -> str:
-        cells = ", ".join(f"{s} {_share(t, [strategy], s)}" for s in CLOSED)
+        cells = ", ".join(
+            f"{c} {_share(t, [strategy], c)} at {_rate(t, [strategy], c)}" for c in CLOSED
+        )
         if strategy == "wrr":
             return (
                 f"lblab's configuration: wrr's static weights set the large server's share "
                 f"({cells}); check the run's [weights] (the thesis preset: 1, 1, 4)"
             )
         return (
-            f"lblab's harness: its dwrr weighs servers by served requests per unit of CPU "
-            f"from the agents (large server's share: {cells}), the thesis's DWRR by response "
-            "time (lblab's `dwrr-latency`); when the large server's CPU reads low on a busy "
-            "machine its weight drops"
+            f"lblab's harness: its dwrr weighs servers by requests served per unit of CPU, "
+            f"re-estimated every 0.5 s (the thesis's DWRR weighed by response time: lblab's "
+            f"`dwrr-latency`); the large server's share ({cells}) is a majority where a 0.5 s "
+            "interval holds many requests and falls where it holds a few heavy ones"
         )
 
     return why
@@ -378,19 +408,27 @@ def _why_lc_light(t: RunTables) -> str:
 
 def _why_lc_first_two(t: RunTables) -> str:
     return (
-        f"lblab's load: 10 closed-loop users keep {_cpu(t, ['lc'], SMALL_CELL)} under lc in "
-        f"{SMALL_CELL}, so the small servers always hold requests in flight and LC, counting "
-        f"them exactly, sends the rest to {t.large}; the thesis's light tests are not light "
-        f"here (in the light test {t.large} took {_share(t, ['lc'], LIGHT)})"
+        f"lblab's load: under lc in {SMALL_CELL} {_cpu(t, ['lc'], SMALL_CELL)}; with "
+        "closed-loop users and no think time the small servers are rarely idle, so how much "
+        f"reaches {t.large} depends on how often they hold more in flight than it (in the "
+        f"light test, where they are idle, {t.large} took {_share(t, ['lc'], LIGHT)})"
     )
+
+
+def _large_wait(t: RunTables, strategies: Sequence[str], scenario: str) -> str:
+    """``s3 answered in 371 ms at 29 % of its CPU``: how the large server fared."""
+    latency = _avg(t, "latency_mean_ms", strategies, [scenario], [t.large])
+    cpu = _avg(t, "cpu_mean", strategies, [scenario], [t.large])
+    return f"{t.large} answered in {latency:.0f} ms on average at {cpu:.0f} % of its CPU"
 
 
 def _why_dynamic_large(t: RunTables) -> str:
     return (
         f"lblab's harness: in {LARGE_CELL} r, rr ran {_rate(t, STATIC, LARGE_CELL)} with "
-        f"{_cpu(t, STATIC, LARGE_CELL)}, lc, dwrr {_rate(t, DYNAMIC, LARGE_CELL)} with "
-        f"{_cpu(t, DYNAMIC, LARGE_CELL)}: the large server's spare capacity is what dynamic "
-        "algorithms can add, and on a busy 2-core machine it has little to give"
+        f"{_cpu(t, STATIC, LARGE_CELL)}, lc, dwrr {_rate(t, DYNAMIC, LARGE_CELL)}, where "
+        f"{_large_wait(t, DYNAMIC, LARGE_CELL)}: it waits for the shared cores, not its "
+        "quota, so the spare capacity dynamic algorithms would use is not there on a busy "
+        "2-core machine"
     )
 
 
@@ -415,7 +453,7 @@ def _why_wrr_small(t: RunTables) -> str:
 
 def _why_static_latency(t: RunTables) -> str:
     return (
-        f"lblab's harness: with 10 closed-loop users mean latency is users / throughput: in "
+        f"lblab's harness: with closed-loop users mean latency is users / throughput: in "
         f"{VARIATION} r, rr {_lat(t, STATIC, VARIATION)} at {_rate(t, STATIC, VARIATION)}, "
         f"lc, dwrr {_lat(t, DYNAMIC, VARIATION)} at {_rate(t, DYNAMIC, VARIATION)}; the "
         f"balancer's CPU per request ({_pick_us(t, STATIC, VARIATION)} vs "
@@ -425,11 +463,12 @@ def _why_static_latency(t: RunTables) -> str:
 
 def _why_dwrr_vs_lc(t: RunTables) -> str:
     return (
-        f"lblab's harness: in {VARIATION} lc kept {_cpu(t, ['lc'], VARIATION)} "
-        f"({_lat(t, ['lc'], VARIATION)}), dwrr {_cpu(t, ['dwrr'], VARIATION)} "
-        f"({_lat(t, ['dwrr'], VARIATION)}): LC's exact in-flight counts hold each small "
-        "server to its share of the queue; the thesis's 50 % needs LC to overload them, as "
-        "in-flight counts that leak or servers that block while working would"
+        f"lblab's harness: in {VARIATION} lc {_lat(t, ['lc'], VARIATION)} with "
+        f"{_cpu(t, ['lc'], VARIATION)}, dwrr {_lat(t, ['dwrr'], VARIATION)} with "
+        f"{_cpu(t, ['dwrr'], VARIATION)}; LC's in-flight counts are exact (its picks in the "
+        f"light test found the server idle {_idle(t, 'lc', LIGHT)} of the time), so it does "
+        "not pile large requests on the small servers as the thesis's LC did, and dwrr's "
+        "0.5 s weights lag the mix of 10 KB to 1 MB work"
     )
 
 
@@ -477,9 +516,10 @@ def _why_failures_1mb(t: RunTables) -> str:
         "the thesis's harness: with 1 MB of work the failure rate is "
         f"{_avg(t, 'failure_rate', DYNAMIC, [LARGE_CELL]):.2%} under lc, dwrr and "
         f"{_avg(t, 'failure_rate', STATIC, [LARGE_CELL]):.2%} under r, rr, the slowest "
-        f"answer {slowest / 1000:.1f} s; lblab keeps one connection per client and backend, "
-        "servers that never block their event loop and in-flight counts that cannot leak, "
-        "where the thesis opened a connection per request"
+        f"answer {slowest / 1000:.1f} s: lblab keeps one connection per "
+        "client and backend (the thesis opened one per request), servers that never block "
+        "their event loop, and in-flight counts that return to 0 (lc's picks in the light "
+        f"test found the server idle {_idle(t, 'lc', LIGHT)} of the time)"
     )
 
 
@@ -837,7 +877,8 @@ def judge(claim: Claim, tables: RunTables) -> Judgement:
     else:
         why = claim.why(tables)
         if verdict == INCONCLUSIVE:
-            why = f"the interval straddles {claim.format(claim.threshold)}; {why}"
+            each = ", ".join(claim.format(v) for v in values)
+            why = f"the interval straddles {claim.format(claim.threshold)} (replications: {each}); {why}"
     return Judgement(claim, values.tolist(), ci, verdict, why, _failed_checks(tables, values))
 
 
