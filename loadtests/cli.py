@@ -142,6 +142,11 @@ def register(app: typer.Typer) -> None:
                     f"{flag}: {manifest_path} has no config and phases; it was not written by "
                     "`lblab run`"
                 )
+            if (data.get("config_given") or {}).get("command") == "ui":
+                raise ConfigError(
+                    f"{flag}: {run_dir} was recorded by `lblab ui` (its phases are swarms, not "
+                    f"a plan); rebuild its report with `lblab report {run_dir}`"
+                )
             cfg = runconfig.resolve(None, data["config"], {})
             verb = "resuming" if resume else "collecting"
             console.print(f"{verb} {run_dir} (its own config; other flags are ignored)")

@@ -111,8 +111,12 @@ def register(app: typer.Typer) -> None:
         manifest.save()
         console.print(f"run directory: {run_dir}")
         code = serve(cfg, run_dir, manifest, web_port, console)
-        if any(p.get("requests") for p in manifest.data["phases"]):
-            summary.finish(run_dir, console)
-        else:
+        if not any(p.get("requests") for p in manifest.data["phases"]):
             console.print("no swarm recorded a request: no report")
+            raise typer.Exit(code)
+        try:
+            summary.finish(run_dir, console)
+        except KeyboardInterrupt:  # a second Ctrl-C: the tables stand, the report waits
+            console.print(f"report not written; write it with: lblab report {run_dir}")
+            raise typer.Exit(130) from None
         raise typer.Exit(code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -81,3 +82,13 @@ def test_an_external_testbed_is_refused(tmp_path: Path) -> None:
     result = run_lblab(["ui", "--config", str(config), "--out", str(tmp_path / "r")], 60)
     assert result.returncode == 2, result.stderr
     assert "lblab ui starts its own local testbed" in result.stderr
+
+
+def test_a_ui_run_is_not_resumed_as_a_plan(tmp_path: Path) -> None:
+    run = tmp_path / "ui-run"
+    run.mkdir()
+    manifest = {"config_given": {"command": "ui"}, "config": {}, "phases": []}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    result = run_lblab(["run", "--resume", "--out", str(run)], 60)
+    assert result.returncode == 2, result.stderr
+    assert "was recorded by `lblab ui`" in result.stderr and "lblab report" in result.stderr
