@@ -159,7 +159,8 @@ def register(app: typer.Typer) -> None:
         """What changed between runs, and which metric differences are significant."""
         from rich.console import Console
 
-        from analysis.compare import compare, default_out, print_report, write_report
+        from analysis.compare import compare, default_out, print_report
+        from analysis.compare_report import write_report
 
         report = compare(runs, metric or [])
         page = write_report(report, out or default_out(report))

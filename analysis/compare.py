@@ -367,19 +367,6 @@ def to_json(report: Report) -> dict[str, Any]:
     )
 
 
-def write_report(report: Report, out: Path) -> Path:
-    """Write ``out/compare.json`` and ``out/index.html``; returns the page."""
-    from analysis.compare_report import render_html
-
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; pass a folder (it is created if missing)")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / COMPARE_JSON).write_text(json.dumps(to_json(report), indent=2) + "\n")
-    page = out / "index.html"
-    page.write_text(render_html(report))
-    return page
-
-
 # ------------------------------------------------------------------ words and numbers
 
 

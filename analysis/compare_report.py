@@ -8,9 +8,12 @@ difference per strategy x scenario. ``analysis/compare.py`` computes everything.
 from __future__ import annotations
 
 import html
+import json
+from pathlib import Path
 from typing import Any
 
 from analysis.compare import (
+    COMPARE_JSON,
     VERDICT_TEXT,
     Change,
     Comparison,
@@ -22,7 +25,9 @@ from analysis.compare import (
     fmt_value,
     headline,
     sentence,
+    to_json,
 )
+from lblab.errors import ConfigError
 
 CONFIG_ROWS = 80
 """Config keys shown per comparison; the rest are counted (a live run against a
@@ -171,3 +176,14 @@ def render_html(report: Report) -> str:
             "</body></html>\n",
         ]
     )
+
+
+def write_report(report: Report, out: Path) -> Path:
+    """Write ``out/compare.json`` and ``out/index.html``; returns the page."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a folder (it is created if missing)")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / COMPARE_JSON).write_text(json.dumps(to_json(report), indent=2) + "\n")
+    page = out / "index.html"
+    page.write_text(render_html(report))
+    return page

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,7 +146,7 @@ class BalancerNode:
         }
         self.clients: set[ClientConnection] = set()
         self.retired: list[BackendPort] = []
-        self.servers: list[asyncio.Server] = []
+        self.servers: dict[str, asyncio.Server] = {}
         self._tick_handle: asyncio.TimerHandle | None = None
         self._next_lifetime_check = now
         self._next_flush = now + FLUSH_INTERVAL_S
@@ -163,52 +163,44 @@ class BalancerNode:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self, connect_timeout: float = 5.0) -> None:
-        """Listen, connect every backend (waiting up to ``connect_timeout`` for the first
-        attempts, so early requests are not refused), start the periodic timer."""
-        from balancer.admin import start_admin
-        from balancer.agent_listener import start_agent_listener
-
+        """Connect every backend (waiting up to ``connect_timeout`` for the first attempts,
+        so early requests are not refused), listen on ``--port``, start the timer."""
         waits = [b.start() for b in self.backends.values()]
         if waits:
             await asyncio.wait_for(asyncio.gather(*waits), connect_timeout)
-        host, admin_host = self.config.host, self.config.admin_host
         setup_timeout_s = self.config.setup_timeout_s
-        listeners = [
-            (
-                "--port",
-                self.config.port,
-                lambda p: self.loop.create_server(
-                    lambda: ClientConnection(self.wiring, self.admission, setup_timeout_s),
-                    host,
-                    p,
-                ),
+        await self.listen(
+            "port",
+            self.config.port,
+            lambda p: self.loop.create_server(
+                lambda: ClientConnection(self.wiring, self.admission, setup_timeout_s),
+                self.config.host,
+                p,
             ),
-            ("--agent-port", self.config.agent_port, lambda p: start_agent_listener(self, host, p)),
-            ("--admin-port", self.config.admin_port, lambda p: start_admin(self, admin_host, p)),
-        ]
-        for flag, port, listen in listeners:
-            if port is None:
-                continue
-            try:
-                self.servers.append(await listen(port))
-            except OSError as exc:
-                raise ConfigError(f"{flag} {port}: cannot listen: {exc}") from exc
+        )
         self._tick_handle = self.loop.call_later(TICK_S, self._tick)
 
+    async def listen(
+        self, name: str, port: int, open_server: Callable[[int], Awaitable[asyncio.Server]]
+    ) -> None:
+        """Open one of the node's ports (``port``, ``agent_port``, ``admin_port``); a port
+        that cannot be opened is a ``ConfigError`` naming its flag."""
+        try:
+            self.servers[name] = await open_server(port)
+        except OSError as exc:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} {port}: cannot listen: {exc}") from exc
+
     def ports(self) -> dict[str, int | None]:
-        names = ["port"]
-        if self.config.agent_port is not None:
-            names.append("agent_port")
-        if self.config.admin_port is not None:
-            names.append("admin_port")
-        out: dict[str, int | None] = {"port": None, "agent_port": None, "admin_port": None}
-        for name, server in zip(names, self.servers, strict=True):
-            out[name] = server.sockets[0].getsockname()[1]
-        return out
+        """The bound port of each of ``port``, ``agent_port``, ``admin_port`` (None: closed)."""
+        return {
+            name: (self.servers[name].sockets[0].getsockname()[1] if name in self.servers else None)
+            for name in ("port", "agent_port", "admin_port")
+        }
 
     async def close(self, grace_s: float = 2.0) -> None:
         """Stop accepting, let in-flight streams finish for up to ``grace_s``, then close all."""
-        for server in self.servers:
+        for server in self.servers.values():
             server.close()
         deadline = self.loop.time() + grace_s
         while any(c.streams for c in self.clients) and self.loop.time() < deadline:

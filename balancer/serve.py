@@ -7,6 +7,8 @@ import ctypes
 import ctypes.util
 import logging
 
+from balancer.admin import start_admin
+from balancer.agent_listener import start_agent_listener
 from balancer.node import BalancerNode, NodeConfig
 from lblab.procs import announce_ready, stop_on_signals
 
@@ -44,6 +46,16 @@ async def serve(config: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     node = BalancerNode(config, loop)
     await node.start()
+    host = config.host
+    if config.agent_port is not None:
+        await node.listen(
+            "agent_port", config.agent_port, lambda p: start_agent_listener(node, host, p)
+        )
+    if config.admin_port is not None:
+        admin_host = config.admin_host
+        await node.listen(
+            "admin_port", config.admin_port, lambda p: start_admin(node, admin_host, p)
+        )
     stop = stop_on_signals(loop)
     announce_ready("balancer", **node.ports(), strategy=node.strategy.name)
     await stop.wait()

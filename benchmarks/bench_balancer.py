@@ -275,6 +275,7 @@ def main() -> None:
         addresses["haproxy"] = [("127.0.0.1", port)] * args.connections
         pids["haproxy"] = proc.pid
     results: dict[tuple[str, int, str], list[dict[str, float]]] = {}
+    pick_direct = random.Random(0)  # which echo server a 1-in-flight "direct" cell uses
 
     async def run_all() -> None:
         for size_name in sizes:
@@ -284,7 +285,9 @@ def main() -> None:
                     for target in targets:
                         addrs = addresses[target]
                         if conc == 1:
-                            addrs = addrs[:1] if target != "direct" else [random.choice(direct)]
+                            addrs = (
+                                addrs[:1] if target != "direct" else [pick_direct.choice(direct)]
+                            )
                         r = await measure(addrs, SIZES[size_name], conc, seconds, pids[target])
                         results.setdefault((size_name, conc, target), []).append(r)
 

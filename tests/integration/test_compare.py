@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.compare import compare, default_out, verdict_of, write_report
+from analysis.compare import compare, default_out, verdict_of
+from analysis.compare_report import write_report
 from analysis.stats import welch_diff
 from analysis.synthetic import write_synthetic_run
 from lblab.errors import ConfigError

@@ -118,8 +118,8 @@ def test_frame_type_values_match_the_spec():
 
 
 def test_a_request_larger_than_the_replay_bound_is_let_go_not_kept():
-    from balancer.streams import MAX_REPLAY_BYTES, Stream
     from balancer.strategies.base import RequestView
+    from balancer.streams import MAX_REPLAY_BYTES, Stream
 
     stream = Stream(None, 1, FrameType.REQUEST_RESPONSE, RequestView(request_id=1), 0.0, 1.0)
     chunk = bytearray(MAX_REPLAY_BYTES // 4)
