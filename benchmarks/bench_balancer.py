@@ -1,17 +1,21 @@
 """Benchmark of the balancer node: what does forwarding through it cost?
 
-``uv run python benchmarks/bench_balancer.py [--rounds 3] [--seconds 1.0] [--strategy rr]``
+``uv run python benchmarks/bench_balancer.py [--rounds 3] [--seconds 1.0] [--strategy rr]
+[--baseline REV]``
 
 Three rsocket-py echo backends (``benchmarks/echo_backend.py``) and one raw-frame client
 (``lblab.wire`` frames on asyncio, closed loop, pipelining): in one run, in interleaved
 rounds, the client either spreads requests over the three backends itself ("direct")
-or sends them all through ``lblab balancer`` ("through"); with ``haproxy`` on PATH also
-through HAProxy in TCP mode, as a reference. For 100 B, 10 KB and 1 MB request-response
+or sends them all through ``lblab balancer`` ("through"); with ``--baseline REV`` also
+through the balancer of git revision REV ("baseline", the same backends, its own
+process: before and after a change in one run); with ``haproxy`` on PATH also through
+HAProxy in TCP mode, as a reference. For 100 B, 10 KB and 1 MB request-response
 payloads (echoed back), one request at a time and 64 in flight, it prints:
 
 - added p50 / p99 latency (through minus direct, medians over rounds),
 - throughput ratio through / direct,
 - balancer CPU per request: user + sys time of its process over the measured window,
+  and with a baseline each figure of "through" divided by the baseline's,
 - and ``pick`` alone in microseconds per registered strategy (pure Python, no I/O).
 
 The client uses the same number of connections for every target (``--connections``,
@@ -48,7 +52,7 @@ from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 HERE = Path(__file__).resolve().parent
 SIZES = {"100B": 100, "10KB": 10_000, "1MB": 1_000_000}
 CONCURRENCY = (1, 64)
-TARGETS = ("direct", "through", "haproxy")
+TARGETS = ("direct", "through", "baseline", "haproxy")
 
 
 # ---------------------------------------------------------------- raw-frame client
@@ -166,7 +170,26 @@ async def measure(
 # ---------------------------------------------------------------- the testbed
 
 
-def start_testbed(workdir: Path, strategy: str, with_haproxy: bool) -> dict[str, object]:
+def export_revision(rev: str, into: Path) -> Path:
+    """The source tree of git revision ``rev`` (``git archive``), to run its balancer
+    with this environment's dependencies."""
+    into.mkdir(parents=True)
+    repo = HERE.parent
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", rev],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    if archive.returncode:
+        raise SystemExit(f"--baseline {rev}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True, timeout=60)
+    return into
+
+
+def start_testbed(
+    workdir: Path, strategy: str, with_haproxy: bool, baseline: str | None = None
+) -> dict[str, object]:
     backends = [
         spawn(
             f"e{i}",
@@ -180,6 +203,15 @@ def start_testbed(workdir: Path, strategy: str, with_haproxy: bool) -> dict[str,
         args += ["--backend", f"{b.ready['id']}=127.0.0.1:{b.ready['port']}"]
     balancer = spawn("balancer", lblab_command(*args), log_path=workdir / "balancer.log")
     bed: dict[str, object] = {"backends": backends, "balancer": balancer}
+    if baseline is not None:
+        tree = export_revision(baseline, workdir / "baseline-tree")
+        bed["baseline"] = spawn(
+            "baseline balancer",
+            lblab_command(*args),
+            log_path=workdir / "baseline.log",
+            # The old tree first on the path, and not the working directory (this tree).
+            env={**os.environ, "PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"},
+        )
     if with_haproxy:
         bed["haproxy"] = start_haproxy(workdir, backends)
     return bed
@@ -216,6 +248,8 @@ def stop_testbed(bed: dict[str, object]) -> None:
         proc.terminate()
         proc.wait(5)
     stop(bed["balancer"])  # type: ignore[arg-type]
+    if "baseline" in bed:
+        stop(bed["baseline"])  # type: ignore[arg-type]
     for b in bed["backends"]:  # type: ignore[attr-defined]
         stop(b)
 
@@ -255,13 +289,20 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=3)
     parser.add_argument("--sizes", default=",".join(SIZES), help="subset of 100B,10KB,1MB")
     parser.add_argument("--pick-iterations", type=int, default=200_000)
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also measure the balancer of this git revision"
+    )
     args = parser.parse_args()
 
     with_haproxy = shutil.which("haproxy") is not None
-    targets = [t for t in TARGETS if t != "haproxy" or with_haproxy]
+    targets = [
+        t
+        for t in TARGETS
+        if (t != "haproxy" or with_haproxy) and (t != "baseline" or args.baseline)
+    ]
     sizes = [s for s in args.sizes.split(",") if s]
     workdir = Path(tempfile.mkdtemp(prefix="bench-balancer-"))
-    bed = start_testbed(workdir, args.strategy, with_haproxy)
+    bed = start_testbed(workdir, args.strategy, with_haproxy, args.baseline)
     balancer: Child = bed["balancer"]  # type: ignore[assignment]
     backends: list[Child] = bed["backends"]  # type: ignore[assignment]
     direct = [("127.0.0.1", b.ready["port"]) for b in backends]
@@ -270,6 +311,10 @@ def main() -> None:
         "through": [("127.0.0.1", balancer.ready["port"])] * args.connections,
     }
     pids = {"direct": None, "through": balancer.pid}
+    if args.baseline:
+        old: Child = bed["baseline"]  # type: ignore[assignment]
+        addresses["baseline"] = [("127.0.0.1", old.ready["port"])] * args.connections
+        pids["baseline"] = old.pid
     if with_haproxy:
         proc, port = bed["haproxy"]  # type: ignore[misc]
         addresses["haproxy"] = [("127.0.0.1", port)] * args.connections
@@ -301,10 +346,12 @@ def main() -> None:
     def med(size: str, conc: int, target: str, key: str) -> float:
         return statistics.median(r[key] for r in results[(size, conc, target)])
 
+    load1, load5, _ = os.getloadavg()
     print(
         f"\nbalancer strategy {args.strategy}; {args.rounds} interleaved rounds of "
-        f"{args.seconds:g} s per cell; medians; host has {os.cpu_count()} CPUs "
-        f"(shared: figures are indicative)\n"
+        f"{args.seconds:g} s per cell; medians; host has {os.cpu_count()} CPUs, load "
+        f"average {load1:.1f} (1 min) {load5:.1f} (5 min) at the end: above 1 the machine "
+        "was shared and the figures are indicative\n"
     )
     header = f"{'size':>5} {'inflight':>8} {'target':>8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} {'ratio':>6} {'CPU us/req':>10}"
     print(header)
@@ -329,6 +376,20 @@ def main() -> None:
                         else f"{'':>8} {'':>8} {'':>6} {'':>10}"
                     )
                     + (f"  errors={errors}" if errors else "")
+                )
+    if args.baseline:
+        print(f"\nthrough / baseline ({args.baseline}), medians; CPU below 1 is cheaper now:")
+        print(f"{'size':>5} {'inflight':>8} {'req/s':>7} {'+p50':>7} {'CPU/req':>8}")
+        for size in sizes:
+            for conc in CONCURRENCY:
+                direct_p50 = med(size, conc, "direct", "p50_ms")
+                added_now = med(size, conc, "through", "p50_ms") - direct_p50
+                added_then = med(size, conc, "baseline", "p50_ms") - direct_p50
+                print(
+                    f"{size:>5} {conc:>8} "
+                    f"{med(size, conc, 'through', 'rps') / med(size, conc, 'baseline', 'rps'):>7.2f} "
+                    f"{added_now / added_then if added_then > 0 else float('nan'):>7.2f} "
+                    f"{med(size, conc, 'through', 'cpu_us') / med(size, conc, 'baseline', 'cpu_us'):>8.2f}"
                 )
     if not with_haproxy:
         print("\n(haproxy is not installed: no HAProxy reference rows)")
