@@ -43,6 +43,8 @@ CELLS: dict[str, Cell] = {
     for w in WORK_SIZES
 }
 VARIATION = "variation"
+BUILTIN_SCENARIOS: tuple[str, ...] = (*CELLS, VARIATION)
+"""Every built-in scenario, in the one order runs and tables use: the matrix row by row."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ def builtin_scenario(name: str) -> Scenario:
     cell = CELLS.get(name)
     if cell is None:
         raise ConfigError(
-            f"unknown scenario {name!r}; built-in scenarios are {', '.join(CELLS)}, {VARIATION} "
+            f"unknown scenario {name!r}; built-in scenarios are {', '.join(BUILTIN_SCENARIOS)} "
             "(or define one under [scenario_defs.NAME] in the config)"
         )
     return Scenario(name, (cell,))

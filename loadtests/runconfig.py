@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,7 +44,8 @@ from lblab.config import (
     parse_size,
 )
 from lblab.errors import ConfigError
-from lblab.scenarios import CELLS, Cell, Scenario, builtin_scenario
+from lblab.scenarios import BUILTIN_SCENARIOS, CELLS, Cell, Scenario, builtin_scenario
+from lblab.strategy_names import THESIS_FIVE
 from lblab.wire.codes import MAX_FRAME_LENGTH
 from loadtests.openloop import ARRIVALS
 from servers.slowdown import Slowdown
@@ -65,8 +66,8 @@ MAX_REQUEST_TIMEOUT = 3600.0  # the balancer's own bound (balancer/node.py)
 DEFAULTS: dict[str, Any] = {
     "run": {
         "name": "run",
-        "strategies": ["r", "rr", "wrr", "lc", "dwrr"],
-        "scenarios": [*CELLS, "variation"],
+        "strategies": list(THESIS_FIVE),
+        "scenarios": list(BUILTIN_SCENARIOS),
         "duration": "20m",
         "warmup": "30s",
         "replications": 3,
@@ -128,6 +129,31 @@ class LoadConfig:
             raise ConfigError("load.rate: the open model needs a rate above 0 requests/s")
         check_range("load.count", self.count, minimum=0, maximum=MAX_COUNT)
 
+    @classmethod
+    def from_table(cls, raw: Mapping[str, Any], where: str) -> LoadConfig:
+        """A [load] table (or a scenario's, with its overrides merged in)."""
+        think = raw.get("think_time", [0, 0])
+        if isinstance(think, int | float | str):
+            think = [think, think]
+        if not isinstance(think, list) or len(think) != 2:
+            raise ConfigError(f"{where}.think_time: give [min, max] seconds, e.g. [0.5, 1.5]")
+        return cls(
+            model=raw.get("model", "closed"),
+            users=parse_int(raw.get("users", 50), f"{where}.users", minimum=1),
+            spawn_rate=parse_float(raw.get("spawn_rate", 10), f"{where}.spawn_rate"),
+            think_time=(
+                parse_duration(think[0], f"{where}.think_time"),
+                parse_duration(think[1], f"{where}.think_time"),
+            ),
+            rate=parse_float(raw.get("rate", 0), f"{where}.rate"),
+            arrival=raw.get("arrival", "constant"),
+            count=parse_int(raw.get("count", 0), f"{where}.count"),
+        )
+
+
+SERVER_KEYS = ("cpu_quota", "workers", "delay_ms", "max_inflight")
+"""What a [[servers]] entry (or a timeline ``add``) may give besides its id."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSpec:
@@ -141,6 +167,28 @@ class ServerSpec:
         if self.cpu_quota is not None:
             check_range(f"servers.{self.id}.cpu_quota", self.cpu_quota, above=0, maximum=64)
         self.check_here(cpu_quota=False)
+
+    @classmethod
+    def from_table(cls, raw: Any, where: str) -> ServerSpec:
+        """One [[servers]] entry: an id and any of ``SERVER_KEYS``."""
+        if not isinstance(raw, Mapping) or "id" not in raw:
+            raise ConfigError(
+                f'{where}: each server needs an id, e.g. {{id = "s1", cpu_quota = 0.25}}'
+            )
+        unknown = set(raw) - {"id", *SERVER_KEYS}
+        if unknown:
+            raise ConfigError(f"{where}: unknown server keys {sorted(unknown)}")
+
+        def number(key: str, parse: Callable[..., Any], **bounds: Any) -> Any:
+            return None if raw.get(key) is None else parse(raw[key], f"{where}.{key}", **bounds)
+
+        return cls(
+            id=str(raw["id"]),
+            cpu_quota=number("cpu_quota", parse_float),
+            workers=number("workers", parse_int, minimum=1),
+            delay_ms=number("delay_ms", parse_float, minimum=0, maximum=3_600_000),
+            max_inflight=number("max_inflight", parse_int, minimum=1, maximum=1_000_000),
+        )
 
     def check_here(self, cpu_quota: bool = True) -> None:
         """The checks ``lblab server`` makes at its start on this host, made before it starts.
@@ -189,6 +237,37 @@ class TimelineEvent:
         if self.duration is not None:
             check_range(f"timeline.{self.server}.duration", self.duration, above=0)
 
+    @classmethod
+    def from_table(cls, raw: Any, where: str, servers: Collection[str]) -> TimelineEvent:
+        """One [[timeline]] entry; ``servers`` are the ids of [[servers]] (an ``add`` of
+        another id starts a new server on this host, from the entry's server keys)."""
+        if not isinstance(raw, Mapping) or not {"at", "action", "server"} <= set(raw):
+            raise ConfigError(
+                f'{where}: needs at, action and server, e.g. {{at = "10s", action = "kill", server = "s2"}}'
+            )
+        _one_of(f"{where}.action", raw["action"], ACTIONS)
+        server = str(raw["server"])
+        spec = None
+        if raw["action"] == "add" and server not in servers:
+            given = {k: v for k, v in raw.items() if k in SERVER_KEYS}
+            spec = ServerSpec.from_table({"id": server, **given}, where)
+            spec.check_here()  # an added server runs on this host
+        elif server not in servers:
+            raise ConfigError(
+                f"{where}.server: {server!r} is not one of the servers {list(servers)}"
+            )
+        return cls(
+            at=parse_duration(raw["at"], f"{where}.at"),
+            action=raw["action"],
+            server=server,
+            scenarios=_names(f"{where}.scenarios", raw["scenarios"])
+            if raw.get("scenarios")
+            else (),
+            spec=spec,
+            weight=check_weight(raw.get("weight", 1.0), f"{where}.weight"),
+            **_timed_fault(raw, where),
+        )
+
     def applies_to(self, scenario: str) -> bool:
         return not self.scenarios or scenario in self.scenarios
 
@@ -202,8 +281,28 @@ class TestbedConfig:
     balancer_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _one_of("testbed.kind", self.kind, TESTBEDS)
+        if self.kind == "external" and self.balancer is None:
+            raise ConfigError(
+                "testbed.kind = external needs testbed.balancer = HOST:PORT (or --balancer)"
+            )
         # The agent's own bounds (servers/agent.py, --interval).
         check_range("testbed.agent_interval", self.agent_interval, minimum=0.01, maximum=60)
+
+    @classmethod
+    def from_table(cls, raw: Mapping[str, Any]) -> TestbedConfig:
+        def address(key: str) -> tuple[str, int] | None:
+            return parse_hostport(raw[key], f"testbed.{key}") if raw.get(key) else None
+
+        return cls(
+            kind=raw.get("kind", "local"),
+            balancer=address("balancer"),
+            admin=address("admin"),
+            agent_interval=parse_float(raw.get("agent_interval", 0.25), "testbed.agent_interval"),
+            balancer_args=tuple(
+                str(a) for a in _list("testbed.balancer_args", raw.get("balancer_args", []))
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,6 +330,15 @@ class RunConfig:
     raw: Mapping[str, Any] = field(repr=False)  # the merged dict, for manifest and printing
 
     def __post_init__(self) -> None:
+        """The rules across tables; each table's own rules are its dataclass's."""
+        self._check_run()
+        self._check_servers()
+        self._check_strategies()
+        self._check_testbed()
+        self._check_timeline()
+        self._check_locust()
+
+    def _check_run(self) -> None:
         if not self.name or "/" in self.name:
             raise ConfigError(f"run.name: {self.name!r} must be a non-empty name without '/'")
         if self.duration <= 0 and not all(
@@ -243,8 +351,8 @@ class RunConfig:
         check_range(
             "run.request_timeout", self.request_timeout, above=0, maximum=MAX_REQUEST_TIMEOUT
         )
-        check_range("run.locust_workers", self.locust_workers, maximum=MAX_LOCUST_WORKERS)
-        check_range("run.expect_workers", self.expect_workers, maximum=MAX_LOCUST_WORKERS)
+
+    def _check_servers(self) -> None:
         ids = [s.id for s in self.servers]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"servers: ids {ids} repeat one")
@@ -256,6 +364,64 @@ class RunConfig:
                     "give [weights] for the servers of this run"
                 )
             check_weight(weight, f"weights.{server}")
+
+    def _check_strategies(self) -> None:
+        """Every strategy of the run, and every one given options, built once through the
+        balancer's registry with this run's options and weights: a bad name or option
+        fails here, at start, not when its phase asks the balancer for it."""
+        # Imported here: the registry pulls in numpy, which the Locust processes that
+        # import LoadConfig from this module do without.
+        from balancer.strategies.registry import make_strategy, strategy_names
+
+        known = strategy_names()
+        for name in dict.fromkeys([*self.strategies, *self.strategy_options]):
+            if name not in known:
+                where = "run.strategies" if name in self.strategies else f"strategy_options.{name}"
+                raise ConfigError(
+                    f"{where}: unknown strategy {name!r}; valid names are {', '.join(known)}"
+                )
+            make_strategy(name, self.strategy_options.get(name), weights=self.weights)
+
+    def _check_testbed(self) -> None:
+        kind = self.testbed.kind
+        if kind == "external" and self.testbed.admin is None and len(self.strategies) > 1:
+            raise ConfigError(
+                "an external testbed without testbed.admin (--admin HOST:PORT) cannot switch "
+                "strategies: give the admin address or run one strategy"
+            )
+        if kind == "local" and not self.servers:
+            raise ConfigError("the local testbed needs at least one [[servers]] entry")
+        if kind == "local":
+            for each in self.servers:
+                each.check_here()
+
+    def _check_timeline(self) -> None:
+        if self.timeline and self.testbed.kind == "external":
+            raise ConfigError(
+                "timeline events need the local testbed (the runner owns those processes)"
+            )
+        names = {s.name for s in self.scenarios}
+        for i, event in enumerate(self.timeline):
+            for s in event.scenarios:
+                if s not in names:
+                    raise ConfigError(
+                        f"timeline[{i}].scenarios: {s!r} is not a scenario of this run"
+                    )
+
+    def _check_locust(self) -> None:
+        check_range("run.locust_workers", self.locust_workers, maximum=MAX_LOCUST_WORKERS)
+        check_range("run.expect_workers", self.expect_workers, maximum=MAX_LOCUST_WORKERS)
+        if self.expect_workers and self.locust_master_bind is None:
+            raise ConfigError(
+                f"run.expect_workers = {self.expect_workers} needs run.locust_master_bind "
+                "(--locust-master-bind HOST[:PORT]): the address on this host that the other "
+                "hosts' workers connect to"
+            )
+        if self.locust_master_bind is not None and not (self.locust_workers or self.expect_workers):
+            raise ConfigError(
+                "run.locust_master_bind is for a distributed Locust: give --expect-workers N "
+                "(workers on other hosts) or --locust-workers N as well"
+            )
 
     def to_toml(self) -> str:
         return dumps_toml(self.raw)
@@ -345,26 +511,6 @@ def _names(name: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _load(raw: Mapping[str, Any], where: str) -> LoadConfig:
-    think = raw.get("think_time", [0, 0])
-    if isinstance(think, int | float | str):
-        think = [think, think]
-    if not isinstance(think, list) or len(think) != 2:
-        raise ConfigError(f"{where}.think_time: give [min, max] seconds, e.g. [0.5, 1.5]")
-    return LoadConfig(
-        model=raw.get("model", "closed"),
-        users=parse_int(raw.get("users", 50), f"{where}.users", minimum=1),
-        spawn_rate=parse_float(raw.get("spawn_rate", 10), f"{where}.spawn_rate"),
-        think_time=(
-            parse_duration(think[0], f"{where}.think_time"),
-            parse_duration(think[1], f"{where}.think_time"),
-        ),
-        rate=parse_float(raw.get("rate", 0), f"{where}.rate"),
-        arrival=raw.get("arrival", "constant"),
-        count=parse_int(raw.get("count", 0), f"{where}.count"),
-    )
-
-
 def _cell(raw: Any, where: str) -> Cell:
     if isinstance(raw, str):
         if raw not in CELLS:
@@ -382,204 +528,101 @@ def _cell(raw: Any, where: str) -> Cell:
     return Cell(str(raw.get("name", f"{package}B+{work}B")), package, work)
 
 
-def _server(raw: Any, where: str) -> ServerSpec:
-    if not isinstance(raw, Mapping) or "id" not in raw:
-        raise ConfigError(f'{where}: each server needs an id, e.g. {{id = "s1", cpu_quota = 0.25}}')
-    unknown = set(raw) - {"id", "cpu_quota", "workers", "delay_ms", "max_inflight"}
-    if unknown:
-        raise ConfigError(f"{where}: unknown server keys {sorted(unknown)}")
-
-    def number(key: str, parse: Callable[..., Any], **bounds: Any) -> Any:
-        return None if raw.get(key) is None else parse(raw[key], f"{where}.{key}", **bounds)
-
-    return ServerSpec(
-        id=str(raw["id"]),
-        cpu_quota=number("cpu_quota", parse_float),
-        workers=number("workers", parse_int, minimum=1),
-        delay_ms=number("delay_ms", parse_float, minimum=0, maximum=3_600_000),
-        max_inflight=number("max_inflight", parse_int, minimum=1, maximum=1_000_000),
-    )
-
-
-def _check_strategies(
-    strategies: tuple[str, ...], options: Mapping[str, Mapping[str, str]]
-) -> None:
-    """Names and options as the balancer will check them, now rather than at its start.
-
-    Skipped where the balancer's registry is not importable (a loader-only install).
-    """
-    try:
-        from balancer.strategies.options import build_config
-        from balancer.strategies.registry import strategy_class, strategy_names
-    except ImportError:
-        return
-    known = strategy_names()
-    for name in [*strategies, *options]:
-        if name not in known:
-            raise ConfigError(
-                f"run.strategies: unknown strategy {name!r}; valid names are {', '.join(known)}"
-            )
-    for name, values in options.items():
-        build_config(strategy_class(name).Config, values, name)
+# ------------------------------------------------------------------ building, table by table
 
 
 def build(raw: Mapping[str, Any]) -> RunConfig:
-    """Check a merged config dict into a ``RunConfig`` (raises ConfigError)."""
-    run, testbed_raw = _table("run", raw["run"]), _table("testbed", raw["testbed"])
-    strategies = _names("run.strategies", run["strategies"])
-    options = {
-        k: {a: str(b) for a, b in _table(f"strategy_options.{k}", v).items()}
-        for k, v in _table("strategy_options", raw.get("strategy_options", {})).items()
-    }
-    _check_strategies(strategies, options)
+    """Check a merged config dict into a ``RunConfig`` (raises ConfigError).
 
-    defs = _table("scenario_defs", raw.get("scenario_defs", {}))
-    scenarios, loads = [], {}
-    for name in _names("run.scenarios", run["scenarios"]):
-        if name in defs:
-            d = _table(f"scenario_defs.{name}", defs[name])
-            cells = d.get("cells")
-            if not isinstance(cells, list) or not cells:
-                raise ConfigError(f"scenario_defs.{name}.cells: give a non-empty list of cells")
-            scenarios.append(
-                Scenario(name, tuple(_cell(c, f"scenario_defs.{name}.cells") for c in cells))
-            )
-            overrides = {k: v for k, v in d.items() if k != "cells"}
-            unknown = set(overrides) - set(DEFAULTS["load"])
-            if unknown:
-                raise ConfigError(
-                    f"scenario_defs.{name}: unknown keys {sorted(unknown)}; besides cells it "
-                    f"takes load keys ({', '.join(DEFAULTS['load'])})"
-                )
-            loads[name] = _load(merge(raw["load"], overrides), f"scenario_defs.{name}")
-        else:
-            scenarios.append(builtin_scenario(name))
-            # [load] is checked only where it is used (martins sets the rate per scenario).
-            loads[name] = _load(raw["load"], "load")
-
+    Each table becomes its dataclass, which checks itself; ``RunConfig`` then checks the
+    rules across tables (weights name servers, the strategies and their options build).
+    """
+    run = _table("run", raw["run"])
+    scenarios, loads = _scenarios(run["scenarios"], raw)
     servers = tuple(
-        _server(s, f"servers[{i}]") for i, s in enumerate(_list("servers", raw.get("servers", [])))
+        ServerSpec.from_table(s, f"servers[{i}]")
+        for i, s in enumerate(_list("servers", raw.get("servers", [])))
     )
     ids = [s.id for s in servers]
-    weights = {
-        str(k): check_weight(v, f"weights.{k}")
-        for k, v in _table("weights", raw.get("weights", {})).items()
-    }
-
-    kind = testbed_raw["kind"]
-    _one_of("testbed.kind", kind, TESTBEDS)
-    balancer = admin = None
-    if testbed_raw.get("balancer"):
-        balancer = parse_hostport(testbed_raw["balancer"], "testbed.balancer")
-    if testbed_raw.get("admin"):
-        admin = parse_hostport(testbed_raw["admin"], "testbed.admin")
-    if kind == "external" and balancer is None:
-        raise ConfigError(
-            "testbed.kind = external needs testbed.balancer = HOST:PORT (or --balancer)"
-        )
-    if kind == "external" and admin is None and len(strategies) > 1:
-        raise ConfigError(
-            "an external testbed without testbed.admin (--admin HOST:PORT) cannot switch "
-            "strategies: give the admin address or run one strategy"
-        )
-    if kind == "local" and not servers:
-        raise ConfigError("the local testbed needs at least one [[servers]] entry")
-    if kind == "local":
-        for each in servers:
-            each.check_here()
-    testbed = TestbedConfig(
-        kind=kind,
-        balancer=balancer,
-        admin=admin,
-        agent_interval=parse_float(
-            testbed_raw.get("agent_interval", 0.25), "testbed.agent_interval"
-        ),
-        balancer_args=tuple(
-            str(a) for a in _list("testbed.balancer_args", testbed_raw.get("balancer_args", []))
-        ),
-    )
-
-    timeline = []
-    scenario_names = {s.name for s in scenarios}
-    for i, ev in enumerate(_list("timeline", raw.get("timeline", []))):
-        where = f"timeline[{i}]"
-        if not isinstance(ev, Mapping) or not {"at", "action", "server"} <= set(ev):
-            raise ConfigError(
-                f'{where}: needs at, action and server, e.g. {{at = "10s", action = "kill", server = "s2"}}'
-            )
-        _one_of(f"{where}.action", ev["action"], ACTIONS)
-        server = str(ev["server"])
-        spec = None
-        if ev["action"] == "add" and server not in ids:
-            spec = _server(
-                {
-                    "id": server,
-                    **{
-                        k: v
-                        for k, v in ev.items()
-                        if k in ("cpu_quota", "workers", "delay_ms", "max_inflight")
-                    },
-                },
-                where,
-            )
-            spec.check_here()  # an added server runs on this host
-        elif server not in ids:
-            raise ConfigError(f"{where}.server: {server!r} is not one of the servers {ids}")
-        only = _names(f"{where}.scenarios", ev["scenarios"]) if ev.get("scenarios") else ()
-        for s in only:
-            if s not in scenario_names:
-                raise ConfigError(f"{where}.scenarios: {s!r} is not a scenario of this run")
-        timeline.append(
-            TimelineEvent(
-                at=parse_duration(ev["at"], f"{where}.at"),
-                action=ev["action"],
-                server=server,
-                scenarios=only,
-                spec=spec,
-                weight=check_weight(ev.get("weight", 1.0), f"{where}.weight"),
-                **_timed_fault(ev, where),
-            )
-        )
-    if timeline and kind == "external":
-        raise ConfigError(
-            "timeline events need the local testbed (the runner owns those processes)"
-        )
-
-    locust_workers = parse_int(run["locust_workers"], "run.locust_workers")
-    expect_workers = parse_int(run.get("expect_workers", 0), "run.expect_workers")
-    master_bind = _master_bind(str(run.get("locust_master_bind") or ""))
-    if expect_workers and master_bind is None:
-        raise ConfigError(
-            f"run.expect_workers = {expect_workers} needs run.locust_master_bind (--locust-master-bind "
-            "HOST[:PORT]): the address on this host that the other hosts' workers connect to"
-        )
-    if master_bind is not None and not (locust_workers or expect_workers):
-        raise ConfigError(
-            "run.locust_master_bind is for a distributed Locust: give --expect-workers N "
-            "(workers on other hosts) or --locust-workers N as well"
-        )
-
     return RunConfig(
-        name=str(run["name"]),
-        strategies=strategies,
-        scenarios=tuple(scenarios),
+        **_run_values(run),
+        strategies=_names("run.strategies", run["strategies"]),
+        scenarios=scenarios,
         loads=loads,
-        duration=parse_duration(run["duration"], "run.duration"),
-        warmup=parse_duration(run["warmup"], "run.warmup"),
-        replications=parse_int(run["replications"], "run.replications", minimum=1),
-        seed=parse_int(run["seed"], "run.seed"),
-        request_timeout=parse_duration(run["request_timeout"], "run.request_timeout"),
-        locust_workers=locust_workers,
-        locust_master_bind=master_bind,
-        expect_workers=expect_workers,
-        out=str(run.get("out", "")),
-        testbed=testbed,
+        testbed=TestbedConfig.from_table(_table("testbed", raw["testbed"])),
         servers=servers,
-        weights=weights,
-        strategy_options=options,
-        timeline=tuple(timeline),
+        weights=_weights(raw.get("weights", {})),
+        strategy_options=_strategy_options(raw.get("strategy_options", {})),
+        timeline=tuple(
+            TimelineEvent.from_table(event, f"timeline[{i}]", ids)
+            for i, event in enumerate(_list("timeline", raw.get("timeline", [])))
+        ),
         raw=raw,
     )
+
+
+def _run_values(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The [run] table's scalars (strategies and scenarios are built on their own)."""
+    return {
+        "name": str(run["name"]),
+        "duration": parse_duration(run["duration"], "run.duration"),
+        "warmup": parse_duration(run["warmup"], "run.warmup"),
+        "replications": parse_int(run["replications"], "run.replications", minimum=1),
+        "seed": parse_int(run["seed"], "run.seed"),
+        "request_timeout": parse_duration(run["request_timeout"], "run.request_timeout"),
+        "locust_workers": parse_int(run["locust_workers"], "run.locust_workers"),
+        "locust_master_bind": _master_bind(str(run.get("locust_master_bind") or "")),
+        "expect_workers": parse_int(run.get("expect_workers", 0), "run.expect_workers"),
+        "out": str(run.get("out", "")),
+    }
+
+
+def _scenarios(
+    names: Any, raw: Mapping[str, Any]
+) -> tuple[tuple[Scenario, ...], dict[str, LoadConfig]]:
+    """``run.scenarios``, built in or from [scenario_defs], each with its load."""
+    defs = _table("scenario_defs", raw.get("scenario_defs", {}))
+    scenarios, loads = [], {}
+    for name in _names("run.scenarios", names):
+        if name in defs:
+            scenario, load = _defined_scenario(name, defs[name], raw["load"])
+        else:
+            # [load] is checked only where it is used (martins sets the rate per scenario).
+            scenario, load = builtin_scenario(name), LoadConfig.from_table(raw["load"], "load")
+        scenarios.append(scenario)
+        loads[name] = load
+    return tuple(scenarios), loads
+
+
+def _defined_scenario(name: str, raw: Any, load: Mapping[str, Any]) -> tuple[Scenario, LoadConfig]:
+    """A [scenario_defs.NAME] table: its cells, and [load] with the table's overrides."""
+    where = f"scenario_defs.{name}"
+    table = _table(where, raw)
+    cells = table.get("cells")
+    if not isinstance(cells, list) or not cells:
+        raise ConfigError(f"{where}.cells: give a non-empty list of cells")
+    scenario = Scenario(name, tuple(_cell(c, f"{where}.cells") for c in cells))
+    overrides = {k: v for k, v in table.items() if k != "cells"}
+    unknown = set(overrides) - set(DEFAULTS["load"])
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown keys {sorted(unknown)}; besides cells it "
+            f"takes load keys ({', '.join(DEFAULTS['load'])})"
+        )
+    return scenario, LoadConfig.from_table(merge(load, overrides), where)
+
+
+def _weights(raw: Any) -> dict[str, float]:
+    return {str(k): check_weight(v, f"weights.{k}") for k, v in _table("weights", raw).items()}
+
+
+def _strategy_options(raw: Any) -> dict[str, dict[str, str]]:
+    """[strategy_options.NAME] tables as the balancer's flags take them (text values);
+    ``RunConfig`` builds each strategy with them."""
+    return {
+        name: {k: str(v) for k, v in _table(f"strategy_options.{name}", values).items()}
+        for name, values in _table("strategy_options", raw).items()
+    }
 
 
 def _timed_fault(ev: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -1,8 +1,12 @@
-"""Every strategy, registered once under its short name (ALGORITHMS.md).
+"""Every strategy, registered once under its short name (docs/ALGORITHMS.md).
 
 ``make_strategy("lc", {"tie": "random"}, rng=random.Random(7))`` builds one with its
 typed, validated config. Names and options are checked here, at load; an unknown name
 or option is a ``ConfigError`` that lists what is valid.
+
+The names and their order are ``lblab.strategy_names.STRATEGY_NAMES``, which the layers
+that may not import the balancer (analysis) read; this module refuses to import if the
+classes below register anything else, or in another order.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import random
 from collections.abc import Mapping
 
 from lblab.errors import ConfigError
+from lblab.strategy_names import STRATEGY_NAMES
 
 from .awrr import AutomaticWeightedRoundRobin
 from .configured import ConfiguredStrategy
@@ -65,10 +70,15 @@ STRATEGIES: dict[str, type[ConfiguredStrategy]] = {
         Lease,
     )
 }
+if tuple(STRATEGIES) != STRATEGY_NAMES:
+    raise RuntimeError(  # a bug: the two lists are edited together
+        f"the registry's strategies {list(STRATEGIES)} differ from "
+        f"lblab.strategy_names.STRATEGY_NAMES {list(STRATEGY_NAMES)}: keep both in one order"
+    )
 
 
 def strategy_names() -> list[str]:
-    """Registered names, in the order of ALGORITHMS.md."""
+    """Registered names, in the order of docs/ALGORITHMS.md (``STRATEGY_NAMES``)."""
     return list(STRATEGIES)
 
 
