@@ -1,6 +1,6 @@
 """Read one or several results directories into pandas, only the columns asked for.
 
-A results directory (DESIGN.md, "Results contract") holds ``requests.parquet``,
+A results directory (docs/DESIGN.md, "Results contract") holds ``requests.parquet``,
 ``cpu.parquet``, ``picks.parquet`` and ``manifest.json``; an interrupted run may hold
 only ``parts/<table>/*.parquet``, which are read instead. Live and simulated runs
 (``"simulated": true`` in the manifest) have the same tables.

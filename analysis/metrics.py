@@ -1,4 +1,4 @@
-"""The metrics of ALGORITHMS.md ("Metrics the analysis uses"), per unit and pooled.
+"""The metrics of docs/ALGORITHMS.md ("Metrics the analysis uses"), per unit and pooled.
 
 A unit is one (run_id, strategy, scenario, replication). ``unit_metrics`` gives one row
 per unit with every metric as a column; ``pool`` turns that into the long, tidy frame

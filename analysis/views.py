@@ -1,6 +1,6 @@
 """What the notebooks call: one run opened once, and its charts and tables ready to show.
 
-Notebooks hold no logic (STYLE.md, smells): every cell is a call to this module, to
+Notebooks hold no logic (docs/STYLE.md, "Smells we avoid"): every cell is a call to this module, to
 ``analysis.charts`` or to ``analysis.tables``. Figures are shown as PNG images (not
 through pyplot's global state), so an executed notebook carries its charts as plain
 outputs that any viewer renders.

@@ -1,6 +1,7 @@
 """Client side of the balancer: one ``ClientConnection`` per accepted RSocket connection.
 
-SETUP handling (what the balancer does with a client's SETUP, FIELD-NOTES "what bites"):
+SETUP handling (what the balancer does with a client's SETUP, docs/FIELD-NOTES.md,
+"Frame-level forwarding: what bites"):
 the first frame must be SETUP (RESUME gets REJECTED_RESUME, anything else
 INVALID_SETUP), judged as soon as its 9 bytes of length prefix and header are in
 (``check_first_frame``: a SETUP on stream 0 of at most 64 KiB), so junk is answered at
@@ -65,8 +66,8 @@ from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 log = logging.getLogger("lblab.balancer.frontend")
 
 ACCEPTED_DATA_MIMES = (APPLICATION_JSON,)
-"""Data MIME types a client may declare: what the backends' SETUP declares (DESIGN, wire
-contract). Payloads are forwarded untouched, so anything else would be mislabelled."""
+"""Data MIME types a client may declare: what the backends' SETUP declares (docs/DESIGN.md,
+"Wire contract"). Payloads are forwarded untouched, so anything else would be mislabelled."""
 CLIENT_WRITE_HIGH_BYTES = 2 * 1024 * 1024
 """Responses queued toward one client before we stop reading its requests: two 1 MB
 responses, or ~200 10 KB ones (asyncio's default 64 KiB would pause on every 1 MB)."""

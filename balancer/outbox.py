@@ -2,7 +2,7 @@
 
 uvloop 0.23's ``transport.write`` sends at once when nothing is queued (a ``send`` per
 call), and on these VMs a loopback ``send`` costs 20-60 us, far more than forwarding a
-frame in Python (~2 us, FIELD-NOTES). So frames are not written as they are routed:
+frame in Python (~2 us, docs/FIELD-NOTES.md, "Speeds"). So frames are not written as they are routed:
 ``RoutedConnection.send`` appends them to the destination's ``out`` list, and
 ``Outbox.flush`` hands each destination its list with one ``writelines`` (one
 ``writev``). The flush is scheduled with ``call_soon`` when the first frame is queued,

@@ -14,7 +14,7 @@ Every later frame of the stream is found in one dict lookup (``Stream``) and for
 the same way. Payloads are never decoded except where the strategy asks (routing keys,
 response load reports).
 
-Accounting (ALGORITHMS.md "Health"): ``Pool.dispatch`` when a request is sent and
+Accounting (docs/ALGORITHMS.md, "Health and pool changes"): ``Pool.dispatch`` when a request is sent and
 ``Pool.complete`` exactly once per dispatch, on every outcome (``finish``): response,
 ERROR, timeout, CANCEL, client gone, backend gone. A REJECTED answer before any
 response frame is replayed on another backend (``next_attempt``, the policy the

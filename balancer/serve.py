@@ -19,7 +19,7 @@ _M_MMAP_THRESHOLD = -3
 ALLOCATOR_KEEP_BYTES = 256 * 1024 * 1024
 """glibc gives freed memory back to the kernel (trim, munmap) after every freed 1 MB
 buffer; forwarding 1 MB frames then costs 3.9 ms instead of 1.1-1.4 ms a request in
-thousands of ``brk`` calls (FIELD-NOTES "Speeds"). Keeping up to this much lets the
+thousands of ``brk`` calls (docs/FIELD-NOTES.md, "Speeds"). Keeping up to this much lets the
 buffers be reused."""
 MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
 """Serve frame buffers up to glibc's maximum threshold from the heap, not fresh mmaps."""

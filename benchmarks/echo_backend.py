@@ -38,7 +38,7 @@ from rsocket.transports.tcp import TransportTCP
 from lblab.procs import announce_ready
 
 READ_BUFFER_BYTES = 65536
-"""rsocket-py reads 1024 bytes at a time by default; 64 KiB is 2.4x faster for 1 MB (FIELD-NOTES)."""
+"""rsocket-py reads 1024 bytes at a time by default; 64 KiB is 2.4x faster for 1 MB (docs/FIELD-NOTES.md, "rsocket-py 0.4.20 pitfalls")."""
 
 
 class EchoState:

@@ -14,7 +14,7 @@ under it. Every host runs:
   authorised; ``known_hosts`` and ``ssh_config`` for the controller are written too);
 - the lblab supervisor (``infra/supervisor.py``), the host's service manager, since
   there is no systemd here. It is started with ``nsenter --net`` only: ``ip netns exec``
-  would also remount ``/sys`` and hide the cgroup v1 hierarchy (FIELD-NOTES). Started
+  would also remount ``/sys`` and hide the cgroup v1 hierarchy (docs/FIELD-NOTES.md, "Linux facilities"). Started
   this way, from the host side of the mount namespace, the services it runs see
   ``/sys/fs/cgroup/cpu``, so ``lblab server --cpu-quota`` puts itself into a CPU-quota
   cgroup exactly as it does on a real host.

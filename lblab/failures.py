@@ -2,7 +2,7 @@
 
 Every failed request in ``requests.parquet`` carries two names:
 
-- ``error_kind`` (DESIGN.md, results contract): ``timeout``, ``rejected``,
+- ``error_kind`` (docs/DESIGN.md, "Results contract"): ``timeout``, ``rejected``,
   ``connection``, ``application`` or ``other``;
 - ``error_origin``: who produced the failure, so the analysis can separate what the
   algorithm under test caused from what the harness did:

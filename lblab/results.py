@@ -1,7 +1,7 @@
 """The results contract: one directory per run, long-format Parquet tables.
 
 The column lists here are the contract that the runner, the simulator, the ansible
-fetch and ``analysis/`` share (DESIGN.md, "Results contract"). Writers may add columns;
+fetch and ``analysis/`` share (docs/DESIGN.md, "Results contract"). Writers may add columns;
 they may not drop or retype these.
 
 Tables are written as they come: each finished unit of work (scenario x strategy x

@@ -3,7 +3,7 @@
 ``python -m loadtests.echo --port 0`` answers every REQUEST_RESPONSE at once with the
 work contract's response shape (``{"server": ID, "work_bytes": 0, ...}``) and does no
 work, so a benchmark of the client measures the client, not the server (an rsocket-py
-server tops out near 2.3k req/s sequential; FIELD-NOTES). ``--reject-every N`` answers
+server tops out near 2.3k req/s sequential; docs/FIELD-NOTES.md, "Speeds"). ``--reject-every N`` answers
 every Nth request with REJECTED and ``--hold-every N`` never answers every Nth request,
 so tests can exercise the client's error and deadline paths against a real socket.
 """

@@ -2,7 +2,7 @@
 
 A closed model (users that wait for each answer) sends less when the system slows down,
 so its latencies understate what a steady stream of clients would see: coordinated
-omission (FIELD-NOTES, "Locust"). The open model fixes the send times up front:
+omission (docs/FIELD-NOTES.md, "Locust"). The open model fixes the send times up front:
 
     constant: t_k = t0 + k / rate
     poisson:  t_k = t0 + sum of k exponential gaps with mean 1 / rate (seeded)

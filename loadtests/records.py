@@ -1,6 +1,6 @@
 """Exact per-request records, captured from Locust's request event.
 
-Locust's CSV writer loses the last second of a run (FIELD-NOTES), so each Locust process
+Locust's CSV writer loses the last second of a run (docs/FIELD-NOTES.md, "Locust"), so each Locust process
 (standalone or worker) keeps its own columns in memory and writes them as immutable
 chunk files ``requests-<host>-<pid>-<seq>.parquet`` into the phase's records folder,
 every ``FLUSH_S`` seconds and at stop. A crash loses at most that much. Next to them it

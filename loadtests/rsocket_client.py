@@ -1,6 +1,6 @@
 """A small blocking RSocket client on plain sockets, for load generation.
 
-Locust runs on gevent, and an asyncio RSocket client inside it is fragile (FIELD-NOTES,
+Locust runs on gevent, and an asyncio RSocket client inside it is fragile (docs/FIELD-NOTES.md,
 "Locust"); a blocking client on the stdlib ``socket`` module is patched by gevent into a
 cooperative one, and outside Locust it is simply blocking. It speaks through
 ``lblab.wire``: one persistent connection whose rules (SETUP per the wire contract,
@@ -32,7 +32,8 @@ from lblab.wire.connection import Connection, ConnectionFailed, PeerClosed
 from lblab.wire.frames import Cancel, Error, Payload, RequestResponse, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
-# 64 KiB reads: 1 MB payloads are 2.4x faster than with 1 KiB reads (FIELD-NOTES).
+# 64 KiB reads: 1 MB payloads are 2.4x faster than with 1 KiB reads
+# (docs/FIELD-NOTES.md, "rsocket-py 0.4.20 pitfalls").
 READ_SIZE = 65536
 KEEPALIVE_MS = 20_000
 # Generous, so a user with long think times is not dropped by the balancer.

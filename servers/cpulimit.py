@@ -4,7 +4,7 @@ cgroup (preferred, needs root and a writable ``/sys/fs/cgroup/cpu``): the server
 its whole process (``cgroup.procs`` moves every thread) into
 ``/sys/fs/cgroup/cpu/lblab-<id>-<pid>`` with ``cpu.cfs_period_us = 10000`` and
 ``cpu.cfs_quota_us = share * 10000``. The 10 ms period matters: with the default
-100 ms a throttled server adds up to ~80 ms of tail latency (FIELD-NOTES). It also
+100 ms a throttled server adds up to ~80 ms of tail latency (docs/FIELD-NOTES.md, "Linux facilities"). It also
 joins a cpuacct group of the same name so the agent can read ``cpuacct.usage``. On
 exit it moves back to the root groups and removes both directories; groups left by a
 killed server (its pid gone, no tasks) are removed by the next server that starts.

@@ -2,7 +2,7 @@
 
 Why not rsocket-py's server API: the server's own CPU per request counts against its
 quota, so framework overhead would read as "work" in the experiments (rsocket-py
-serves ~2.3k req/s on a whole core, FIELD-NOTES); and this needs exact control of what
+serves ~2.3k req/s on a whole core, docs/FIELD-NOTES.md, "Speeds"); and this needs exact control of what
 rsocket-py makes awkward: REJECTED at once beyond ``--max-inflight``, LEASE sized to
 capacity, METADATA_PUSH on arrival, SETUP data. The tests drive it with rsocket-py's
 client, so compliance is checked against the field's library.

@@ -1,4 +1,4 @@
-"""The JSON work a server does per request (DESIGN.md, "Wire contract").
+"""The JSON work a server does per request (docs/DESIGN.md, "Wire contract").
 
 A request body is ``{"work_bytes": W, "pad": "..."}`` (a request-stream may add
 ``"items": N``). The work is: parse the body, take the document whose JSON encoding is

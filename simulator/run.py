@@ -308,7 +308,7 @@ class Simulation:
         pool = self.pool
         view = pool.pick(request, now)
         if view is None:
-            # No eligible backend: the balancer answers REJECTED at once (DESIGN.md).
+            # No eligible backend: the balancer answers REJECTED at once (docs/DESIGN.md, "Wire contract").
             self._reply(req, False, NO_BACKEND)
             return
         i = view.index  # the pool's list is the servers' list (nothing is removed)

@@ -1,4 +1,4 @@
-"""The strategy interface every algorithm implements (DESIGN.md, "Strategy interface").
+"""The strategy interface every algorithm implements (docs/DESIGN.md, "Strategy interface").
 
 Strategies are sans-I/O: no sockets, sleeps, clocks or module-level ``random``. The
 driver (the balancer node, or the simulator) owns the pool and passes ``now`` in
@@ -82,7 +82,7 @@ class RequestView:
 
 
 MAX_ATTEMPTS = 3
-"""Tries of one request across backends when they answer REJECTED (DESIGN "Reliability")."""
+"""Tries of one request across backends when they answer REJECTED (docs/DESIGN.md, "Reliability rules")."""
 
 
 def next_attempt(

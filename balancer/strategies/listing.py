@@ -47,7 +47,7 @@ def strategies_command(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="lblab strategies (definitions: ALGORITHMS.md)")
+    table = Table(title="lblab strategies (definitions: docs/ALGORITHMS.md)")
     table.add_column("name", style="bold")
     table.add_column("definition")
     table.add_column("options (default)")

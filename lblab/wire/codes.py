@@ -38,7 +38,8 @@ class ErrorCode(IntEnum):
 
 
 # Flag bits of the 10-bit flags field. 0x80 and 0x40 mean different things per frame type:
-# FOLLOWS on REQUEST_* / PAYLOAD, RESPOND on KEEPALIVE, RESUME on SETUP (FIELD-NOTES).
+# FOLLOWS on REQUEST_* / PAYLOAD, RESPOND on KEEPALIVE, RESUME on SETUP
+# (docs/FIELD-NOTES.md, "Frame-level forwarding: what bites").
 FLAG_IGNORE = 0x200
 FLAG_METADATA = 0x100
 FLAG_FOLLOWS = 0x80

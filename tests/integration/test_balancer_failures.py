@@ -1,7 +1,7 @@
 """Failures through the live balancer: killed backends, draining backends, timeouts.
 
 Real ``lblab server`` processes behind a real ``lblab balancer``; load from rsocket-py
-clients. The rules under test (DESIGN "Reliability rules"): every request ends in a
+clients. The rules under test (docs/DESIGN.md, "Reliability rules"): every request ends in a
 response or an error within its deadline; a REJECTED request is replayed elsewhere, so a
 draining server loses nothing; in-flight accounting returns to zero after errors.
 """
