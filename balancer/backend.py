@@ -380,6 +380,7 @@ class Backend:
         conn = self.conn
         if conn is None or conn.closed:
             return
+        conn.trim()
         if conn.active:
             conn.active = False
             conn.last_seen = now

@@ -197,6 +197,7 @@ class ClientConnection(RoutedConnection):
             )
 
     def check_lifetime(self, now: float) -> None:
+        self.trim()
         if self.active:
             self.active = False
             self.last_seen = now

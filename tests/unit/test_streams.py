@@ -95,6 +95,30 @@ def test_a_frame_larger_than_the_buffer_grows_it():
     assert [r[3] for r in rec.frames] == [big, encode_frame(Cancel(stream_id=1))]
 
 
+def test_a_grown_buffer_is_kept_while_large_frames_come_and_trimmed_after():
+    big = encode_frame(RequestResponse(stream_id=1, data=b"z" * (3 * INITIAL_BUFFER_BYTES)))
+    rec = Recorder()
+    rec.feed(big, 100_000)
+    grown = rec.buf
+    assert len(grown) >= len(big)
+    rec.trim()  # a large frame came since the last trim: kept
+    rec.feed(big, 100_000)
+    assert rec.buf is grown  # the second large frame reused it: no new allocation
+    rec.trim()
+    assert rec.buf is grown
+    rec.trim()  # nothing large since the last trim: memory given back
+    assert len(rec.buf) == INITIAL_BUFFER_BYTES
+    rec.feed(big, 100_000)
+    assert [r[3] for r in rec.frames] == [big] * 3
+
+
+def test_a_length_prefix_alone_reserves_no_memory():
+    rec = Recorder()
+    rec.feed(b"\xff\xff\xff", 3)  # a 16 MiB frame announced, nothing more sent
+    assert not rec.errors
+    assert len(rec.buf) == INITIAL_BUFFER_BYTES
+
+
 def test_a_length_over_the_limit_is_refused_before_the_body_arrives():
     rec = Recorder(max_frame_bytes=1000)
     rec.feed(b"\x00\x10\x00", 3)  # a 4096-byte frame announced, nothing more sent
