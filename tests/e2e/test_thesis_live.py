@@ -24,6 +24,7 @@ replications = 1
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(420)  # 20 phases of Locust start-up: about 2 minutes on a busy machine
 def test_reproduce_thesis_live_gives_every_claim_a_figure(tmp_path: Path) -> None:
     config = tmp_path / "tiny-claims.toml"
     config.write_text(TINY)
