@@ -66,7 +66,8 @@ class UiRunner(Runner):
     def poll(self, final: bool = False) -> list[str]:
         """Take in the phase notes; finish the phases whose rows are all in (``final``:
         Locust has exited, so every one). Returns lines for the console."""
-        lines = []
+        lines: list[str] = []
+        finished = False
         now = time.time()
         for path in sorted(phase_notes(self.run_dir).glob("phase-*.json")):
             index = int(path.stem.split("-")[1])
@@ -78,7 +79,9 @@ class UiRunner(Runner):
             end = note["end"] if note["end"] is not None else (now if final else None)
             if end is not None and (final or now >= end + self._settle(note)):
                 lines.append(self._finish(self.phases[index], note, end))
-        self._collect(now - FLUSH_GRACE_S)
+                finished = True
+        if finished:  # their picks and samples are in by now (FLUSH_GRACE_S)
+            self._collect(now - FLUSH_GRACE_S)
         return lines
 
     def _settle(self, note: dict[str, Any]) -> float:
