@@ -25,12 +25,13 @@ coverage        CPU samples per second per server vs the agent's rate;       < 8
 steady state    ok req/s of the window's first vs second half                > 10 %
 warm-up         ok req/s of the window's first fifth vs the rest             > 10 %
                 (both only beyond 3 sigma of counting noise)
-clocks          offset between loader hosts (distributed runs)               > 5 ms
+clocks          each Locust worker's clock vs the runner's (distributed runs,    > 10 %
+                ``loadtests.clocks``): |offset| + its bound, vs the p50 latency
 ==============  ===========================================================  =========
 
 A check ``fail``s where the figure is far past its line (generator > 95 % of a core,
-balancer > 90 %, machine > 110 %, unaccounted rows, a halves gap > 30 %), because the
-phase's numbers then measure the harness.
+balancer > 90 %, machine > 110 %, unaccounted rows, a halves gap > 30 %, a worker's clock
+off by more than the p50 latency), because the phase's numbers then measure the harness.
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ COVERAGE_WARN = 0.80
 PICKS_WARN = 0.90
 HALVES_WARN, HALVES_FAIL = 0.10, 0.30
 WARMUP_WARN = 0.10
+CLOCK_WARN, CLOCK_FAIL = 0.10, 1.0
+"""A worker's clock may differ from the runner's by this share of the phase's p50 latency."""
 CLOCK_WARN_MS = 5.0
+"""The line when the phase has no latency to compare with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +108,10 @@ class PhaseFacts:
     interarrival_ms: float | None = None
     """Open model: the interval between two sends of one generator process."""
     loaders: int = 1
-    clock_offset_ms: float | None = None
+    clocks: Mapping[str, Any] | None = None
+    """What the master measured of its workers' clocks (``loadtests.clocks``):
+    ``workers`` (per worker ``loader``, ``offset_ms``, ``bound_ms``) and ``asked``."""
+    latency_p50_ms: float | None = None
 
 
 def evaluate(f: PhaseFacts) -> list[Check]:
@@ -318,21 +325,52 @@ def _warmup(f: PhaseFacts) -> Check:
 def _clocks(f: PhaseFacts) -> Check:
     if f.loaders <= 1:
         return Check("clocks", NA, "one loader host", "one clock: no offset to measure")
-    if f.clock_offset_ms is None:
+    workers = (f.clocks or {}).get("workers") or {}
+    if not workers:
         return Check(
             "clocks",
             WARN,
             f"{f.loaders} loader hosts, offset not measured",
-            "send times come from several clocks: sync them (NTP) before comparing rows",
+            "send times come from several clocks and the master measured none of them: "
+            "sync them (NTP) before comparing rows",
         )
-    level = WARN if abs(f.clock_offset_ms) > CLOCK_WARN_MS else PASS
-    return _judged(
-        "clocks",
-        level,
-        f"{f.clock_offset_ms:.1f} ms between loader hosts",
-        "the loader hosts' clocks agree",
-        "loader clocks disagree: t_sent from different hosts is skewed",
+    # How far a worker's clock may be from the runner's (which cuts the window).
+    name, w = max(workers.items(), key=lambda kv: abs(kv[1]["offset_ms"]) + kv[1]["bound_ms"])
+    skew = abs(w["offset_ms"]) + w["bound_ms"]
+    p50 = f.latency_p50_ms
+    line = CLOCK_WARN * p50 if p50 else CLOCK_WARN_MS
+    level = FAIL if p50 and skew > CLOCK_FAIL * p50 else WARN if skew > line else PASS
+    missing = int((f.clocks or {}).get("asked") or 0) - len(workers)
+    figure = (
+        f"worst worker ({w.get('loader', name)}) {w['offset_ms']:+.1f} +- {w['bound_ms']:.1f} ms "
+        f"vs the runner's clock; p50 latency {p50:.1f} ms"
+        if p50
+        else f"worst worker ({w.get('loader', name)}) {w['offset_ms']:+.1f} "
+        f"+- {w['bound_ms']:.1f} ms vs the runner's clock"
     )
+    if missing > 0:
+        figure += f"; {missing} worker(s) did not answer"
+        level = worst([level, WARN])
+    imprecise = w["bound_ms"] > abs(w["offset_ms"])
+    why = (
+        f"a loader's send times may be off by up to {skew:.1f} ms, more than "
+        f"{line:.1f} ms ({'10 % of the p50 latency' if p50 else 'no latency to compare'})"
+        + (
+            ": the exchange itself was that imprecise (a busy master or link), measure on a "
+            "quieter testbed"
+            if imprecise
+            else ": sync the loader hosts' clocks (NTP, chrony)"
+        )
+        + "; rows from different hosts are windowed and ordered only to that precision"
+    )
+    if missing > 0 and level == WARN and skew <= line:
+        why = "some workers did not answer the clock exchange: their offset is unknown"
+    return _judged("clocks", level, figure, "the loader hosts' clocks agree", why)
+
+
+def _median(column: pa.ChunkedArray) -> float | None:
+    values = column.drop_null().to_numpy(zero_copy_only=False)
+    return float(np.median(values)) if len(values) else None
 
 
 def _rate(ok_t: np.ndarray, lo: float, hi: float) -> float:
@@ -365,6 +403,7 @@ def request_facts(table: pa.Table, window: Window) -> dict[str, Any]:
         if len(t)
         else None,
         "sent_per_s": len(t) / window.seconds if window.seconds > 0 else None,
+        "latency_p50_ms": _median(inside["latency_ms"]),
     }
     if "send_lag_ms" in inside.column_names:
         lag = inside["send_lag_ms"].drop_null().to_numpy(zero_copy_only=False)
@@ -386,6 +425,7 @@ def phase_facts(window: Window, measured: Mapping[str, Any], **harness: Any) -> 
         ok_per_s_first_fifth=(fifth[0], fifth[1]) if fifth else None,
         sent_per_s=measured.get("sent_per_s"),
         send_lag_p99_ms=measured.get("send_lag_p99_ms"),
+        latency_p50_ms=measured.get("latency_p50_ms"),
         **harness,
     )
 

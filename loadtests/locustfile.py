@@ -18,6 +18,7 @@ import pyarrow as pa
 from locust import events
 from locust.runners import MasterRunner
 
+from loadtests import clock_exchange
 from loadtests.records import FLUSH_S, RECORD_SCHEMA, RequestRecorder, mark_started
 from loadtests.rsocket_user import ClosedLoopUser, OpenLoopUser, spec_of
 
@@ -124,6 +125,7 @@ def _on_init(environment: Any, **_: Any) -> None:
     # phase ended that much early: 3.0 s of load for -t 5 (tests/integration/
     # test_locust_hub.py).
     gevent.get_hub().loop.update_now()
+    clock_exchange.install(environment)
     if isinstance(environment.runner, MasterRunner):
         return  # the master runs no users: its workers record
 

@@ -62,5 +62,6 @@ def phase_checks(
         if load.model == "open" and load.rate
         else None,
         loaders=max(1, len(entry.get("loaders") or {})),
+        clocks=entry.get("clocks"),
     )
     return judge(facts)

@@ -55,6 +55,7 @@ from lblab.results import MANIFEST, consolidate, to_arrow, write_part
 from lblab.verdicts import request_facts
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window
 from loadtests import loadgen
+from loadtests.clocks import read_clocks
 from loadtests.collect import WindowSource
 from loadtests.loadspec import LoadSpec
 from loadtests.phase_checks import phase_checks
@@ -425,6 +426,7 @@ class Runner:
             "failures": requests - pc.sum(table["ok"]).as_py() if requests else 0,
             "locust_requests": loadgen.locust_request_count(records),
             "loaders": {c["values"]: c["counts"] for c in loaders},
+            "clocks": read_clocks(records),  # distributed Locust: workers' clock offsets
             # Requests the writers counted (their progress files) without a row here.
             "unaccounted": read_progress(records)[0] - requests,
         }

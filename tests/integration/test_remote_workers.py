@@ -80,3 +80,7 @@ def test_remote_worker_records_join_the_run_with_collect(tmp_path: Path) -> None
     assert phase["unaccounted"] == 0
     assert len(requests) >= phase["locust_requests"] > 0
     assert requests.ok.all() and manifest["status"] == "done" and manifest["collected"]
+    # Two loaders now: the master measured both workers' clocks (loadtests.clocks).
+    assert len(phase["clocks"]["workers"]) == 2, phase.get("clocks")
+    (clocks,) = [c for c in phase["verdicts"] if c["name"] == "clocks"]
+    assert clocks["level"] in ("pass", "warn") and "not measured" not in clocks["figure"], clocks

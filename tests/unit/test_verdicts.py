@@ -24,6 +24,12 @@ GOOD = PhaseFacts(
 )
 
 
+def _clocks(offset_ms: float, bound_ms: float, asked: int = 1) -> dict:
+    """``loadtests.clocks`` as the master writes it: one worker measured of ``asked``."""
+    far = {"loader": "far", "offset_ms": offset_ms, "bound_ms": bound_ms, "rounds": 5}
+    return {"workers": {"w1": far}, "asked": asked}
+
+
 def levels(facts: PhaseFacts) -> dict[str, str]:
     return {c.name: c.level for c in evaluate(facts)}
 
@@ -74,7 +80,10 @@ def test_a_clean_phase_passes_and_says_what_it_could_not_measure() -> None:
             WARN,
         ),
         ({"loaders": 2}, "clocks", WARN),
-        ({"loaders": 2, "clock_offset_ms": 20.0}, "clocks", WARN),
+        ({"loaders": 2, "latency_p50_ms": 20.0, "clocks": _clocks(1.0, 2.5)}, "clocks", WARN),
+        ({"loaders": 2, "latency_p50_ms": 20.0, "clocks": _clocks(30.0, 0.5)}, "clocks", FAIL),
+        ({"loaders": 2, "latency_p50_ms": 20.0, "clocks": _clocks(0.2, 0.3, 2)}, "clocks", WARN),
+        ({"loaders": 2, "clocks": _clocks(6.0, 0.5)}, "clocks", WARN),
     ],
 )
 def test_each_check_fires(change: dict, check: str, level: str) -> None:
@@ -109,7 +118,7 @@ def test_each_check_fires(change: dict, check: str, level: str) -> None:
             },
             "open model",
         ),
-        ({"loaders": 2, "clock_offset_ms": 1.0}, "clocks"),
+        ({"loaders": 2, "latency_p50_ms": 20.0, "clocks": _clocks(-1.0, 0.5)}, "clocks"),
     ],
 )
 def test_checks_that_need_their_facts_pass_when_given_good_ones(change: dict, check: str) -> None:
