@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from dataclasses import replace
 from typing import Protocol
 
 from balancer.pool import Pool
@@ -184,7 +183,7 @@ class Router:
             # this request does not go there even if the pool has not caught up.
             self.connections.connection_missing(view.id)
             request = stream.request
-            stream.request = replace(request, exclude=request.exclude | {view.id})
+            stream.request = request._replace(exclude=request.exclude | {view.id})
         if self.picks is not None:
             self.picks.record(now + self.epoch_offset, view.id, view.inflight, pool.strategy.name)
         bsid = conn.ids.allocate(conn.streams)

@@ -36,20 +36,20 @@ import pyarrow as pa
 import simpy
 
 from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import RequestView, Strategy
+from balancer.strategies.base import Interaction, Outcome, RequestView, Strategy
 from balancer.strategies.registry import make_strategy
 from lblab.loadreport import LoadReport
 from simulator.clock import GRID, LATE, at, run_events
 from simulator.config import EPOCH, SimConfig, rng_stream
 from simulator.model import SimServer
 from simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
-from simulator.views import outcome, request_view
 from simulator.workload import ClosedUsers, ShapeSampler
 
 _PENDING, _DISPATCHED, _DONE = 0, 1, 2
 _NAN = float("nan")
 _REJECTED = ERROR_CODE["rejected"]
 _TIMEOUT = ERROR_CODE["timeout"]
+_RR = Interaction.REQUEST_RESPONSE
 
 
 class _Request:
@@ -289,7 +289,7 @@ class Simulation:
                 self.pool.complete(
                     req.view,
                     req.request,
-                    outcome(False, (now - req.t_dispatch) * 1000.0, "timeout"),
+                    Outcome(False, (now - req.t_dispatch) * 1000.0, "timeout"),
                     now,
                 )
             if req.state != _DONE:
@@ -304,7 +304,7 @@ class Simulation:
 
     def _route(self, req: _Request) -> None:
         now = self.env._now
-        request = request_view(req.id, req.package_bytes, req.key, req.exclude, req.tries)
+        request = RequestView(req.id, _RR, req.package_bytes, req.key, None, req.exclude, req.tries)
         pool = self.pool
         view = pool.pick(request, now)
         if view is None:
@@ -389,7 +389,7 @@ class Simulation:
         self.pool.complete(
             view,
             req.request,
-            outcome(ok, (now - req.t_dispatch) * 1000.0, None if ok else "rejected"),
+            Outcome(ok, (now - req.t_dispatch) * 1000.0, None if ok else "rejected"),
             now,
         )
         if ok:

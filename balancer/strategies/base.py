@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar, Protocol
+from typing import ClassVar, NamedTuple, Protocol
 
 from lblab.loadreport import LoadReport
 
@@ -67,8 +67,11 @@ class BackendView:
         return self.state is Health.UP
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RequestView:
+class RequestView(NamedTuple):
+    """What a strategy may know of one request. Immutable, and a tuple because both
+    drivers build one per request: 3-4 times cheaper than a frozen dataclass, whose
+    ``__init__`` sets every field through ``object.__setattr__``."""
+
     request_id: int
     interaction: Interaction = Interaction.REQUEST_RESPONSE
     package_bytes: int = 0
@@ -92,11 +95,13 @@ def next_attempt(
     that already refused it, or None once it has had ``max_attempts`` tries."""
     if request.attempt + 1 >= max_attempts:
         return None
-    return replace(request, exclude=request.exclude | {rejected_by}, attempt=request.attempt + 1)
+    return request._replace(exclude=request.exclude | {rejected_by}, attempt=request.attempt + 1)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Outcome:
+class Outcome(NamedTuple):
+    """How one dispatch ended, as the driver saw it (immutable; a tuple for speed, as
+    ``RequestView``)."""
+
     ok: bool
     latency_ms: float
     """Balancer-observed: dispatch to first response frame (or to the error)."""
@@ -118,11 +123,14 @@ class Outcome:
 
 
 BACKEND_FAULT_KINDS = frozenset({"timeout", "connection"})
+_UP = Health.UP
+"""A module constant: ``Health.UP`` looks the member up in the enum class every time
+(0.5 us on this VM), and ``eligible`` runs for every candidate of every pick."""
 
 
 def eligible(backend: BackendView, request: RequestView) -> bool:
     """May this request be sent to this backend?"""
-    return backend.state is Health.UP and backend.id not in request.exclude
+    return backend.state is _UP and backend.id not in request.exclude
 
 
 class Strategy(Protocol):

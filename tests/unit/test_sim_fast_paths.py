@@ -7,27 +7,7 @@ import gc
 import pytest
 import simpy
 
-from balancer.strategies.base import Outcome, RequestView
 from simulator.clock import at, run_events, snap
-from simulator.views import outcome, request_view
-
-
-def test_request_view_equals_the_dataclass_constructor() -> None:
-    fast = request_view(7, 512, b"k", frozenset({"s1"}), 2)
-    slow = RequestView(
-        request_id=7, package_bytes=512, routing_key=b"k", exclude=frozenset({"s1"}), attempt=2
-    )
-    assert fast == slow
-    assert hash(fast) == hash(slow)
-    with pytest.raises(AttributeError):
-        fast.attempt = 3  # type: ignore[misc]  # still frozen
-
-
-@pytest.mark.parametrize("ok, kind", [(True, None), (False, "timeout"), (False, "rejected")])
-def test_outcome_equals_the_dataclass_constructor(ok: bool, kind: str | None) -> None:
-    fast = outcome(ok, 12.5, kind)
-    assert fast == Outcome(ok=ok, latency_ms=12.5, error_kind=kind)
-    assert fast.backend_fault == (kind == "timeout")
 
 
 def test_run_events_runs_callbacks_and_simpy_events_in_simpys_order() -> None:
