@@ -35,6 +35,7 @@ import orjson
 from balancer.outbox import RoutedConnection
 from balancer.streams import ClientPort, Stream, StreamIds
 from balancer.wiring import Wiring
+from lblab.backoff import jittered_backoff
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import (
@@ -60,8 +61,8 @@ MAX_LIFETIME_MS = 30_000
 """A backend silent this long (6 missed keepalive answers) is treated as lost."""
 RECONNECT_BASE_S = 0.1
 RECONNECT_MAX_S = 5.0
-"""Reconnect backoff: base * 2^n, capped, with full jitter (AWS "Exponential Backoff And
-Jitter"), so backends restarted together are not hit by synchronized reconnects."""
+"""Reconnect backoff (``lblab.backoff``), so backends restarted together are not hit by
+synchronized reconnects."""
 CONNECT_TIMEOUT_S = 3.0
 BACKEND_WRITE_HIGH_BYTES = 4 * 1024 * 1024
 """Pause the clients feeding a backend once this much is queued toward it: 4 MiB holds
@@ -353,8 +354,9 @@ class Backend:
         return None
 
     def _backoff(self) -> float:
-        cap = min(RECONNECT_MAX_S, RECONNECT_BASE_S * 2 ** min(self.attempts, 16))
-        return self.wiring.jitter.uniform(RECONNECT_BASE_S / 2, max(cap, RECONNECT_BASE_S))
+        return jittered_backoff(
+            self.attempts, RECONNECT_BASE_S, RECONNECT_MAX_S, self.wiring.jitter
+        )
 
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.done():
