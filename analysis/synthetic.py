@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from lblab.results import ERROR_KINDS, MANIFEST, consolidate, to_arrow, write_part
+from lblab.strategy_names import THESIS_FIVE
 
 SERVERS = ("s1", "s2", "s3")
 CAPACITY = np.array([0.25, 0.25, 1.0])
@@ -37,7 +38,7 @@ def write_synthetic_run(
     run_dir: Path,
     *,
     rows_per_unit: int = 200,
-    strategies: Sequence[str] = ("r", "rr", "wrr", "lc", "dwrr"),
+    strategies: Sequence[str] = THESIS_FIVE,
     scenarios: Sequence[str] = ("sp+sr", "mp+mr", "lp+lr", "variation"),
     replications: int = 2,
     seed: int = 1,

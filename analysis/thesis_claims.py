@@ -34,13 +34,13 @@ from analysis.load import open_results
 from analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, server_metrics, unit_metrics
 from analysis.stats import MeanCI, mean_ci
 from lblab.errors import ConfigError
+from lblab.strategy_names import THESIS_FIVE as FIVE
 from lblab.windows import Window
 
 SMALL_CELL, LARGE_CELL, VARIATION, LIGHT = "sp+sr", "sp+lr", "variation", "light"
 CLOSED = (SMALL_CELL, LARGE_CELL, VARIATION)
 """The thesis's own tests (closed-loop Locust users); ``light`` is lblab's trickle."""
 STATIC, DYNAMIC = ("r", "rr"), ("lc", "dwrr")
-FIVE = ("r", "rr", "wrr", "lc", "dwrr")
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NA = "supported", "contradicted", "inconclusive", "n/a"
 
 
