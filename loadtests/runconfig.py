@@ -2,7 +2,10 @@
 
 Every layer is a plain TOML-shaped dict; ``resolve`` merges them (tables merge key by
 key, everything else replaces) and checks the result once into frozen dataclasses, so a
-bad value is a ``ConfigError`` naming the field before any process starts. ``to_toml``
+bad value is a ``ConfigError`` naming the field before any process starts. Each table
+becomes its dataclass (``from_table``), which checks itself in ``__post_init__``;
+``RunConfig`` checks the rules across tables and builds every strategy it names through
+the balancer's registry, so a misspelt strategy option stops the run at load. ``to_toml``
 prints the resolved config in the same shape, so ``--print-config > my.toml`` gives a
 file that ``--config my.toml`` reproduces exactly.
 
