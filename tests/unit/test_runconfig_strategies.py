@@ -71,7 +71,7 @@ def test_good_options_resolve_and_keep_their_text_for_the_balancer() -> None:
 
 
 def test_each_table_checks_itself_when_built_alone() -> None:
-    with pytest.raises(ConfigError, match="testbed.kind = external needs testbed.balancer"):
+    with pytest.raises(ConfigError, match=r"testbed\.kind = external needs testbed\.balancer"):
         runconfig.TestbedConfig.from_table({"kind": "external"})
     with pytest.raises(ConfigError, match=r"servers\[0\]: unknown server keys \['cpu'\]"):
         runconfig.ServerSpec.from_table({"id": "s1", "cpu": 1}, "servers[0]")
@@ -133,4 +133,4 @@ def test_analysis_orders_strategies_and_scenarios_by_the_shared_lists() -> None:
         *BUILTIN_SCENARIOS,
         "custom",
     ]
-    assert BUILTIN_SCENARIOS == (*CELLS, "variation")
+    assert (*CELLS, "variation") == BUILTIN_SCENARIOS
