@@ -125,20 +125,31 @@ def _model_table(data: dict[str, Any]) -> str:
     )
     scenarios = "".join(
         f"<tr><td>{_esc(name)}</td><td>{_num(m['front_ms'], '{:.2f}')}</td>"
-        f"<td>{_num(m['think_ms'], '{:.2f}')}</td><td>{m['requests_per_phase']}</td></tr>"
+        f"<td>{_num(m['think_ms'], '{:.2f}')}</td><td>{_esc(_scales(m))}</td>"
+        f"<td>{m['requests_per_phase']}</td></tr>"
         for name, m in data["model"]["scenarios"].items()
     )
     return (
         "<details><summary>What the twin took from the run</summary>"
         "<p>Service times: each server's own measured times, resampled per request shape "
-        "(the calibrated cost model below prices shapes it never served). Front end: the "
-        "time outside the servers' slots (generator, balancer, links, server event loop), "
-        "as a fixed delay. Think: the closed loop's time outside the request.</p>"
+        "(the calibrated cost model below prices shapes it never served), times the "
+        "server's CPU per request over its slot time in the scenario (CPU demand: the "
+        "work outside the slot counted, quota stalls taken out), run under the server's "
+        "CPU quota as a cgroup enforces it (a budget per 100 ms period). Front end: the "
+        "time outside the servers' slots (generator, balancer, links) at the least "
+        "loaded server, as a fixed delay. Think: the closed loop's time outside the "
+        "request.</p>"
         "<table><tr><th>server</th><th>CPU quota</th><th>weight</th><th>workers</th>"
         f"<th>cost model</th><th>R&sup2;</th><th>samples</th></tr>{servers}</table>"
         "<table><tr><th>scenario</th><th>front end (ms, round trip)</th><th>think (ms)</th>"
-        f"<th>requests per phase</th></tr>{scenarios}</table></details>"
+        f"<th>CPU demand / slot time</th><th>requests per phase</th></tr>{scenarios}</table>"
+        "</details>"
     )
+
+
+def _scales(model: dict[str, Any]) -> str:
+    scales = model.get("demand_scale") or {}
+    return ", ".join(f"{k} x{v:.2f}" for k, v in scales.items()) or "n/a"
 
 
 def _plain_words(data: dict[str, Any]) -> str:

@@ -54,6 +54,10 @@ class ServerGroup:
     """Most requests queued plus in service; one more is REJECTED (None: unbounded)."""
     delay: float | None = None
     """One-way balancer<->server delay in seconds for this group (None: the global one)."""
+    cpu_quota: float | None = None
+    """Cores a cgroup lets each server use per ``quota_period`` (``simulator.quota``); the
+    service model then gives CPU demand at full speed (None: no quota)."""
+    quota_period: float = 0.1
 
     def __post_init__(self) -> None:
         check_range("servers.count", self.count, minimum=1, maximum=MAX_SERVERS)
@@ -64,6 +68,9 @@ class ServerGroup:
             check_range("servers.capacity", self.capacity, minimum=1)
         if self.delay is not None:
             check_range("servers.delay", self.delay, minimum=0)
+        if self.cpu_quota is not None:
+            check_range("servers.cpu_quota", self.cpu_quota, above=0, maximum=MAX_WORKERS)
+        check_range("servers.quota_period", self.quota_period, above=0, maximum=10)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

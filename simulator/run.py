@@ -42,6 +42,7 @@ from lblab.loadreport import LoadReport
 from simulator.clock import GRID, LATE, at, run_events
 from simulator.config import EPOCH, SimConfig, rng_stream
 from simulator.model import SimServer
+from simulator.quota import CpuQuota
 from simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
 from simulator.workload import ClosedUsers, ShapeSampler
 
@@ -130,18 +131,24 @@ class Simulation:
         service_rng = rng_stream(cfg.seed, rep, "service")
 
         self.servers: list[SimServer] = []
+        self._quotas: dict[int, CpuQuota] = {}  # the agent reads their CPU, not busy time
         self._delay: list[float] = []
         specs = []
         for group in cfg.servers:
             for _ in range(group.count):
                 i = len(self.servers)
                 sid = f"s{i + 1}"
+                service = group.service
+                if group.cpu_quota is not None and group.cpu_quota < 1:
+                    quota = CpuQuota(service, env, group.cpu_quota, group.quota_period)
+                    service = quota  # type: ignore[assignment]  # duck-typed ServiceModel
+                    self._quotas[i] = quota
                 self.servers.append(
                     SimServer(
                         env,
                         i,
                         sid,
-                        group.service,
+                        service,
                         group.workers,
                         group.speed,
                         group.capacity,
@@ -423,8 +430,11 @@ class Simulation:
         cpu = self.cpu
         reports = []
         for s, (busy0, done0) in zip(self.servers, self._last_sample, strict=True):
-            busy = s.busy_time()
-            util = min((busy - busy0) / (period * s.workers), 1.0)  # float noise: 1 + 5e-15
+            quota = self._quotas.get(s.index)
+            busy = s.busy_time() if quota is None else quota.used(now)
+            util = (busy - busy0) / (period * (s.workers if quota is None else quota.quota))
+            if quota is None:  # a cgroup's share is not clipped: samples alias its periods
+                util = min(util, 1.0)  # float noise: 1 + 5e-15
             qps = (s.completed - done0) / period
             self._last_sample[s.index] = (busy, s.completed)
             cpu.t.append(EPOCH + now)

@@ -13,9 +13,21 @@ What the twin takes from the run, all measured or configured, nothing tuned to f
   throttling and CPU contention on a shared machine are in it). The twin resamples those
   times per request shape (``MeasuredService``); a shape the server never served is
   priced by the JSON-work cost model that ``lblab calibrate`` fits to the same rows.
+- **CPU demand and quota**: a request costs its server more CPU than its slot shows
+  (frame decoding, the response, the event loop: same process, same allowance), and
+  under a cgroup quota the slot time includes the stalls when a period's budget ran
+  out. Per scenario and server the twin multiplies the resampled slot times by the
+  server's CPU per answered request (its CPU samples in the window: share of the
+  allowance x allowance / answers per second; median over the scenario's phases) over
+  its mean slot time there, and runs them under the server's quota as the kernel
+  enforces it (``simulator.quota``: full speed until the 100 ms period's budget is
+  spent, then a stall), so a lone request is fast and a loaded server caps at quota /
+  CPU per request. A server without a quota below one core keeps at least its slot time
+  (it may have been slowed by the machine's other processes).
 - **Front end**: ``latency - queue_ms - service_ms`` of each request is the time spent
-  outside the server's slot (generator, balancer, links, the server's event loop). Its
-  mean per phase, median over the scenario's phases, becomes the twin's round-trip
+  outside the server's slot (generator, balancer, links, the server's event loop). Per
+  phase the least over its servers of that mean (less the out-of-slot CPU now charged
+  to the server), median over the scenario's phases, becomes the twin's round-trip
   client<->balancer delay: one figure per scenario, the same for every strategy.
 - **Load**: the closed model's users, and as think time the loop's measured time
   outside the request (``users / sent-rate - mean latency``, Little's law: the configured
@@ -205,6 +217,8 @@ class Testbed:
     report_period: float
     warmup_fraction: float
     notes: tuple[str, ...]
+    live: bool = True
+    """Live servers do work outside their slot; a simulated run's servers do none."""
 
 
 def _live_testbed(manifest: Mapping[str, Any]) -> Testbed:
@@ -299,6 +313,7 @@ def _simulated_testbed(manifest: Mapping[str, Any]) -> Testbed:
         report_period=float(first["report_period"]),
         warmup_fraction=0.0,
         notes=(),
+        live=False,
     )
 
 
@@ -314,6 +329,9 @@ class Measured:
     interval (``<figure>_lo``, ``_hi``; NaN with one replication)."""
     rows: pd.DataFrame
     """Successful requests with the service columns (for fitting)."""
+    servers: pd.DataFrame
+    """One row per unit and server inside the window: ``ok_per_s``, ``slot_ms`` (mean
+    service time), ``front_ms`` and ``cpu_percent`` (mean share of its CPU allowance)."""
 
 
 def measure(run_dir: Path) -> Measured:
@@ -343,6 +361,7 @@ def measure(run_dir: Path) -> Measured:
     for col in ("run_id", "strategy", "scenario"):
         front[col] = front[col].astype(str)
     units = units.merge(front, on=KEY, how="left")
+    servers = _per_server(results, ok, windows)
     long = pool(units, list(FIGURES))
     pooled = long.pivot_table(
         index=["strategy", "scenario"],
@@ -352,7 +371,39 @@ def measure(run_dir: Path) -> Measured:
         dropna=False,
     )
     pooled.columns = [m if v == "mean" else f"{m}_{v}" for v, m in pooled.columns]
-    return Measured(units=units, pooled=pooled.reset_index(), rows=ok)
+    return Measured(units=units, pooled=pooled.reset_index(), rows=ok, servers=servers)
+
+
+def _per_server(results: Any, ok: pd.DataFrame, windows: Mapping[Any, Window]) -> pd.DataFrame:
+    """Per unit and server: answers per second, slot time, front end and CPU share."""
+    from analysis.load import KEY
+
+    inside = ok[ok["window"].astype(str) == "inside"] if "window" in ok.columns else ok
+    frame = (
+        inside.groupby([*KEY, "server"], observed=True)
+        .agg(
+            ok=("service_ms", "size"), slot_ms=("service_ms", "mean"), front_ms=("front_ms", "mean")
+        )
+        .reset_index()
+    )
+    frame = frame[frame["ok"] > 0]
+    seconds = [
+        windows[(str(r.run_id), str(r.scenario), str(r.strategy), int(r.replication))].seconds
+        if (str(r.run_id), str(r.scenario), str(r.strategy), int(r.replication)) in windows
+        else math.nan
+        for r in frame.itertuples()
+    ]
+    frame = frame.assign(ok_per_s=frame["ok"] / np.asarray(seconds, dtype=float))
+    cpu = results.table("cpu", ["server", "cpu_percent"])
+    if cpu.empty:
+        return frame.assign(cpu_percent=math.nan)
+    if "window" in cpu.columns:
+        cpu = cpu[cpu["window"].astype(str) == "inside"]
+    share = cpu.groupby([*KEY, "server"], observed=True)["cpu_percent"].mean().reset_index()
+    for col in (*KEY, "server"):
+        frame[col] = frame[col].astype(str)
+        share[col] = share[col].astype(str)
+    return frame.merge(share, on=[*KEY, "server"], how="left")
 
 
 # ------------------------------------------------------------------ building the twin
@@ -365,6 +416,8 @@ class ScenarioModel:
     front_ms: float
     think_ms: float
     requests: int
+    demand_scale: Mapping[str, float]
+    """Per server: its CPU demand per request over its slot time (``_demand_scale``)."""
 
 
 def _median(values: pd.Series) -> float:
@@ -385,18 +438,117 @@ def scenario_models(testbed: Testbed, measured: Measured) -> dict[str, ScenarioM
             cycle_ms = 1000.0 * s.users / sent_rate.where(sent_rate > 0)
             think = max(0.0, _median(cycle_ms - mine["latency_mean_ms"]))
         requests = _median(mine["requests"]) / max(1.0 - testbed.warmup_fraction, 1e-9)
+        per_server = measured.servers[measured.servers["scenario"] == s.name]
+        scales = {
+            srv.id: _demand_scale(
+                per_server[per_server["server"] == srv.id],
+                srv.cpu_quota,
+                _slot_mean(measured.rows, s.name, srv.id),
+            )
+            if testbed.live
+            else 1.0
+            for srv in testbed.servers
+        }
         out[s.name] = ScenarioModel(
-            front_ms=max(0.0, _median(mine["front_ms"])),
+            front_ms=_net_front(per_server, testbed, scales, _median(mine["front_ms"])),
             think_ms=think,
             requests=max(MIN_REQUESTS, round(requests)),
+            demand_scale=scales,
         )
     return out
 
 
+MIN_SERVER_ANSWERS = 10
+"""A unit whose server answered fewer requests in the window tells nothing of its cost."""
+
+
+def _cpu_ms(rows: pd.DataFrame, quota: float | None) -> pd.Series:
+    """CPU time per answered request (ms), in and out of the slot: the CPU the server
+    used in the window (its share of its allowance times the allowance) over its answers."""
+    return rows["cpu_percent"] / 100.0 * (quota or 1.0) * 1000.0 / rows["ok_per_s"]
+
+
+def _slot_mean(rows: pd.DataFrame, scenario: str, server: str) -> float:
+    """Mean slot time (ms) of a server's answers in a scenario, all phases pooled: the
+    mean of what the twin resamples for it there."""
+    mine = rows[(rows["scenario"].astype(str) == scenario) & (rows["server"].astype(str) == server)]
+    return float(mine["service_ms"].mean()) if len(mine) else math.nan
+
+
+def _demand_scale(rows: pd.DataFrame, quota: float | None, slot_ms: float) -> float:
+    """How much CPU a request costs its server relative to its measured slot time.
+
+    The slot time misses the server's work outside the slot (frame decoding, the
+    response, the event loop: the same process and the same CPU allowance) and, under a
+    cgroup quota, includes the stalls when the period's budget ran out. The twin gives
+    each request ``slot sample * scale`` of CPU and lets ``simulator.quota`` apply the
+    stalls. Without a quota below a core the slot time stays the floor (a server slowed
+    by the machine's other processes takes longer than its CPU time). The median CPU
+    per request over the scenario's units where the server answered enough, over the
+    mean slot time of its answers in the scenario. Without such units: 1, or under
+    a quota the quota itself (the slot time of a saturated server is its CPU time
+    stretched by 1 / quota).
+    """
+    quota_binds = quota is not None and quota < 1
+    rows = rows[(rows["ok"] >= MIN_SERVER_ANSWERS) & rows["cpu_percent"].notna()]
+    if rows.empty:
+        return quota if quota is not None and quota_binds else 1.0
+    scale = _median(_cpu_ms(rows, quota)) / slot_ms
+    if not math.isfinite(scale):
+        return 1.0
+    if scale <= 0:
+        return 1.0
+    return scale if quota_binds else max(1.0, scale)
+
+
+def _net_front(
+    rows: pd.DataFrame, testbed: Testbed, scales: Mapping[str, float], fallback: float
+) -> float:
+    """The front end without the server's own work outside its slot (which the twin now
+    charges to the server): per unit the least such time over its servers, the median
+    over the scenario's units."""
+    quotas = {s.id: s.cpu_quota for s in testbed.servers}
+    rows = rows[rows["ok"] >= MIN_SERVER_ANSWERS]
+    if rows.empty:
+        return max(0.0, fallback)
+    extra = [
+        max(0.0, (scales.get(str(r.server), 1.0) - 1.0) * r.slot_ms)
+        if quotas.get(str(r.server)) is None or (quotas[str(r.server)] or 1.0) >= 1
+        else 0.0
+        for r in rows.itertuples()
+    ]
+    net = rows.assign(net=rows["front_ms"] - np.asarray(extra, dtype=float))
+    per_unit = net.groupby(["run_id", "replication", "strategy"], observed=True)["net"].min()
+    return max(0.0, _median(per_unit))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ScaledService:
+    """A measured service model whose times are multiplied by ``scale``."""
+
+    base: MeasuredService
+    scale: float
+
+    @property
+    def mean_s(self) -> float:
+        return self.base.mean_s * self.scale
+
+    def sample(self, rng: random.Random, work_bytes: int, package_bytes: int) -> float:
+        return self.base.sample(rng, work_bytes, package_bytes) * self.scale
+
+    def spec(self) -> str:
+        return f"{self.base.spec()} x{self.scale:.3g}"
+
+
 def _groups(
-    testbed: Testbed, services: Mapping[str, MeasuredService], total: int
+    testbed: Testbed,
+    services: Mapping[str, MeasuredService],
+    total: int,
+    model: ScenarioModel,
 ) -> tuple[ServerGroup, ...]:
-    """``total`` servers with the run's capacity mix (each server repeated in turn)."""
+    """``total`` servers with the run's capacity mix (each server repeated in turn), each
+    request costing its server ``model.demand_scale`` times a measured slot time, under
+    the server's CPU quota as a cgroup enforces it."""
     n = len(testbed.servers)
     base, extra = divmod(total, n)
     groups = []
@@ -406,10 +558,14 @@ def _groups(
             groups.append(
                 ServerGroup(
                     count=count,
-                    service=cast(ServiceModel, services[s.id]),  # duck-typed like the others
+                    # duck-typed like the others
+                    service=cast(
+                        ServiceModel, ScaledService(services[s.id], model.demand_scale[s.id])
+                    ),
                     workers=s.workers,
                     weight=s.weight,
                     capacity=s.capacity,
+                    cpu_quota=s.cpu_quota if s.cpu_quota is not None and s.cpu_quota < 1 else None,
                 )
             )
     return tuple(groups)
@@ -434,10 +590,10 @@ def configs_for(
 ) -> list[SimConfig]:
     """One SimConfig per scenario x strategy x replication for ``servers`` servers."""
     factor = servers / len(testbed.servers)
-    groups = _groups(testbed, services, servers)
     out = []
     for scenario in testbed.scenarios:
         model = models[scenario.name]
+        groups = _groups(testbed, services, servers, model)
         requests = round(model.requests * factor)
         if max_requests is not None:
             requests = min(requests, max_requests)
@@ -736,6 +892,7 @@ def make_twin(
                 name: {
                     "front_ms": round(m.front_ms, 3),
                     "think_ms": round(m.think_ms, 3),
+                    "demand_scale": {k: round(v, 3) for k, v in m.demand_scale.items()},
                     "requests_per_phase": m.requests,
                 }
                 for name, m in models.items()
