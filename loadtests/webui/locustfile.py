@@ -164,12 +164,18 @@ class SwarmPhases:
         self._write()
         log.info("phase %s started: %s", phase.key, swarm)
 
+    def stopping(self) -> None:
+        """Stop was asked for: the load ends now, though users finish their requests."""
+        if self.entry is not None:
+            self.entry["load_end"] = time.time()
+
     def end_phase(self) -> None:
         """The running phase ends now (Stop, a switch, or Locust quitting)."""
         if self.entry is None:
             return
         new_records()
         self.entry["end"] = time.time()
+        self.entry.setdefault("load_end", self.entry["end"])
         self._write()
         log.info("phase %s ended", self.entry["key"])
         self.entry = None
@@ -217,5 +223,6 @@ def _on_init(environment: Any, web_ui: Any = None, **_: Any) -> None:
         return
     phases = SwarmPhases(environment, UiSession.from_json(text))
     web_ui.app.before_request(phases.before_request)
-    # Locust quitting stops a running test, which fires test_stop too.
+    # Locust quitting stops a running test, which fires these too.
+    environment.events.test_stopping.add_listener(lambda **_: phases.stopping())
     environment.events.test_stop.add_listener(lambda **_: phases.end_phase())

@@ -4,7 +4,8 @@
 ``lblab ui`` passes a ``UiSession`` as ``--lblab-ui JSON``; the Locust process writes a
 note per phase into ``phase_notes(run_dir)`` as ``phase-NNN.json`` (atomically replaced):
 ``index, key, scenario, strategy, strategy_options, replication, seed, load, start,
-end`` (``end`` null while the phase runs).
+end`` (``end`` null while the phase runs) and ``load_end`` (when Stop was pressed, or
+the switch; users then finish their requests until ``end``).
 """
 
 from __future__ import annotations

@@ -20,13 +20,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 from rich.console import Console
 
 from lblab.procs import Child, ProcessFailed
 from lblab.results import consolidate
 from lblab.windows import Window
 from loadtests import loadgen
-from loadtests.records import FLUSH_S
+from loadtests.records import FLUSH_S, phase_folder, read_records
 from loadtests.runconfig import LoadConfig, RunConfig
 from loadtests.runner import (
     EXIT_OK,
@@ -118,10 +119,14 @@ class UiRunner(Runner):
 
     def _finish(self, phase: Phase, note: dict[str, Any], end: float) -> str:
         load = LoadConfig(**{**note["load"], "think_time": tuple(note["load"]["think_time"])})
-        measured = end - note["start"] - self.config.warmup
+        # The window ends where the load did (Stop pressed, or the switch), not after the
+        # users' last answers: duration = load end - first request - warm-up.
+        sent = read_records(phase_folder(self.run_dir, phase.key))["t_sent"]
+        first = pc.min(sent).as_py() if len(sent) else note["start"]
+        measured = (note.get("load_end") or end) - first - self.config.warmup
         self._configs[phase.index] = replace(
             self.config,
-            duration=max(measured, 1e-3),  # the swarm's length after the warm-up
+            duration=max(measured, 1e-3),
             loads={**self.config.loads, phase.scenario: load},
         )
         facts = self._merge_records(phase, note["start"])
