@@ -3,8 +3,10 @@
 It starts the local testbed (``LocalTestbed``) and one Locust process with its web UI on
 ``loadtests/webui/locustfile.py``, bound to 127.0.0.1. That process writes a note per
 phase (``raw/ui/phase-NNN.json``: what was chosen, start, end); ``UiRunner`` reads them
-on every tick, adds each phase to the manifest and, once its answers and samples are in,
-builds its requests, picks and cpu parts and checks with the runner's own code. Ctrl-C
+on every tick, adds each phase to the manifest and, once its answers and samples are in
+and no swarm runs (as the runner does between phases: the merge's CPU is not taken from
+a measured phase), builds its requests, picks and cpu parts and checks with the
+runner's own code. Ctrl-C
 or SIGTERM stops Locust (which ends a running swarm), then the testbed; the tables are
 consolidated and the caller writes the report.
 """
@@ -65,21 +67,24 @@ class UiRunner(Runner):
         return self._configs.get(phase.index, self.config)
 
     def poll(self, final: bool = False) -> list[str]:
-        """Take in the phase notes; finish the phases whose rows are all in (``final``:
-        Locust has exited, so every one). Returns lines for the console."""
+        """Take in the phase notes; finish the phases whose rows are all in, but only
+        while no swarm runs (merging takes CPU the running phase would lose), or every
+        one when ``final`` (Locust has exited). Returns lines for the console."""
         lines: list[str] = []
-        finished = False
         now = time.time()
+        notes: list[dict[str, Any]] = []
         for path in sorted(phase_notes(self.run_dir).glob("phase-*.json")):
-            index = int(path.stem.split("-")[1])
-            if index in self._done or index > len(self.phases):
-                continue
-            note = json.loads(path.read_text())
-            if index == len(self.phases):
+            if int(path.stem.split("-")[1]) not in self._done:
+                notes.append(json.loads(path.read_text()))
+        for note in notes:
+            if note["index"] == len(self.phases):
                 lines.append(self._add(note))
-            end = note["end"] if note["end"] is not None else (now if final else None)
-            if end is not None and (final or now >= end + self._settle(note)):
-                lines.append(self._finish(self.phases[index], note, end))
+        running = any(note["end"] is None for note in notes)
+        finished = False
+        for note in (n for n in notes if n["index"] < len(self.phases)):
+            end = note["end"] if note["end"] is not None else now
+            if final or (not running and now >= end + self._settle(note)):
+                lines.append(self._finish(self.phases[note["index"]], note, end))
                 finished = True
         if finished:  # their picks and samples are in by now (FLUSH_GRACE_S)
             self._collect(now - FLUSH_GRACE_S)
