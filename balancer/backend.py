@@ -33,18 +33,18 @@ from typing import cast
 import orjson
 
 from balancer.outbox import RoutedConnection
-from balancer.streams import ClientPort, Stream, StreamIds
+from balancer.streams import ClientPort, Stream
 from balancer.wiring import Wiring
 from lblab.backoff import jittered_backoff
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import (
     FLAG_IGNORE,
-    FLAG_RESPOND,
     U32,
     ErrorCode,
     FrameType,
 )
+from lblab.wire.connection import Connection, Control
 from lblab.wire.frames import Cancel, Error, Keepalive, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
@@ -98,10 +98,10 @@ class BackendConnection(RoutedConnection):
         "blocked_clients",
         "draining",
         "ids",
-        "last_seen",
         "paused",
         "retired",
         "retired_at",
+        "rsocket",
         "streams",
         "wiring",
     )
@@ -113,22 +113,7 @@ class BackendConnection(RoutedConnection):
         self.backend_id = backend.id
         self.wiring = wiring
         self.streams: dict[int, Stream] = {}
-        self.ids = StreamIds()
-        self.paused = False
-        self.blocked_clients: set[ClientPort] = set()
-        self.draining = False
-        self.retired = False
-        self.retired_at = 0.0
-        self.last_seen = wiring.loop.time()
-        self.answered: asyncio.Future[bool] = wiring.loop.create_future()
-        """True once the backend has answered our first KEEPALIVE; False if it closed first."""
-
-    # ------------------------------------------------------------ asyncio hooks
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's: duck-typed
-        transport.set_write_buffer_limits(high=BACKEND_WRITE_HIGH_BYTES)
-        reports, lease = self.wiring.events.setup_wants()
+        reports, lease = wiring.events.setup_wants()
         setup = Setup(
             keepalive_ms=KEEPALIVE_MS,
             max_lifetime_ms=MAX_LIFETIME_MS,
@@ -137,10 +122,29 @@ class BackendConnection(RoutedConnection):
             data=orjson.dumps({"client": "lblab-balancer", "reports": list(reports)}),
             lease=lease,
         )
-        transport.write(encode_frame(setup) + encode_frame(Keepalive(respond=True)))
+        self.rsocket = Connection.connecting(
+            setup, wiring.loop.time(), max_frame_length=wiring.max_frame_bytes
+        )
+        self.rsocket.send(Keepalive(respond=True))  # its answer proves the backend serves
+        self.ids = self.rsocket.ids
+        self.paused = False
+        self.blocked_clients: set[ClientPort] = set()
+        self.draining = False
+        self.retired = False
+        self.retired_at = 0.0
+        self.answered: asyncio.Future[bool] = wiring.loop.create_future()
+        """True once the backend has answered our first KEEPALIVE; False if it closed first."""
+
+    # ------------------------------------------------------------ asyncio hooks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's: duck-typed
+        transport.set_write_buffer_limits(high=BACKEND_WRITE_HIGH_BYTES)
+        transport.write(self.rsocket.data_to_send())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.rsocket.peer_gone()
         if not self.answered.done():
             self.answered.set_result(False)
         for client in self.blocked_clients:
@@ -177,14 +181,11 @@ class BackendConnection(RoutedConnection):
     def send_cancel(self, backend_sid: int) -> None:
         self.send(encode_frame(Cancel(stream_id=backend_sid)))
 
-    def send_keepalive(self) -> None:
-        self.send(encode_frame(Keepalive(respond=True)))
-
     # ------------------------------------------------------------ frames from the backend
 
     def on_frame(self, pos: int, length: int, sid: int, frame_type: int, flags: int) -> bool:
         if not sid:
-            return self._connection_frame(pos, length, frame_type, flags)
+            return self._control_frame(pos, length, frame_type, flags)
         stream = self.streams.get(sid)
         if stream is None:
             if FrameType.REQUEST_RESPONSE <= frame_type <= FrameType.REQUEST_CHANNEL:
@@ -202,43 +203,46 @@ class BackendConnection(RoutedConnection):
         self.wiring.router.backend_frame(stream, frame, frame_type, flags, self.wiring.loop.time())
         return True
 
-    def _connection_frame(self, pos: int, length: int, frame_type: int, flags: int) -> bool:
-        body = pos + 9
-        if not self.answered.done() and frame_type in _LIVENESS_FRAMES:
-            self.answered.set_result(True)
-        if frame_type == FrameType.KEEPALIVE:
-            if flags & FLAG_RESPOND:
-                frame = self.buf[pos : pos + 3 + length]
-                frame[8] &= ~FLAG_RESPOND & 0xFF  # clear R; echo position and data
-                self.send(frame)
-        elif frame_type == FrameType.LEASE:
-            if length >= 14:
-                ttl_ms = _unpack_u32(self.buf, body)[0]
-                count = _unpack_u32(self.buf, body + 4)[0]
-                self.wiring.events.backend_lease(
-                    self.backend_id, ttl_ms / 1000.0, count, self.wiring.loop.time()
-                )
-        elif frame_type == FrameType.METADATA_PUSH:
-            self.wiring.events.push_report(
-                self.backend_id, self.mv[body : pos + 3 + length], self.wiring.loop.time()
-            )
-        elif frame_type == FrameType.ERROR:
-            code = _unpack_u32(self.buf, body)[0] if length >= 10 else 0
-            message = bytes(self.buf[body + 4 : pos + 3 + length]).decode("utf-8", "replace")
-            if code == ErrorCode.CONNECTION_CLOSE:
+    def _control_frame(self, pos: int, length: int, frame_type: int, flags: int) -> bool:
+        """Stream 0: the rules are the connection's (``lblab.wire.connection``)."""
+        rsocket = self.rsocket
+        verdict = rsocket.control_frame(self.buf, pos, length, 0, frame_type, flags)
+        if verdict is Control.FAILED:
+            self._failed()
+            return False
+        if verdict is Control.PEER_CLOSED:
+            closed = rsocket.peer_closed
+            assert closed is not None
+            if closed.code == ErrorCode.CONNECTION_CLOSE:
                 self.draining = True
                 self.backend.draining(self)
-            else:
-                log.warning(
-                    "backend %s closed the connection: 0x%x %s", self.backend.id, code, message
-                )
-                self.close()
-                return False
-        elif not flags & FLAG_IGNORE:
-            self.protocol_error(
-                RemoteProtocolError(f"unexpected connection-level frame type 0x{frame_type:02x}")
+                return True
+            log.warning(
+                "backend %s closed the connection: 0x%x %s",
+                self.backend.id,
+                closed.code,
+                closed.message,
             )
+            self.close()
             return False
+        if verdict is Control.NONE:
+            out = rsocket.data_to_send()  # a KEEPALIVE answer
+            if out:
+                self.send(out)
+            return True
+        if not self.answered.done():  # a KEEPALIVE answer, a LEASE or a push: it serves
+            self.answered.set_result(True)
+        if verdict is Control.LEASE:
+            self.wiring.events.backend_lease(
+                self.backend_id,
+                rsocket.lease_ttl_ms / 1000.0,
+                rsocket.lease_requests,
+                self.wiring.loop.time(),
+            )
+        elif verdict is Control.METADATA_PUSH:
+            self.wiring.events.push_report(
+                self.backend_id, self.mv[pos + 9 : pos + 3 + length], self.wiring.loop.time()
+            )
         return True
 
     def _server_request(self, sid: int, frame_type: int) -> bool:
@@ -256,9 +260,16 @@ class BackendConnection(RoutedConnection):
         return True
 
     def protocol_error(self, exc: RemoteProtocolError) -> None:
-        log.warning("backend %s broke the protocol: %s", self.backend.id, exc)
+        self.rsocket.close(exc.error_code, str(exc))
+        self._failed()
+
+    def _failed(self) -> None:
+        """The connection closed itself (``rsocket.failure``): send its ERROR, then close."""
+        failure = self.rsocket.failure
+        if failure is not None:
+            log.warning("backend %s: %s", self.backend.id, failure.message)
         self.wiring.stats["protocol_errors"] += 1
-        self.send(encode_frame(Error(stream_id=0, error_code=exc.error_code, message=str(exc))))
+        self.send(self.rsocket.data_to_send())
         self.close()
 
 
@@ -275,7 +286,6 @@ class Backend:
         "conn",
         "hung",
         "id",
-        "next_keepalive",
         "stopped",
         "wiring",
     )
@@ -287,7 +297,6 @@ class Backend:
         self.conn: BackendConnection | None = None
         self.attempts = 0
         self.stopped = False
-        self.next_keepalive = 0.0
         self.hung = False
         """Held DOWN because the current connection went silent (see the module doc)."""
         self._pool_up = in_pool_up
@@ -315,7 +324,6 @@ class Backend:
             old, self.conn = self.conn, conn
             self.attempts = 0
             self.hung = False
-            self.next_keepalive = loop.time() + KEEPALIVE_MS / 1000.0
             if old is not None:
                 self._retire(old)  # a re-SETUP: the old connection finishes its streams
             elif not self._pool_up:
@@ -378,28 +386,33 @@ class Backend:
             self.wiring.events.backend_draining(self.id)
 
     def check_lifetime(self, now: float) -> None:
-        """Send our KEEPALIVE when due; close a backend silent for longer than its lifetime."""
+        """The connection's deadlines (our KEEPALIVE, its max lifetime); hung after
+        ``HUNG_AFTER_S`` of silence, answering again once it is heard."""
         conn = self.conn
         if conn is None or conn.closed:
             return
         conn.trim()
+        rsocket = conn.rsocket
         if conn.active:
             conn.active = False
-            conn.last_seen = now
+            rsocket.active = True
             if self.hung:
                 self.hung = False
                 if not conn.draining:
                     self.wiring.events.backend_answering(self.id, now)
-        elif now - conn.last_seen > MAX_LIFETIME_MS / 1000.0:
-            log.warning("backend %s silent for %.0f s: reconnecting", self.id, now - conn.last_seen)
+        if rsocket.tick(now) is not None:
+            log.warning(
+                "backend %s silent for %.0f s: reconnecting", self.id, now - rsocket.last_received
+            )
+            conn.send(rsocket.data_to_send())
             conn.close()
             return
-        elif now - conn.last_seen > HUNG_AFTER_S and not self.hung:
+        if now - rsocket.last_received > HUNG_AFTER_S and not self.hung:
             self.hung = True
-            self.wiring.events.backend_hung(self.id, now - conn.last_seen)
-        if now >= self.next_keepalive:
-            self.next_keepalive = now + KEEPALIVE_MS / 1000.0
-            conn.send_keepalive()
+            self.wiring.events.backend_hung(self.id, now - rsocket.last_received)
+        out = rsocket.data_to_send()  # our KEEPALIVE, when due
+        if out:
+            conn.send(out)
 
     def resetup(self) -> None:
         """Open a new connection whose SETUP asks for what the new strategy needs.

@@ -50,17 +50,15 @@ from balancer.streams import Stream
 from balancer.wiring import Wiring
 from lblab.admission import Admission
 from lblab.errors import RemoteProtocolError
-from lblab.wire.codec import check_first_frame, decode_frame_body, encode_frame
+from lblab.wire.codec import encode_frame
 from lblab.wire.codes import (
     FLAG_IGNORE,
-    FLAG_METADATA,
-    FLAG_RESPOND,
-    MAJOR_VERSION,
     MAX_SETUP_LENGTH,
     ErrorCode,
     FrameType,
 )
-from lblab.wire.frames import Error, Setup
+from lblab.wire.connection import Connection, Control, SetupPolicy
+from lblab.wire.frames import Error
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
 log = logging.getLogger("lblab.balancer.frontend")
@@ -93,11 +91,8 @@ class ClientConnection(RoutedConnection):
         "admission",
         "blockers",
         "composite_metadata",
-        "last_seen",
-        "lifetime_s",
+        "rsocket",
         "setup_done",
-        "setup_timeout_s",
-        "setup_timer",
         "streams",
         "wiring",
     )
@@ -106,15 +101,20 @@ class ClientConnection(RoutedConnection):
         super().__init__(wiring.max_frame_bytes, wiring.outbox, CLIENT_BUFFER_BYTES)
         self.wiring = wiring
         self.admission = admission
-        self.setup_timeout_s = setup_timeout_s
-        self.setup_timer: asyncio.TimerHandle | None = None
+        policy = SetupPolicy(
+            who="the balancer",
+            setup_timeout_s=setup_timeout_s,
+            data_mimes=ACCEPTED_DATA_MIMES,
+            max_setup_bytes=min(MAX_SETUP_LENGTH, wiring.max_frame_bytes),
+        )
+        self.rsocket = Connection.accepting(
+            policy, wiring.loop.time(), max_frame_length=wiring.max_frame_bytes
+        )
         self.streams: dict[int, Stream] = {}
         self.address: str | None = None
         self.setup_done = False
         self.composite_metadata = False
         self.blockers: set[object] = set()
-        self.last_seen = wiring.loop.time()
-        self.lifetime_s = 60.0  # until SETUP says otherwise
 
     # ------------------------------------------------------------ asyncio hooks
 
@@ -126,27 +126,18 @@ class ClientConnection(RoutedConnection):
         if not self.admission.admit(self):
             return
         self.wiring.events.client_opened(self)
-        self.setup_timer = self.wiring.loop.call_later(self.setup_timeout_s, self._setup_expired)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.setup_timer is not None:
-            self.setup_timer.cancel()
+        self.rsocket.peer_gone()
         self.admission.gone(self)
         self.wiring.events.client_closed(self)
 
     def buffer_updated(self, nbytes: int) -> None:
         if not self.setup_done and not self.closed:
             start = self._start
-            try:
-                check_first_frame(
-                    self.buf,
-                    start,
-                    self._end + nbytes - start,
-                    min(MAX_SETUP_LENGTH, self.max_frame_bytes),
-                )
-            except RemoteProtocolError as exc:
-                self.protocol_error(exc)
+            if self.rsocket.check_prefix(self.buf, start, self._end + nbytes - start):
+                self._failed()
                 return
         RoutedConnection.buffer_updated(self, nbytes)
 
@@ -176,37 +167,32 @@ class ClientConnection(RoutedConnection):
 
     def protocol_error(self, exc: RemoteProtocolError) -> None:
         """Answer with a connection-level ERROR and close this connection only."""
-        log.info("client %s: %s (0x%03x)", self.address, exc, exc.error_code)
+        self.rsocket.close(exc.error_code, str(exc))
+        self._failed()
+
+    def _failed(self) -> None:
+        """The connection closed itself (``rsocket.failure``): send its ERROR, then close."""
+        failure = self.rsocket.failure
+        if failure is not None:
+            log.info("client %s: %s (0x%03x)", self.address, failure.message, failure.code)
         if not self.closed and self.transport is not None:
             self.wiring.stats["protocol_errors"] += 1
-            self.send(encode_frame(Error(stream_id=0, error_code=exc.error_code, message=str(exc))))
+            self.send(self.rsocket.data_to_send())
             self.close()
 
     def refuse(self, message: str) -> None:
         """Turned away by the connection caps (``lblab.admission``)."""
         self.protocol_error(RemoteProtocolError(message, ErrorCode.REJECTED_SETUP))
 
-    def _setup_expired(self) -> None:
-        self.setup_timer = None
-        if not self.setup_done:
-            self.protocol_error(
-                RemoteProtocolError(
-                    f"no SETUP within {self.setup_timeout_s:g} s of connecting (--setup-timeout)",
-                    ErrorCode.INVALID_SETUP,
-                )
-            )
-
     def check_lifetime(self, now: float) -> None:
+        """The connection's deadlines (SETUP, max lifetime), and a client not reading."""
         self.trim()
+        rsocket = self.rsocket
         if self.active:
             self.active = False
-            self.last_seen = now
-        elif now - self.last_seen > self.lifetime_s:
-            self.protocol_error(
-                RemoteProtocolError(
-                    f"no frame within the client's max lifetime of {self.lifetime_s:g} s"
-                )
-            )
+            rsocket.active = True
+        if rsocket.tick(now) is not None:
+            self._failed()
         elif (
             self.transport is not None
             and self.transport.get_write_buffer_size() > CLIENT_MAX_PENDING_BYTES
@@ -222,9 +208,7 @@ class ClientConnection(RoutedConnection):
     def on_frame(self, pos: int, length: int, sid: int, frame_type: int, flags: int) -> bool:
         if self.closed:
             return False
-        if not self.setup_done:
-            return self._on_setup(pos, length)
-        if sid:
+        if sid and self.setup_done:
             is_request = _FIRST_REQUEST <= frame_type <= _LAST_REQUEST
             if is_request or frame_type in _STREAM_FRAMES:
                 problem = frame_problem(self.buf, pos, length, sid, frame_type, flags)
@@ -250,92 +234,28 @@ class ClientConnection(RoutedConnection):
                 RemoteProtocolError(f"unexpected frame type 0x{frame_type:02x} on stream {sid}")
             )
             return False
-        return self._connection_frame(pos, length, frame_type, flags)
+        return self._control_frame(pos, length, sid, frame_type, flags)
 
-    def _connection_frame(self, pos: int, length: int, frame_type: int, flags: int) -> bool:
-        if frame_type == FrameType.KEEPALIVE:
-            if length < KEEPALIVE_MIN_LENGTH or self.buf[pos + 9] & 0x80:
-                self.protocol_error(
-                    RemoteProtocolError("KEEPALIVE needs a 63-bit last received position")
-                )
-                return False
-            if flags & FLAG_RESPOND:
-                frame = self.buf[pos : pos + 3 + length]
-                frame[8] &= ~FLAG_RESPOND & 0xFF  # clear R; echo position and data
-                self.send(frame)
+    def _control_frame(self, pos: int, length: int, sid: int, frame_type: int, flags: int) -> bool:
+        """Stream 0, and the SETUP: the rules are the connection's (``lblab.wire.connection``)."""
+        rsocket = self.rsocket
+        verdict = rsocket.control_frame(self.buf, pos, length, sid, frame_type, flags)
+        if verdict is Control.NONE or verdict is Control.KEEPALIVE_ANSWER:
+            out = rsocket.data_to_send()  # a KEEPALIVE answer
+            if out:
+                self.send(out)
             return True
-        if frame_type == FrameType.METADATA_PUSH:
-            if not flags & FLAG_METADATA:  # it goes to every backend: hold it to the spec
-                self.protocol_error(RemoteProtocolError("METADATA_PUSH without the METADATA flag"))
-                return False
+        if verdict is Control.METADATA_PUSH:  # it goes to every backend
             self.wiring.events.broadcast(bytes(self.buf[pos : pos + 3 + length]), self)
             return True
-        if frame_type == FrameType.ERROR:
+        if verdict is Control.SETUP_ACCEPTED:
+            assert rsocket.setup is not None
+            self.setup_done = True
+            self.admission.setup_done(self)
+            self.composite_metadata = rsocket.setup.metadata_mime == COMPOSITE_METADATA
+            return True
+        if verdict is Control.PEER_CLOSED:
             self.close()  # the client ends the connection (e.g. CONNECTION_CLOSE)
             return False
-        if frame_type == FrameType.RESUME:
-            self.protocol_error(
-                RemoteProtocolError(
-                    "resumption is not supported by the balancer", ErrorCode.REJECTED_RESUME
-                )
-            )
-            return False
-        if frame_type > FrameType.RESUME_OK and flags & FLAG_IGNORE:
-            return True
-        if frame_type == FrameType.SETUP:
-            message = "SETUP may only be sent once per connection"
-        elif frame_type == FrameType.LEASE:
-            message = "LEASE from a client: this connection did not negotiate leases"
-        else:
-            message = f"unexpected frame type 0x{frame_type:02x} on stream 0"
-        self.protocol_error(RemoteProtocolError(message))
+        self._failed()  # Control.FAILED; a LEASE (none negotiated) is one
         return False
-
-    def _on_setup(self, pos: int, length: int) -> bool:
-        """Validate the connection's first frame (module docstring: what is accepted).
-
-        ``check_first_frame`` has already refused anything but a SETUP on stream 0."""
-        try:
-            setup = decode_frame_body(bytes(self.buf[pos + 3 : pos + 3 + length]))
-            if not isinstance(setup, Setup):
-                raise RemoteProtocolError("malformed SETUP frame", ErrorCode.INVALID_SETUP)
-            self._check_setup(setup)
-        except RemoteProtocolError as exc:
-            if exc.error_code == ErrorCode.CONNECTION_ERROR:
-                exc = RemoteProtocolError(str(exc), ErrorCode.INVALID_SETUP)
-            self.protocol_error(exc)
-            return False
-        self.setup_done = True
-        self.admission.setup_done(self)
-        if self.setup_timer is not None:
-            self.setup_timer.cancel()
-            self.setup_timer = None
-        self.lifetime_s = setup.max_lifetime_ms / 1000.0
-        self.composite_metadata = setup.metadata_mime == COMPOSITE_METADATA
-        return True
-
-    @staticmethod
-    def _check_setup(setup: Setup) -> None:
-        unsupported = ErrorCode.UNSUPPORTED_SETUP
-        if setup.major != MAJOR_VERSION:
-            raise RemoteProtocolError(
-                f"RSocket version {setup.major}.{setup.minor} is not supported; the balancer "
-                f"speaks {MAJOR_VERSION}.x",
-                unsupported,
-            )
-        if setup.lease:
-            raise RemoteProtocolError(
-                "the balancer issues no leases to clients; connect without the LEASE flag",
-                unsupported,
-            )
-        if setup.resume_token is not None:
-            raise RemoteProtocolError(
-                "resumption is not supported by the balancer; connect without a resume token",
-                unsupported,
-            )
-        if setup.data_mime not in ACCEPTED_DATA_MIMES:
-            raise RemoteProtocolError(
-                f"data MIME {setup.data_mime!r} is not supported; the backends take "
-                f"{', '.join(ACCEPTED_DATA_MIMES)}",
-                unsupported,
-            )

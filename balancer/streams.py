@@ -14,11 +14,11 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Container
 from typing import Protocol
 
 from balancer.strategies.base import BackendView, Interaction, RequestView
-from lblab.wire.codes import MAX_STREAM_ID, FrameType
+from lblab.wire.codes import FrameType
+from lblab.wire.connection import StreamIds
 
 INTERACTIONS: dict[int, Interaction] = {
     FrameType.REQUEST_RESPONSE: Interaction.REQUEST_RESPONSE,
@@ -34,31 +34,6 @@ MAX_REPLAY_BYTES = 16 * 1024 * 1024
 """Most a request's frames may hold for a replay: beyond it they are let go and the
 request is not replayed (its backend's answer, REJECTED included, goes to the client).
 Bounds the memory one client's fragmented request holds at the balancer."""
-
-
-class StreamIds:
-    """Stream ids the balancer opens toward one backend: odd, wrapping at 2^31, skipping live ids.
-
-    The balancer is the client of the backend connection, so its ids are odd (spec,
-    "Stream Identifiers"). After 2^30 streams the counter wraps to 1; ids still in use
-    by long-lived streams are skipped rather than reused.
-    """
-
-    __slots__ = ("_next",)
-
-    def __init__(self, first: int = 1) -> None:
-        if first <= 0 or first % 2 == 0 or first > MAX_STREAM_ID:
-            raise ValueError(f"first stream id must be odd and in 1..{MAX_STREAM_ID}, not {first}")
-        self._next = first
-
-    def allocate(self, in_use: Container[int]) -> int:
-        """The next free odd id. ``in_use`` must not hold all 2^30 odd ids (it never can:
-        every live stream holds a request buffered somewhere)."""
-        sid = self._next
-        while sid in in_use:
-            sid = sid + 2 if sid < MAX_STREAM_ID else 1
-        self._next = sid + 2 if sid < MAX_STREAM_ID else 1
-        return sid
 
 
 class ClientPort(Protocol):

@@ -1,42 +1,14 @@
-"""The balancer's sans-I/O pieces: stream id allocation and the frame walk on a buffer."""
+"""The balancer's sans-I/O frame walk on a buffer (stream ids: tests/unit/test_wire_connection.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from balancer.framing import INITIAL_BUFFER_BYTES, FrameProtocol
-from balancer.streams import StreamIds
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import encode_frame
-from lblab.wire.codes import MAX_STREAM_ID, FrameType
+from lblab.wire.codes import FrameType
 from lblab.wire.frames import Cancel, Keepalive, Payload, RequestResponse, RequestStream
-
-# ---------------------------------------------------------------- stream ids
-
-
-def test_ids_are_odd_and_increasing():
-    ids = StreamIds()
-    assert [ids.allocate(()) for _ in range(4)] == [1, 3, 5, 7]
-
-
-def test_ids_skip_those_in_use():
-    ids = StreamIds()
-    assert ids.allocate({1, 3, 7}) == 5
-    assert ids.allocate({7, 9}) == 11
-
-
-def test_ids_wrap_at_2_pow_31_and_skip_live_ones():
-    ids = StreamIds(first=MAX_STREAM_ID - 2)
-    assert ids.allocate(()) == MAX_STREAM_ID - 2
-    assert ids.allocate(()) == MAX_STREAM_ID
-    assert ids.allocate({1}) == 3
-
-
-@pytest.mark.parametrize("first", [0, 2, MAX_STREAM_ID + 2])
-def test_ids_reject_a_bad_start(first):
-    with pytest.raises(ValueError):
-        StreamIds(first=first)
-
 
 # ---------------------------------------------------------------- frame walk
 
