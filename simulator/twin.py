@@ -13,21 +13,20 @@ What the twin takes from the run, all measured or configured, nothing tuned to f
   throttling and CPU contention on a shared machine are in it). The twin resamples those
   times per request shape (``MeasuredService``); a shape the server never served is
   priced by the JSON-work cost model that ``lblab calibrate`` fits to the same rows.
-- **CPU demand and quota**: a request costs its server more CPU than its slot shows
-  (frame decoding, the response, the event loop: same process, same allowance), and
-  under a cgroup quota the slot time includes the stalls when a period's budget ran
-  out. Per scenario and server the twin multiplies the resampled slot times by the
-  server's CPU per answered request (its CPU samples in the window: share of the
-  allowance x allowance / answers per second; median over the scenario's phases) over
-  its mean slot time there, and runs them under the server's quota as the kernel
-  enforces it (``simulator.quota``: full speed until the 100 ms period's budget is
-  spent, then a stall), so a lone request is fast and a loaded server caps at quota /
-  CPU per request. A server without a quota below one core keeps at least its slot time
-  (it may have been slowed by the machine's other processes).
+- **CPU quotas**: a server whose CPU reached 90 % of its quota (below one core) in a
+  phase of the scenario had its quota as its limit. A request costs it more CPU than
+  its slot shows (frame decoding, the response, the event loop: same process, same
+  allowance), and its slot times include the stalls when a period's budget ran out. For
+  such a server the twin multiplies the resampled slot times by its CPU per answered
+  request (CPU samples in the window: share of the allowance x allowance / answers per
+  second; median over the scenario's phases) over its mean slot time there, and runs
+  them under its quota as the kernel enforces it (``simulator.quota``: full speed until
+  the 100 ms period's budget is spent, then a stall): a lone request is fast, a loaded
+  server caps at quota / CPU per request. A server that never reached its quota was
+  held below it by the machine's other processes; its slot times are used as measured.
 - **Front end**: ``latency - queue_ms - service_ms`` of each request is the time spent
-  outside the server's slot (generator, balancer, links, the server's event loop). Per
-  phase the least over its servers of that mean (less the out-of-slot CPU now charged
-  to the server), median over the scenario's phases, becomes the twin's round-trip
+  outside the server's slot (generator, balancer, links, the server's event loop). Its
+  mean per phase, median over the scenario's phases, becomes the twin's round-trip
   client<->balancer delay: one figure per scenario, the same for every strategy.
 - **Load**: the closed model's users, and as think time the loop's measured time
   outside the request (``users / sent-rate - mean latency``, Little's law: the configured
@@ -418,6 +417,8 @@ class ScenarioModel:
     requests: int
     demand_scale: Mapping[str, float]
     """Per server: its CPU demand per request over its slot time (``_demand_scale``)."""
+    quota_binds: Mapping[str, bool]
+    """Per server: whether its CPU quota was its limit in the scenario (``_quota_binds``)."""
 
 
 def _median(values: pd.Series) -> float:
@@ -439,33 +440,51 @@ def scenario_models(testbed: Testbed, measured: Measured) -> dict[str, ScenarioM
             think = max(0.0, _median(cycle_ms - mine["latency_mean_ms"]))
         requests = _median(mine["requests"]) / max(1.0 - testbed.warmup_fraction, 1e-9)
         per_server = measured.servers[measured.servers["scenario"] == s.name]
+        binds = {
+            srv.id: testbed.live
+            and _quota_binds(per_server[per_server["server"] == srv.id], srv.cpu_quota)
+            for srv in testbed.servers
+        }
         scales = {
             srv.id: _demand_scale(
                 per_server[per_server["server"] == srv.id],
                 srv.cpu_quota,
                 _slot_mean(measured.rows, s.name, srv.id),
             )
-            if testbed.live
+            if binds[srv.id] and srv.cpu_quota is not None
             else 1.0
             for srv in testbed.servers
         }
         out[s.name] = ScenarioModel(
-            front_ms=_net_front(per_server, testbed, scales, _median(mine["front_ms"])),
+            front_ms=max(0.0, _median(mine["front_ms"])),
             think_ms=think,
             requests=max(MIN_REQUESTS, round(requests)),
             demand_scale=scales,
+            quota_binds=binds,
         )
     return out
 
 
 MIN_SERVER_ANSWERS = 10
 """A unit whose server answered fewer requests in the window tells nothing of its cost."""
+QUOTA_REACHED = 90.0
+"""A server whose CPU reached this share (%) of its allowance in a unit hit its quota."""
 
 
-def _cpu_ms(rows: pd.DataFrame, quota: float | None) -> pd.Series:
+def _quota_binds(rows: pd.DataFrame, quota: float | None) -> bool:
+    """Whether a server's CPU quota (below one core) was its limit in the scenario: its
+    CPU reached ``QUOTA_REACHED`` % of the allowance in at least one unit. Otherwise
+    the machine's other processes held it below its quota (a busy shared machine), its
+    measured slot times already are what it could do, and the twin uses them as they are."""
+    if quota is None or quota >= 1 or rows.empty:
+        return False
+    return bool((rows["cpu_percent"] >= QUOTA_REACHED).any())
+
+
+def _cpu_ms(rows: pd.DataFrame, quota: float) -> pd.Series:
     """CPU time per answered request (ms), in and out of the slot: the CPU the server
     used in the window (its share of its allowance times the allowance) over its answers."""
-    return rows["cpu_percent"] / 100.0 * (quota or 1.0) * 1000.0 / rows["ok_per_s"]
+    return rows["cpu_percent"] / 100.0 * quota * 1000.0 / rows["ok_per_s"]
 
 
 def _slot_mean(rows: pd.DataFrame, scenario: str, server: str) -> float:
@@ -475,51 +494,20 @@ def _slot_mean(rows: pd.DataFrame, scenario: str, server: str) -> float:
     return float(mine["service_ms"].mean()) if len(mine) else math.nan
 
 
-def _demand_scale(rows: pd.DataFrame, quota: float | None, slot_ms: float) -> float:
-    """How much CPU a request costs its server relative to its measured slot time.
+def _demand_scale(rows: pd.DataFrame, quota: float, slot_ms: float) -> float:
+    """CPU demand per request over the measured slot time, for a server whose quota binds.
 
     The slot time misses the server's work outside the slot (frame decoding, the
-    response, the event loop: the same process and the same CPU allowance) and, under a
-    cgroup quota, includes the stalls when the period's budget ran out. The twin gives
-    each request ``slot sample * scale`` of CPU and lets ``simulator.quota`` apply the
-    stalls. Without a quota below a core the slot time stays the floor (a server slowed
-    by the machine's other processes takes longer than its CPU time). The median CPU
-    per request over the scenario's units where the server answered enough, over the
-    mean slot time of its answers in the scenario. Without such units: 1, or under
-    a quota the quota itself (the slot time of a saturated server is its CPU time
-    stretched by 1 / quota).
+    response, the event loop: the same process, the same CPU allowance) and includes
+    the stalls when a period's budget ran out. The twin gives each request ``slot
+    sample * scale`` of CPU and lets ``simulator.quota`` apply the stalls: the median
+    CPU per answer over the scenario's units where the server answered enough, over the
+    mean slot time of its answers in the scenario. Without such units the quota itself
+    (the slot time of a saturated server is its CPU time stretched by 1 / quota).
     """
-    quota_binds = quota is not None and quota < 1
     rows = rows[(rows["ok"] >= MIN_SERVER_ANSWERS) & rows["cpu_percent"].notna()]
-    if rows.empty:
-        return quota if quota is not None and quota_binds else 1.0
-    scale = _median(_cpu_ms(rows, quota)) / slot_ms
-    if not math.isfinite(scale):
-        return 1.0
-    if scale <= 0:
-        return 1.0
-    return scale if quota_binds else max(1.0, scale)
-
-
-def _net_front(
-    rows: pd.DataFrame, testbed: Testbed, scales: Mapping[str, float], fallback: float
-) -> float:
-    """The front end without the server's own work outside its slot (which the twin now
-    charges to the server): per unit the least such time over its servers, the median
-    over the scenario's units."""
-    quotas = {s.id: s.cpu_quota for s in testbed.servers}
-    rows = rows[rows["ok"] >= MIN_SERVER_ANSWERS]
-    if rows.empty:
-        return max(0.0, fallback)
-    extra = [
-        max(0.0, (scales.get(str(r.server), 1.0) - 1.0) * r.slot_ms)
-        if quotas.get(str(r.server)) is None or (quotas[str(r.server)] or 1.0) >= 1
-        else 0.0
-        for r in rows.itertuples()
-    ]
-    net = rows.assign(net=rows["front_ms"] - np.asarray(extra, dtype=float))
-    per_unit = net.groupby(["run_id", "replication", "strategy"], observed=True)["net"].min()
-    return max(0.0, _median(per_unit))
+    scale = _median(_cpu_ms(rows, quota)) / slot_ms if not rows.empty else math.nan
+    return scale if math.isfinite(scale) and scale > 0 else quota
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -565,7 +553,7 @@ def _groups(
                     workers=s.workers,
                     weight=s.weight,
                     capacity=s.capacity,
-                    cpu_quota=s.cpu_quota if s.cpu_quota is not None and s.cpu_quota < 1 else None,
+                    cpu_quota=s.cpu_quota if model.quota_binds[s.id] else None,
                 )
             )
     return tuple(groups)
@@ -893,6 +881,7 @@ def make_twin(
                     "front_ms": round(m.front_ms, 3),
                     "think_ms": round(m.think_ms, 3),
                     "demand_scale": {k: round(v, 3) for k, v in m.demand_scale.items()},
+                    "quota_binds": dict(m.quota_binds),
                     "requests_per_phase": m.requests,
                 }
                 for name, m in models.items()
