@@ -105,7 +105,7 @@ def thesis(
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
-    """The thesis's conclusions, each checked live with a 95 % interval (about 35 min)."""
+    """The thesis's conclusions, each checked live with a 95 % interval (~50 min, busy 2 cores)."""
     from analysis.load import open_run
     from analysis.thesis_claims import judge_all, load_run, markdown
 
