@@ -30,12 +30,36 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """What asks a long-running lblab process to stop cleanly (drain, flush, exit 0)."""
 
 
+PARENT_ENV = "LBLAB_PARENT_PID"
+"""Set by ``spawn`` for its child: the pid of the process that owns it."""
+PARENT_CHECK_S = 1.0
+
+
 def stop_on_signals(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
-    """An event that ``STOP_SIGNALS`` set: what a process's main coroutine waits on."""
+    """An event that ``STOP_SIGNALS`` set: what a process's main coroutine waits on.
+
+    A process started by ``spawn`` also stops when its owner is gone (checked every
+    ``PARENT_CHECK_S``): a runner killed with SIGKILL, or a test killed at its timeout,
+    cannot stop its servers, agents and balancer, and they would run on unowned,
+    loading the machine for every later run. Started by hand or by a supervisor, the
+    process has no owner to watch and runs until told to stop."""
     stop = asyncio.Event()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
+    owner = os.environ.get(PARENT_ENV, "")
+    if owner.isdigit() and int(owner) == os.getppid():
+        _watch_owner(loop, int(owner), stop)
     return stop
+
+
+def _watch_owner(loop: asyncio.AbstractEventLoop, owner: int, stop: asyncio.Event) -> None:
+    def check() -> None:
+        if os.getppid() != owner:  # reparented: the owner exited
+            stop.set()
+        else:
+            loop.call_later(PARENT_CHECK_S, check)
+
+    loop.call_later(PARENT_CHECK_S, check)
 
 
 def announce_ready(role: str, **facts: Any) -> None:
@@ -90,7 +114,7 @@ def spawn(
         stderr=log,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
-        env=env,
+        env={**(os.environ if env is None else env), PARENT_ENV: str(os.getpid())},
     )
     if log_path:
         log.close()  # type: ignore[union-attr]
