@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
 
-from balancer.framing import FrameProtocol
+from lblab.balancer.framing import FrameProtocol
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import U32
@@ -201,7 +201,7 @@ def start_testbed(
     args = ["balancer", "--port", "0", "--strategy", strategy]
     for b in backends:
         args += ["--backend", f"{b.ready['id']}=127.0.0.1:{b.ready['port']}"]
-    balancer = spawn("balancer", lblab_command(*args), log_path=workdir / "balancer.log")
+    balancer = spawn("balancer", lblab_command(*args), log_path=workdir / "lblab.balancer.log")
     bed: dict[str, object] = {"backends": backends, "balancer": balancer}
     if baseline is not None:
         tree = export_revision(baseline, workdir / "baseline-tree")
@@ -259,9 +259,9 @@ def stop_testbed(bed: dict[str, object]) -> None:
 
 def pick_costs(iterations: int) -> dict[str, float]:
     """Microseconds per ``strategy.pick`` over 3 backends, per registered strategy."""
-    from balancer.pool import BackendSpec, Pool
-    from balancer.strategies.base import RequestView
-    from balancer.strategies.registry import make_strategy, strategy_names
+    from lblab.balancer.pool import BackendSpec, Pool
+    from lblab.balancer.strategies.base import RequestView
+    from lblab.balancer.strategies.registry import make_strategy, strategy_names
 
     out = {}
     weights = {"s1": 1.0, "s2": 1.0, "s3": 7.0}

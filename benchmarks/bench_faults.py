@@ -51,12 +51,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
 
+from lblab.loadtests.rsocket_client import RSocketClient, classify_exception
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.scenarios import request_body
 from lblab.wire.codec import encode_frame
 from lblab.wire.frames import Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA, request_metadata
-from loadtests.rsocket_client import RSocketClient, classify_exception
 
 REQUEST_TIMEOUT_S = 1.0
 CLIENT_DEADLINE_S = 3.0
@@ -115,7 +115,7 @@ def testbed(log_dir: Path, server_args: dict[str, list[str]]) -> Iterator[Testbe
         args += ["--request-timeout", f"{REQUEST_TIMEOUT_S:g}s"]
         for s in servers:
             args += ["--backend", f"{s.ready['id']}=127.0.0.1:{s.ready['port']}"]
-        balancer = spawn("balancer", lblab_command(*args), log_path=log_dir / "balancer.log")
+        balancer = spawn("balancer", lblab_command(*args), log_path=log_dir / "lblab.balancer.log")
         bed = Testbed(servers, balancer, log_dir)
         yield bed
     finally:

@@ -2,7 +2,7 @@
 
     uv run python benchmarks/bench_loadgen.py [--seconds 5] [--rounds 2] [--users 8]
 
-Against ``loadtests.echo`` (a uvloop responder that does no work, so the client is the
+Against ``benchmarks/echo_server.py`` (a uvloop responder that does no work, so the client is the
 bottleneck), 100 B requests, interleaved rounds:
 
 - raw: the blocking ``RSocketClient`` in this process, one request at a time;
@@ -29,18 +29,18 @@ from pathlib import Path
 
 import psutil
 
+from lblab.loadtests import loadgen
+from lblab.loadtests.loadspec import LoadSpec
+from lblab.loadtests.records import read_records
+from lblab.loadtests.rsocket_client import RSocketClient
+from lblab.loadtests.runconfig import LoadConfig
 from lblab.procs import lblab_command, spawn, stop
 from lblab.scenarios import builtin_scenario, request_body
 from lblab.wire.metadata import request_metadata
-from loadtests import loadgen
-from loadtests.loadspec import LoadSpec
-from loadtests.records import read_records
-from loadtests.rsocket_client import RSocketClient
-from loadtests.runconfig import LoadConfig
 
 BARE_LOCUSTFILE = """
 from locust import events
-from loadtests.rsocket_user import ClosedLoopUser  # noqa: F401
+from lblab.loadtests.rsocket_user import ClosedLoopUser  # noqa: F401
 
 @events.init_command_line_parser.add_listener
 def _(parser):
@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--users", type=int, default=8)
     args = parser.parse_args()
-    echo = spawn("echo", [sys.executable, "-m", "loadtests.echo"])
+    echo = spawn("echo", [sys.executable, str(Path(__file__).with_name("echo_server.py"))])
     port = int(echo.ready["port"])
     results: dict[str, list[tuple[float, float]]] = {"raw": [], "locust": [], "bare": []}
     try:
@@ -146,7 +146,7 @@ def main() -> None:
             agent_share = bench_agent(echo.pid, args.seconds)
     finally:
         stop(echo)
-    print(f"\n100 B request-response against loadtests.echo, {args.users} Locust users")
+    print(f"\n100 B request-response against benchmarks/echo_server.py, {args.users} Locust users")
     print(f"{'client':<28}{'req/s':>10}{'CPU %':>8}")
     for name, label in (
         ("raw", "raw client, sequential"),

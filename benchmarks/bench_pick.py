@@ -17,9 +17,9 @@ import argparse
 import random
 import time
 
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import Outcome, RequestView
-from balancer.strategies.registry import STRATEGIES, make_strategy
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import Outcome, RequestView
+from lblab.balancer.strategies.registry import STRATEGIES, make_strategy
 from lblab.loadreport import LoadReport
 
 OK = Outcome(ok=True, latency_ms=2.0)

@@ -42,8 +42,8 @@ from collections.abc import Callable
 
 import simpy
 
-from simulator.config import config_from_mapping
-from simulator.run import simulate
+from lblab.simulator.config import config_from_mapping
+from lblab.simulator.run import simulate
 
 MEAN_S = 0.010
 UTILISATION = 0.8

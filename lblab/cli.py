@@ -18,13 +18,13 @@ from lblab import __version__
 from lblab.errors import ConfigError
 
 COMMAND_MODULES = (
-    "servers.cli",
-    "balancer.cli",
-    "loadtests.cli",
-    "loadtests.webui.command",
-    "simulator.cli",
-    "analysis.cli",
-    "infra.cli",
+    "lblab.servers.cli",
+    "lblab.balancer.cli",
+    "lblab.loadtests.cli",
+    "lblab.loadtests.webui.command",
+    "lblab.simulator.cli",
+    "lblab.analysis.cli",
+    "lblab.infra.cli",
 )
 
 app = typer.Typer(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.thesis_claims import CLAIMS, INCONCLUSIVE, NA
+from lblab.analysis.thesis_claims import CLAIMS, INCONCLUSIVE, NA
 from tests.run_fixture import run_lblab
 
 pytestmark = pytest.mark.slow

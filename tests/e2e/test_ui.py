@@ -27,8 +27,8 @@ import pandas as pd
 import psutil
 import pytest
 
+from lblab.loadtests.loadgen import free_port
 from lblab.procs import lblab_command
-from loadtests.loadgen import free_port
 from tests.integration.test_notebooks_server import DevTools, read_line
 
 pytestmark = pytest.mark.slow

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.load import open_results
-from analysis.metrics import summarize
+from lblab.analysis.load import open_results
+from lblab.analysis.metrics import summarize
+from lblab.loadtests.summary import summary_rows
 from lblab.windows import AFTER, BEFORE, INSIDE, LABELS
-from loadtests.summary import summary_rows
 
 pytestmark = pytest.mark.slow
 

@@ -18,10 +18,10 @@ import pytest
 from balancer_testbed import admin, processes, rsocket_client, start_echo, status_of, wait_for
 from rsocket.payload import Payload
 
-from balancer.checks import TOKEN_ENV, check_admin_bind
+from lblab.balancer.checks import TOKEN_ENV, check_admin_bind
 from lblab.errors import ConfigError
+from lblab.loadtests.admin_client import AdminClient, AdminError
 from lblab.procs import lblab_command, spawn
-from loadtests.admin import AdminClient, AdminError
 
 TOKEN = "test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -39,7 +39,7 @@ def testbed(tmp_path_factory):
         balancer = spawn(
             "balancer",
             argv,
-            log_path=logs / "balancer.log",
+            log_path=logs / "lblab.balancer.log",
             env={**os.environ, TOKEN_ENV: TOKEN},
         )
         kids.append(balancer)

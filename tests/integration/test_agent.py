@@ -19,10 +19,10 @@ import pytest
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport
 from lblab.procs import Child, lblab_command, spawn, stop
+from lblab.servers.agent import AgentConfig
 from lblab.wire.codec import NEED_DATA, FrameDecoder
 from lblab.wire.frames import RequestFnf, Setup
 from lblab.wire.metadata import APPLICATION_JSON
-from servers.agent import AgentConfig
 
 DEADLINE_S = 10.0
 

@@ -23,7 +23,7 @@ from balancer_testbed import (
 )
 from rsocket.payload import Payload
 
-from balancer.strategies.registry import strategy_names
+from lblab.balancer.strategies.registry import strategy_names
 from lblab.loadreport import LoadReport
 from lblab.wire.metadata import request_metadata
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from balancer.strategies.registry import strategy_names
+from lblab.balancer.strategies.registry import strategy_names
 from lblab.procs import lblab_command
 
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from lblab.loadtests import loadgen
+from lblab.loadtests.clocks import read_clocks
+from lblab.loadtests.loadspec import LoadSpec
+from lblab.loadtests.records import LOADER_ENV
+from lblab.loadtests.runconfig import LoadConfig
 from lblab.scenarios import builtin_scenario
-from loadtests import loadgen
-from loadtests.clocks import read_clocks
-from loadtests.loadspec import LoadSpec
-from loadtests.records import LOADER_ENV
-from loadtests.runconfig import LoadConfig
 from tests.integration.test_locust_hub import balancer  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.slow  # three Locust processes: ~30 s on a busy 2-core machine
@@ -81,6 +81,6 @@ def test_master_measures_each_workers_clock_offset_within_its_bound(
 
 
 def loadgen_host_loader() -> str:
-    from loadtests.records import loader_name
+    from lblab.loadtests.records import loader_name
 
     return loader_name()

@@ -14,12 +14,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.compare import compare, default_out, verdict_of
-from analysis.compare_report import write_report
-from analysis.stats import welch_diff
-from analysis.synthetic import write_synthetic_run
+from lblab.analysis.compare import compare, default_out, verdict_of
+from lblab.analysis.compare_report import write_report
+from lblab.analysis.stats import welch_diff
+from lblab.analysis.synthetic import write_synthetic_run
 from lblab.errors import ConfigError
-from simulator.twin import make_twin
+from lblab.simulator.twin import make_twin
 from tests.integration.test_report import probe_page
 from tests.run_fixture import run_lblab
 

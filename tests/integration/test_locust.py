@@ -10,12 +10,12 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from lblab.loadtests import loadgen
+from lblab.loadtests.loadspec import LoadSpec
+from lblab.loadtests.records import read_records
+from lblab.loadtests.runconfig import LoadConfig
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.scenarios import builtin_scenario
-from loadtests import loadgen
-from loadtests.loadspec import LoadSpec
-from loadtests.records import read_records
-from loadtests.runconfig import LoadConfig
 
 
 @pytest.fixture(scope="module")

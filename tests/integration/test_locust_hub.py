@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from lblab.loadtests import loadgen
+from lblab.loadtests.loadspec import LoadSpec
+from lblab.loadtests.records import read_records
+from lblab.loadtests.runconfig import LoadConfig
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.scenarios import builtin_scenario
-from loadtests import loadgen
-from loadtests.loadspec import LoadSpec
-from loadtests.records import read_records
-from loadtests.runconfig import LoadConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FLUSH_PROBE = """
 import json, sys
 from types import SimpleNamespace
-import loadtests.locustfile as lf
+import lblab.loadtests.locustfile as lf
 from lblab.scenarios import builtin_scenario
-from loadtests.loadspec import LoadSpec
+from lblab.loadtests.loadspec import LoadSpec
 
 spec = LoadSpec(run_id="probe", scenario=builtin_scenario("sp+sr"), strategy="rr",
                 replication=1, records_dir=sys.argv[1])

@@ -26,7 +26,7 @@ from balancer_testbed import processes, rsocket_client, start_balancer, start_ec
 from balancer_testbed import wait_for as wait_until
 from rsocket.payload import Payload
 
-from infra.monitoring.status_exporter import fetch_status, metrics_text
+from lblab.infra.monitoring.status_exporter import fetch_status, metrics_text
 from lblab.procs import Child, lblab_command, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         kids.append(agent)
         exporter = spawn(
             "status exporter",
-            [sys.executable, "-m", "infra.monitoring.status_exporter",
+            [sys.executable, "-m", "lblab.infra.monitoring.status_exporter",
              "--balancer", f"127.0.0.1:{pinned}", "--port", "0"],
             log_path=logs / "exporter.log",
         )  # fmt: skip
@@ -188,7 +188,7 @@ def test_exporter_says_down_when_the_balancer_does_not_answer() -> None:
 
 def test_exporter_refuses_a_bad_address() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "infra.monitoring.status_exporter", "--balancer", "nonsense"],
+        [sys.executable, "-m", "lblab.infra.monitoring.status_exporter", "--balancer", "nonsense"],
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert result.returncode == 2

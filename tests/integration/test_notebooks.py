@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from analysis import nbrun
+from lblab.analysis import nbrun
 from tests.integration.test_report import simulate
 from tests.run_fixture import run_lblab
 
@@ -69,7 +69,7 @@ def test_a_failing_cell_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_notebooks_without_execute_are_written_and_pointed_at_the_run(tmp_path: Path) -> None:
-    from analysis.synthetic import write_synthetic_run
+    from lblab.analysis.synthetic import write_synthetic_run
 
     run = write_synthetic_run(tmp_path / "syn", rows_per_unit=20, replications=1)
     result = run_lblab(["notebooks", str(run), "--no-open"], timeout=60)

@@ -236,7 +236,7 @@ def test_an_unknown_notebook_name_is_refused(tmp_path: Path) -> None:
 
 
 def test_no_server_only_writes_the_chosen_notebooks(tmp_path: Path) -> None:
-    from analysis.synthetic import write_synthetic_run
+    from lblab.analysis.synthetic import write_synthetic_run
 
     run = write_synthetic_run(tmp_path / "syn", rows_per_unit=20, replications=1)
     result = run_lblab(["notebooks", str(run), "--no-server", "--only", "latency"], timeout=60)

@@ -20,8 +20,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from lblab.loadtests.loadgen import free_port
 from lblab.procs import lblab_command
-from loadtests.loadgen import free_port
 from tests.run_fixture import run_lblab
 
 pytestmark = pytest.mark.slow

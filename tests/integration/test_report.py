@@ -123,7 +123,7 @@ def test_report_of_a_real_run_renders_in_chromium(tiny_run_dir: Path, tmp_path: 
 
 @pytest.mark.slow
 def test_report_of_a_simulated_run(tmp_path: Path) -> None:
-    from analysis.report import build_report
+    from lblab.analysis.report import build_report
 
     index = build_report(simulate(tmp_path / "sim"))
     check_report(index, tmp_path)

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from analysis.report import build_report
-from analysis.synthetic import write_synthetic_run
+from lblab.analysis.report import build_report
+from lblab.analysis.synthetic import write_synthetic_run
 from lblab.results import MANIFEST
 from tests.integration.test_report import chromium, probe_page
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from balancer.strategies.base import RequestView
+from lblab.balancer.strategies.base import RequestView
 from lblab.cli import app
 from lblab.errors import ConfigError
-from simulator.reproduce import cheetah, martins
-from simulator.reproduce.ingram import DETERMINISTIC, reproduce_ingram, run_one
-from simulator.service import LogNormal
+from lblab.simulator.reproduce import cheetah, martins
+from lblab.simulator.reproduce.ingram import DETERMINISTIC, reproduce_ingram, run_one
+from lblab.simulator.service import LogNormal
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_simulate_command_writes_a_results_dir(tmp_path):
 
 @pytest.fixture(scope="module")
 def cheetah_fig8_rows():
-    from simulator.reproduce.cheetah_awrr import awrr_point
+    from lblab.simulator.reproduce.cheetah_awrr import awrr_point
 
     names = ("r", "awrr", "pow2-cpu", "ll-cpu")
     return {name: awrr_point(name, servers=64, load=0.6, seconds=10.0, runs=1) for name in names}
@@ -215,7 +215,7 @@ def test_cheetah_awrr_and_pow2_beat_the_hash_and_least_loaded_as_published(cheet
 
 
 def test_cheetah_awrr_comparison_runs_the_papers_awrr():
-    from simulator.reproduce.cheetah_awrr import _strategy, awrr_config
+    from lblab.simulator.reproduce.cheetah_awrr import _strategy, awrr_config
 
     strategy = _strategy("awrr", awrr_config("awrr", 4, 0.6, 1.0, seed=1))
     assert strategy.config.a == 0.5  # type: ignore[attr-defined]
@@ -293,7 +293,7 @@ def test_reproduce_martins_command_writes_node_and_service_charts(tmp_path):
 
 @pytest.fixture(scope="module")
 def linkerd_rows():
-    from simulator.reproduce.linkerd import reproduce_linkerd
+    from lblab.simulator.reproduce.linkerd import reproduce_linkerd
 
     # CI size: 10 s at 500 req/s, the slow window scaled to 2.5-7.5 s.
     rows = reproduce_linkerd(seconds=10.0, rate=500.0)
@@ -313,7 +313,7 @@ def test_linkerd_post_model_keeps_the_published_order_and_figures(linkerd_rows):
 
 
 def test_linkerd_slow_window_holds_only_its_backend_at_2_s():
-    from simulator.reproduce.linkerd import linkerd_run
+    from lblab.simulator.reproduce.linkerd import linkerd_run
 
     row = linkerd_run("rr", "post", 4.0, 550.0, 1)
     slow = row.latency_ms[row.latency_ms > 1000.0]

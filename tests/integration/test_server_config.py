@@ -9,7 +9,7 @@ import pytest
 
 from lblab.errors import ConfigError
 from lblab.procs import lblab_command
-from servers.server import ServerConfig
+from lblab.servers.server import ServerConfig
 
 
 @pytest.mark.parametrize(

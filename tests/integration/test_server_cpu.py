@@ -17,10 +17,10 @@ import psutil
 import pytest
 
 from lblab.procs import Child, lblab_command, spawn, stop
+from lblab.servers.cpulimit import CGROUP_CPU_ROOT, cgroup_available
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
 from lblab.wire.frames import Payload, RequestResponse, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
-from servers.cpulimit import CGROUP_CPU_ROOT, cgroup_available
 
 pytestmark = pytest.mark.slow
 

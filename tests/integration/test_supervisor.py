@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from infra import supervisor
+from lblab.infra import supervisor
 
 # A service that reports ready with a fact, then waits to be stopped.
 READY = (
@@ -40,7 +40,7 @@ def folder(tmp_path: Path) -> Iterator[Path]:
 
 def _ctl(folder: Path, *args: str) -> tuple[int, dict[str, object]]:
     out = subprocess.run(
-        [sys.executable, "-m", "infra.supervisor", "ctl", "--dir", str(folder), *args],
+        [sys.executable, "-m", "lblab.infra.supervisor", "ctl", "--dir", str(folder), *args],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     return out.returncode, json.loads(out.stdout) if out.stdout else {"stderr": out.stderr}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import testbed
 from lblab.errors import ConfigError
+from lblab.infra import netns_testbed as testbed
 from lblab.procs import lblab_command
 
 NAME = "lbtf"

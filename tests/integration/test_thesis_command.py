@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from analysis.synthetic import write_synthetic_run
-from analysis.thesis_claims import CLAIMS, NA
+from lblab.analysis.synthetic import write_synthetic_run
+from lblab.analysis.thesis_claims import CLAIMS, NA
 from lblab.cli import app
 from lblab.errors import ConfigError
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from analysis.twin_report import twin_section
-from simulator.twin import FIGURES, make_twin
+from lblab.analysis.twin_report import twin_section
+from lblab.simulator.twin import FIGURES, make_twin
 from tests.run_fixture import run_lblab
 
 SIM_TOML = """

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from lblab.procs import lblab_command
-from simulator import theory
-from simulator.validate import LOADS, POLICIES, TAILS
+from lblab.simulator import theory
+from lblab.simulator.validate import LOADS, POLICIES, TAILS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # two minutes on a busy machine
 

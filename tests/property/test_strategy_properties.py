@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from balancer.health import HealthConfig
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import Health, Outcome, RequestView, eligible
-from balancer.strategies.minheap import LazyMinHeap
-from balancer.strategies.registry import make_strategy, strategy_names
+from lblab.balancer.health import HealthConfig
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import Health, Outcome, RequestView, eligible
+from lblab.balancer.strategies.minheap import LazyMinHeap
+from lblab.balancer.strategies.registry import make_strategy, strategy_names
 from lblab.loadreport import LoadReport
 
 SMALL_TABLES = {"maglev": {"table_size": "1009"}}

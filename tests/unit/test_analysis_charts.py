@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from analysis import charts
-from analysis.metrics import latency_box_stats, latency_curves, pool, unit_metrics
-from analysis.winners import winners
+from lblab.analysis import charts
+from lblab.analysis.metrics import latency_box_stats, latency_curves, pool, unit_metrics
+from lblab.analysis.winners import winners
 
 NAN = math.nan
 

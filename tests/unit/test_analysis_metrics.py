@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.load import ResultsError, open_results
-from analysis.manifest import run_facts
-from analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, server_metrics, summarize
-from analysis.winners import TIE, verdict, winners
+from lblab.analysis.load import ResultsError, open_results
+from lblab.analysis.manifest import run_facts
+from lblab.analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, server_metrics, summarize
+from lblab.analysis.winners import TIE, verdict, winners
 from lblab.results import consolidate, to_arrow, write_part
 
 KEYS = ("run_id", "scenario", "strategy", "replication")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.stats import grouped_quantiles, imbalance, jain_index, mean_ci, t_quantile
+from lblab.analysis.stats import grouped_quantiles, imbalance, jain_index, mean_ci, t_quantile
 
 # Student t, two-sided 95 % (the 0.975 quantile), from any printed table.
 T_TABLE = [(1, 12.706), (2, 4.303), (4, 2.776), (9, 2.262), (29, 2.045), (1000, 1.962)]

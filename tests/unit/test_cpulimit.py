@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 
 from lblab.errors import ConfigError
-from servers import cpulimit
-from servers.cpulimit import DutyCycle, LimitMethod, apply_cpu_limit, process_cgroup, quota_for
+from lblab.servers import cpulimit
+from lblab.servers.cpulimit import (
+    DutyCycle,
+    LimitMethod,
+    apply_cpu_limit,
+    process_cgroup,
+    quota_for,
+)
 
 
 class FakeProcess:

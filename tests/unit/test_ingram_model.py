@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import RequestView
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import RequestView
 from lblab.loadreport import LoadReport
-from simulator.reproduce.ingram_model import (
+from lblab.simulator.reproduce.ingram_model import (
     AsCodedDynamic,
     AsCodedHybrid,
     AsCodedImmediate,

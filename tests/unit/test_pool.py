@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from balancer.health import HealthConfig, ejection_duration, slow_start_factor
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import Health, Outcome, RequestView
-from balancer.strategies.registry import make_strategy
+from lblab.balancer.health import HealthConfig, ejection_duration, slow_start_factor
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import Health, Outcome, RequestView
+from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError, LocalProtocolError
 from lblab.loadreport import LoadReport
 

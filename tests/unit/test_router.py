@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from balancer.pool import BackendSpec, Pool
-from balancer.router import NO_BACKEND_MESSAGE, Router
-from balancer.strategies.base import (
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.router import NO_BACKEND_MESSAGE, Router
+from lblab.balancer.strategies.base import (
     MAX_ATTEMPTS,
     BackendView,
     BaseStrategy,
@@ -20,7 +20,7 @@ from balancer.strategies.base import (
     RequestView,
     eligible,
 )
-from balancer.streams import Stream, StreamIds
+from lblab.balancer.streams import Stream, StreamIds
 from lblab.errors import RemoteProtocolError
 from lblab.failures import SERVER_FAULT_PREFIX
 from lblab.wire.codec import decode_frame_body, encode_frame

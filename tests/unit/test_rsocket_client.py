@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from lblab.loadtests.rsocket_client import RSocketClient, classify_exception
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.scenarios import request_body
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
 from lblab.wire.frames import Keepalive, Payload, RequestResponse, Setup
 from lblab.wire.metadata import request_metadata
-from loadtests.rsocket_client import RSocketClient, classify_exception
 
 MD = request_metadata("work")
 

@@ -12,10 +12,10 @@ import random
 
 import pytest
 
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import BackendView, Outcome, RequestView
-from balancer.strategies.registry import make_strategy
-from balancer.strategies.rsocket_weighted import US, WeightedStats
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import BackendView, Outcome, RequestView
+from lblab.balancer.strategies.registry import make_strategy
+from lblab.balancer.strategies.rsocket_weighted import US, WeightedStats
 
 _ids = itertools.count(1)
 
@@ -109,10 +109,10 @@ def test_a_slow_backend_back_from_idle_is_not_flooded() -> None:
 
 def _simulated(strategy: str) -> tuple[float, list[int]]:
     """Two servers exp 10 ms and one four times faster, 8 closed-loop users."""
-    from simulator.config import ServerGroup, SimConfig
-    from simulator.run import simulate
-    from simulator.service import Exponential
-    from simulator.workload import ClosedUsers
+    from lblab.simulator.config import ServerGroup, SimConfig
+    from lblab.simulator.run import simulate
+    from lblab.simulator.service import Exponential
+    from lblab.simulator.workload import ClosedUsers
 
     service = Exponential(0.010)
     config = SimConfig(

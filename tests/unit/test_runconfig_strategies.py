@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.scenarios import order_scenarios, order_strategies
-from balancer.strategies.registry import strategy_names
+from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.balancer.strategies.registry import strategy_names
 from lblab.errors import ConfigError
+from lblab.loadtests import runconfig
+from lblab.loadtests.presets import load_preset
 from lblab.scenarios import BUILTIN_SCENARIOS, CELLS
 from lblab.strategy_names import STRATEGY_NAMES, THESIS_FIVE
-from loadtests import runconfig
-from loadtests.presets import load_preset
 
 
 def resolve(layer: dict) -> runconfig.RunConfig:

@@ -11,12 +11,12 @@ import tomllib
 import pytest
 
 from lblab.errors import ConfigError
+from lblab.loadtests import runconfig
+from lblab.loadtests.loadspec import LoadSpec
+from lblab.loadtests.openloop import due_times
+from lblab.loadtests.presets import load_preset, preset_names
+from lblab.loadtests.runner import plan
 from lblab.scenarios import CELLS, builtin_scenario, request_body
-from loadtests import runconfig
-from loadtests.loadspec import LoadSpec
-from loadtests.openloop import due_times
-from loadtests.presets import load_preset, preset_names
-from loadtests.runner import plan
 
 
 def resolve(preset: str = "tiny", file: dict | None = None, flags: dict | None = None):

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from servers.service import WorkResult, WorkService
-from servers.state import ServerState
+from lblab.servers.service import WorkResult, WorkService
+from lblab.servers.state import ServerState
 
 
 @pytest.fixture

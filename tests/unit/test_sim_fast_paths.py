@@ -7,7 +7,7 @@ import gc
 import pytest
 import simpy
 
-from simulator.clock import at, run_events, snap
+from lblab.simulator.clock import at, run_events, snap
 
 
 def test_run_events_runs_callbacks_and_simpy_events_in_simpys_order() -> None:

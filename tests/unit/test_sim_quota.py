@@ -11,10 +11,10 @@ from __future__ import annotations
 import pyarrow.compute as pc
 import pytest
 
-from simulator.config import ServerGroup, SimConfig
-from simulator.run import simulate
-from simulator.service import parse_service
-from simulator.workload import ClosedUsers
+from lblab.simulator.config import ServerGroup, SimConfig
+from lblab.simulator.run import simulate
+from lblab.simulator.service import parse_service
+from lblab.simulator.workload import ClosedUsers
 
 
 def _run(users: int, think: float, requests: int) -> tuple[float, float, float]:

@@ -9,15 +9,15 @@ from dataclasses import replace
 import pyarrow.parquet as pq
 import pytest
 
-from balancer.strategies.registry import make_strategy
+from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport
 from lblab.results import ERROR_KINDS, TABLES, missing_columns
-from simulator.config import EPOCH, ServerGroup, SimConfig, config_from_mapping
-from simulator.output import write_run
-from simulator.run import Simulation, simulate
-from simulator.service import Exponential, Fixed, JsonCost, fit_cost_model, parse_service
-from simulator.workload import ClosedUsers, OpenArrivals, scenario_cells
+from lblab.simulator.config import EPOCH, ServerGroup, SimConfig, config_from_mapping
+from lblab.simulator.output import write_run
+from lblab.simulator.run import Simulation, simulate
+from lblab.simulator.service import Exponential, Fixed, JsonCost, fit_cost_model, parse_service
+from lblab.simulator.workload import ClosedUsers, OpenArrivals, scenario_cells
 
 
 def small(**kw) -> SimConfig:

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import Health, Outcome, RequestView
-from balancer.strategies.registry import make_strategy, strategy_names
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import Health, Outcome, RequestView
+from lblab.balancer.strategies.registry import make_strategy, strategy_names
 from lblab.errors import ConfigError
 
 OK = Outcome(ok=True, latency_ms=1.0)

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import Health, RequestView
-from balancer.strategies.ip_hash import key_bytes
-from balancer.strategies.maglev import populate
-from balancer.strategies.registry import make_strategy
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import Health, RequestView
+from lblab.balancer.strategies.ip_hash import key_bytes
+from lblab.balancer.strategies.maglev import populate
+from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError
 
 

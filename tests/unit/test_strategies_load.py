@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import BackendView, Outcome, RequestView
-from balancer.strategies.peak_ewma import PENALTY_MS, PeakCost
-from balancer.strategies.registry import make_strategy
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import BackendView, Outcome, RequestView
+from lblab.balancer.strategies.peak_ewma import PENALTY_MS, PeakCost
+from lblab.balancer.strategies.registry import make_strategy
 from lblab.loadreport import LoadReport
 
 

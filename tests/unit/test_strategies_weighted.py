@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from balancer.health import HealthConfig
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.awrr import bucket_count
-from balancer.strategies.base import Health, Outcome, RequestView
-from balancer.strategies.registry import make_strategy
+from lblab.balancer.health import HealthConfig
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.awrr import bucket_count
+from lblab.balancer.strategies.base import Health, Outcome, RequestView
+from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from balancer.framing import INITIAL_BUFFER_BYTES, FrameProtocol
+from lblab.balancer.framing import INITIAL_BUFFER_BYTES, FrameProtocol
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import FrameType
@@ -114,8 +114,8 @@ def test_frame_type_values_match_the_spec():
 
 
 def test_a_request_larger_than_the_replay_bound_is_let_go_not_kept():
-    from balancer.strategies.base import RequestView
-    from balancer.streams import MAX_REPLAY_BYTES, Stream
+    from lblab.balancer.strategies.base import RequestView
+    from lblab.balancer.streams import MAX_REPLAY_BYTES, Stream
 
     stream = Stream(None, 1, FrameType.REQUEST_RESPONSE, RequestView(request_id=1), 0.0, 1.0)
     chunk = bytearray(MAX_REPLAY_BYTES // 4)

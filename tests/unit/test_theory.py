@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lblab.errors import ConfigError
-from simulator import theory
+from lblab.simulator import theory
 
 LOADS = (0.5, 0.7, 0.8, 0.9)
 

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import MeanCI
-from analysis.thesis_claims import (
+from lblab.analysis.stats import MeanCI
+from lblab.analysis.thesis_claims import (
     CLAIMS,
     CONTRADICTED,
     INCONCLUSIVE,

@@ -8,7 +8,7 @@ import random
 import pandas as pd
 import pytest
 
-from simulator.twin import fit_service, kendall_tau
+from lblab.simulator.twin import fit_service, kendall_tau
 
 
 def test_tau_is_one_for_the_same_order_and_minus_one_for_the_reverse() -> None:

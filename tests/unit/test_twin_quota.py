@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from simulator.twin import _demand_scale, _quota_binds
+from lblab.simulator.twin import _demand_scale, _quota_binds
 
 
 def _units(cpu_percent: list[float], ok_per_s: list[float]) -> pd.DataFrame:

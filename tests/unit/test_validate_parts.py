@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from balancer.pool import BackendSpec, Pool
-from balancer.strategies.base import RequestView
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import RequestView
 from lblab.errors import ConfigError
-from simulator import theory
-from simulator.shortest_of_d import ShortestOfD
-from simulator.validate import POLICY, TAIL_TOLERANCE, TOLERANCE, _case, run_seed, verdict
+from lblab.simulator import theory
+from lblab.simulator.shortest_of_d import ShortestOfD
+from lblab.simulator.validate import POLICY, TAIL_TOLERANCE, TOLERANCE, _case, run_seed, verdict
 
 
 def test_verdicts_pass_within_tolerance_then_within_the_interval_then_fail() -> None:

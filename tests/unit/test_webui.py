@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lblab.errors import ConfigError
-from loadtests.webui.choices import FIELDS, UI_SCENARIOS, Swarm, parse_swarm
+from lblab.loadtests.webui.choices import FIELDS, UI_SCENARIOS, Swarm, parse_swarm
 from tests.run_fixture import run_lblab
 
 DEFAULTS = {f.dest: f.default for f in FIELDS}

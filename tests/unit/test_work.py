@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lblab.errors import ApplicationError
-from servers.work import (
+from lblab.servers.work import (
     DEFAULT_STREAM_ITEMS,
     MAX_WORK_BYTES,
     DocumentCache,

@@ -1,0 +1,345 @@
+"""The HTML report of a run: ``RESULTS_DIR/report/index.html`` with every chart and table.
+
+Read top-down as a person would: the answer (which strategy wins where) and which
+phases not to trust, then the thesis matrices, the other charts (each with a caption
+saying how to read it), what ran, and the long tables folded.
+
+The page is one self-contained file: inline CSS, no JS, every chart inlined as a PNG
+data URI, so it opens from disk, alone, with no network. Each chart is also written to
+``charts/<name>.png`` and ``.svg`` (linked from its caption) for papers and slides.
+The experiment runner calls ``build_report(run_dir)`` at the end of every run.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from lblab.analysis import charts
+from lblab.analysis.manifest import run_facts
+from lblab.analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
+from lblab.analysis.tables import replication_counts, summary_table
+from lblab.analysis.twin_report import twin_section
+from lblab.analysis.validity import validity_section
+from lblab.analysis.views import open_view
+from lblab.analysis.winners import verdict
+
+log = logging.getLogger(__name__)
+
+HEATMAP_METRICS = (
+    "requests",
+    "throughput_rps",
+    "latency_mean_ms",
+    "latency_p95_ms",
+    "failure_rate",
+)
+BAR_METRICS = (
+    "throughput_rps",
+    "latency_mean_ms",
+    "latency_p95_ms",
+    "failure_rate",
+    "cpu_imbalance",
+    "cpu_jain",
+)
+_DPI = 110
+
+_CSS = """
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1250px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+.lede { color: #444; margin-top: 0; } nav { font-size: 14px; margin: 0.5em 0 1.5em; }
+nav a { margin-right: 1em; }
+table { border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1em; }
+td, th { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+table.validity-grid td { text-align: left; }
+figure { margin: 1em 0 2.5em; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 13.5px; color: #444; max-width: 60em; margin-top: 0.3em; }
+figcaption b { color: #222; } .verdict { background: #f6f8ee; padding: 0.8em 1em; }
+details { margin: 0.6em 0; } summary { cursor: pointer; font-weight: 600; }
+.note { color: #a33; } table.facts td { text-align: left; } pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }
+"""
+
+_SECTIONS = (
+    ("answer", "Which algorithm wins where"),
+    ("validity", "Can these numbers be trusted?"),
+    ("matrices", "The thesis matrices"),
+    ("charts", "Charts"),
+    ("twin", "Measured vs simulated"),
+    ("run", "What ran"),
+    ("tables", "Tables"),
+    ("manifest", "Manifest"),
+)
+
+
+@dataclass(frozen=True)
+class Chart:
+    slug: str
+    title: str
+    caption: str
+    figure: Figure
+    section: str = "charts"
+    """``matrices`` (the thesis matrices) or ``charts`` (everything else)."""
+
+
+def _direction(metric: str) -> str:
+    return f"{metric_info(metric).better} is better"
+
+
+def charts_for(summary: Summary) -> Iterator[Chart]:
+    """Every chart of the report, in page order, each with a caption saying how to read it."""
+    for metric in HEATMAP_METRICS:
+        label = metric_info(metric).label
+        yield Chart(
+            f"matrix-{metric}",
+            f"Matrix: {label}",
+            f"The thesis matrix of {label} ({_direction(metric)}): one panel per strategy, "
+            "rows package size, columns work volume; each cell's number is the mean across "
+            "replications. The colour ranks the strategies within the same cell (green: best "
+            "of the strategies there, red: worst), so compare one cell across the panels, not "
+            "cells within a panel. The variation scenario, outside the matrix, is under each panel.",
+            charts.matrix_heatmaps(summary.pooled, metric),
+            "matrices",
+        )
+    for metric in BAR_METRICS:
+        label = metric_info(metric).label
+        yield Chart(
+            f"bars-{metric}",
+            f"Comparison: {label}",
+            f"{label} ({_direction(metric)}) per scenario, one bar per strategy: the mean "
+            "across replications; whiskers are 95 % t-intervals (none with one replication). "
+            "Bars whose whiskers overlap are not clearly different.",
+            charts.comparison_bars(summary.pooled, metric),
+        )
+    yield Chart(
+        "failure-kinds",
+        "Failures by kind",
+        "Failed requests / requests sent per scenario and strategy, stacked by error kind "
+        "(timeout, rejected, connection, application, other); lower is better. A chart saying "
+        "'no data' means no request failed.",
+        charts.failure_kinds(summary.pooled),
+    )
+    yield Chart(
+        "server-share",
+        "Requests per server",
+        "Which server took the work: each strategy's bar splits its requests by server "
+        "(mean over scenarios). A strategy that follows capacity gives the fastest server "
+        "the largest share; equal thirds mean it ignores capacity.",
+        charts.server_share(summary.servers_pooled),
+    )
+    yield Chart(
+        "latency-by-server",
+        "Latency by server",
+        "Latency of successful requests per server, one panel per strategy, all scenarios "
+        "pooled (as thesis figure 5.8): boxes are quartiles, whiskers the 5th and 95th "
+        "percentiles, the marker the mean. Lower and more even across servers is better.",
+        charts.latency_by_server(summary.boxes),
+    )
+    yield Chart(
+        "latency-percentiles",
+        "Latency percentiles",
+        "Latency (y) at each percentile (x, spread so the tail is visible: p50, p90, p99, "
+        "p99.9), one panel per scenario, one line per strategy, replications pooled. A lower "
+        "line is better; lines that part on the right differ in their tail.",
+        charts.latency_percentiles(summary.curves),
+    )
+    for scenario in summary.scenarios or [""]:
+        yield Chart(
+            f"cpu-{scenario.replace('+', '_') or 'none'}",
+            f"CPU over time: {scenario or '(none)'}",
+            "Each server's CPU as a percent of its own allowance, 1 s bins, one panel per "
+            "strategy and one line per server and replication. Lines close together mean the "
+            "strategy loads the servers evenly for their capacity; one line near 100 % while "
+            "others idle means it overloads that server.",
+            charts.cpu_over_time(summary.cpu, scenario),
+        )
+
+
+def _png(figure: Figure) -> bytes:
+    buf = io.BytesIO()
+    figure.savefig(buf, format="png", dpi=_DPI)
+    return buf.getvalue()
+
+
+def build_report(run_dir: str | Path) -> Path:
+    """Write ``<run_dir>/report/index.html`` (and its charts); returns the page's path."""
+    view = open_view(run_dir)
+    out = view.path / "report"
+    chart_dir = out / "charts"
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    for stale in [*chart_dir.glob("*.png"), *chart_dir.glob("*.svg")]:
+        stale.unlink()  # a rebuilt report shows only this build's charts
+    shown = []
+    for chart in charts_for(view.summary):
+        png = _png(chart.figure)
+        (chart_dir / f"{chart.slug}.png").write_bytes(png)
+        chart.figure.savefig(chart_dir / f"{chart.slug}.svg")
+        shown.append(Shown(chart.slug, chart.title, chart.caption, chart.section, png))
+    run_id = str(view.manifest.get("run_id") or view.path.name)
+    page = _page(run_id, view.manifest, view.summary, view.winners, shown, twin_section(view.path))
+    tmp = out / ".index.html.tmp"
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out / "index.html")
+    log.info("report written to %s", out / "index.html")
+    return out / "index.html"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A chart as the page shows it: its PNG bytes are inlined, so the page stands alone."""
+
+    slug: str
+    title: str
+    caption: str
+    section: str
+    png: bytes
+
+
+def _figure(chart: Shown) -> str:
+    esc = html.escape
+    data = base64.b64encode(chart.png).decode("ascii")
+    return (
+        f'<figure id="{esc(chart.slug)}"><img src="data:image/png;base64,{data}" '
+        f'alt="{esc(chart.title)}"><figcaption><b>{esc(chart.title)}.</b> {esc(chart.caption)} '
+        f'(<a href="charts/{esc(chart.slug)}.svg">SVG</a>, beside this page)</figcaption></figure>'
+    )
+
+
+def _folded(title: str, frame: pd.DataFrame, name: str) -> str:
+    rows = f"{len(frame)} rows" if not frame.empty else "empty"
+    return (
+        f"<details><summary>{html.escape(title)} ({rows})</summary>{_table(frame, name)}</details>"
+    )
+
+
+def _page(
+    run_id: str,
+    manifest: dict[str, Any],
+    summary: Summary,
+    win: pd.DataFrame,
+    figures: list[Shown],
+    twin: str | None = None,
+) -> str:
+    """The page: the answer, its trust, the matrices, the charts, then tables folded.
+
+    ``twin`` is the "measured vs simulated" section when the run has one.
+    """
+    esc = html.escape
+    sections = [(s, t) for s, t in _SECTIONS if s != "twin" or twin]
+    nav = " ".join(f'<a href="#{s}">{esc(t)}</a>' for s, t in sections)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>lblab report {esc(run_id)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>lblab report: {esc(run_id)}</h1>",
+        f'<p class="lede">{esc(_lede(manifest, summary))}</p>',
+        f"<nav>{nav}</nav>",
+        '<h2 id="answer">Which algorithm wins where</h2>',
+        f'<p class="verdict">{esc(verdict(win, summary.replications))}</p>',
+        _table(_winner_rows(win), "winners"),
+        "<p>Each cell names the best strategy of that scenario (row) on that metric (column), "
+        "from the phases that passed their checks. Marks: ~ within the runner-up's 95 % CI "
+        "(not a clear win); ? one replication, so no interval; = several strategies tie "
+        "exactly. No mark: a clear win.</p>",
+    ]
+    parts += [f'<p class="note">{esc(n)}</p>' for n in summary.notes]
+    parts += [
+        validity_section(manifest),
+        '<h2 id="matrices">The thesis matrices</h2>',
+        "<p>The thesis' question, cell by cell: package size x work volume, the strategies "
+        "side by side.</p>",
+        *(_figure(f) for f in figures if f.section == "matrices"),
+        '<h2 id="charts">Charts</h2>',
+        *(_figure(f) for f in figures if f.section != "matrices"),
+        twin or "",
+        '<h2 id="run">What ran</h2>',
+        _facts(manifest, summary),
+        '<h2 id="tables">Tables</h2>',
+        "<p>The numbers behind the charts, folded: click a title to open it. Mean across "
+        "replications with the 95 % t-interval in brackets (none for a single replication). "
+        "Latency is over successful requests; throughput is successful responses per second.</p>",
+        _folded(
+            "Summary: the headline metrics", summary_table(summary.pooled, HEADLINE), "summary"
+        ),
+        _folded(
+            "All request metrics",
+            summary_table(
+                summary.pooled,
+                [m for m in summary.pooled["metric"].unique() if m not in HEADLINE]
+                if not summary.pooled.empty
+                else [],
+            ),
+            "metrics",
+        ),
+        _folded(
+            "Per server",
+            summary_table(
+                summary.servers_pooled, list(SERVER_METRICS), by=("scenario", "strategy", "server")
+            ),
+            "servers",
+        ),
+        _folded(
+            "Replications per strategy and scenario",
+            replication_counts(summary.units),
+            "replications",
+        ),
+        '<h2 id="manifest">Manifest</h2>',
+        "<details><summary>manifest.json as written by the run</summary>",
+        f"<pre>{esc(json.dumps(manifest, indent=2, sort_keys=True, default=str))}</pre></details>",
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def _lede(manifest: dict[str, Any], summary: Summary) -> str:
+    """One line under the title: what kind of run, how large, when."""
+    facts = run_facts(manifest)
+    bits = [
+        facts.get("kind", ""),
+        f"preset {facts['preset']}" if "preset" in facts else "",
+        f"{len(summary.strategies)} strategies x {len(summary.scenarios)} scenarios",
+        f"{summary.replications} replication{'s' if summary.replications != 1 else ''} per cell",
+        facts.get("load", ""),
+        f"started {facts['started']}" if "started" in facts else "",
+    ]
+    return ", ".join(b for b in bits if b) + "."
+
+
+def _facts(manifest: dict[str, Any], summary: Summary) -> str:
+    """What ran, on what, and how CPU was limited, plus what the analysis saw."""
+    facts = run_facts(manifest)
+    facts["strategies"] = ", ".join(summary.strategies) or "none"
+    facts["scenarios"] = ", ".join(summary.scenarios) or "none"
+    facts["replications (max per cell)"] = str(summary.replications)
+    requests = int(summary.units["requests"].sum()) if not summary.units.empty else 0
+    facts["requests analysed (warm-up excluded)"] = str(requests)
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts.items()
+    )
+    return f'<table class="facts">{rows}</table>'
+
+
+def _winner_rows(win: pd.DataFrame) -> pd.DataFrame:
+    if win.empty:
+        return win
+    table = win.pivot(index="scenario", columns="metric", values="label")
+    metrics = list(dict.fromkeys(win["metric"]))
+    table = table.reindex(index=list(dict.fromkeys(win["scenario"])), columns=metrics)
+    table.columns = pd.Index([metric_info(m).label for m in metrics], name="scenario")
+    table.index.name = None  # "scenario" heads the index column; no extra header row
+    return table
+
+
+def _table(frame: pd.DataFrame, name: str) -> str:
+    if frame.empty:
+        return f'<p class="{name}">no data</p>'
+    return frame.to_html(classes=name, border=0, na_rep="-", float_format=lambda v: f"{v:.3g}")

@@ -1,0 +1,167 @@
+"""The run's validity checks (``lblab/verdicts.py``) as the report and notebooks show them.
+
+The runner writes each phase's checks to the manifest (``phases[].verdicts``); this
+module reads them into a phase x check table, names the phases that failed a check
+(their units are left out when winners are picked), and renders the report's section
+beside the answer: which phases' numbers should not be trusted, and why.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.verdicts import FAIL, WARN, summary_lines
+
+UnitKey = tuple[str, str, str, int]
+
+_COLOURS = {"pass": "#e8f4e8", "warn": "#fff3cd", "fail": "#f8d7da", "n/a": "#f3f3f3"}
+
+
+def _phases(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    phases = manifest.get("phases")
+    if not isinstance(phases, list):
+        return []
+    return [p for p in phases if isinstance(p, dict) and p.get("verdicts")]
+
+
+def verdict_table(manifest: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per checked phase, one column per check: ``level: figure``."""
+    rows = []
+    for p in _phases(manifest):
+        row: dict[str, Any] = {
+            "phase": f"{p.get('scenario')} {p.get('strategy')} rep {p.get('replication')}",
+            "verdict": p.get("verdict", "n/a"),
+        }
+        for check in p["verdicts"]:
+            row[check["name"]] = f"{check['level']}: {check['figure']}"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("phase") if rows else pd.DataFrame()
+
+
+def failed_units(manifest: Mapping[str, Any], run_id: str) -> set[UnitKey]:
+    """(run_id, scenario, strategy, replication) of every phase that failed a check."""
+    return {
+        (run_id, str(p.get("scenario")), str(p.get("strategy")), int(p.get("replication") or 0))
+        for p in _phases(manifest)
+        if p.get("verdict") == FAIL
+    }
+
+
+def _worst(levels: list[str]) -> str:
+    for level in (FAIL, WARN, "pass"):
+        if level in levels:
+            return level
+    return "n/a"
+
+
+def _flagged(p: Mapping[str, Any], level: str) -> list[str]:
+    return [str(c["name"]) for c in p["verdicts"] if c.get("level") == level]
+
+
+def _phase_name(p: Mapping[str, Any]) -> str:
+    return f"{p.get('scenario')} {p.get('strategy')} rep {p.get('replication')}"
+
+
+def _grid(phases: list[dict[str, Any]]) -> str:
+    """Scenario rows x strategy columns; each cell the verdict of its replications.
+
+    A cell names the checks that failed or warned, so the reader sees at a glance which
+    numbers of the winner table and the charts to distrust.
+    """
+    esc = html.escape
+    scenarios = order_scenarios({str(p.get("scenario")) for p in phases})
+    strategies = order_strategies({str(p.get("strategy")) for p in phases})
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in phases:
+        cells.setdefault((str(p.get("scenario")), str(p.get("strategy"))), []).append(p)
+    rows = []
+    for scenario in scenarios:
+        tds = []
+        for strategy in strategies:
+            reps = cells.get((scenario, strategy), [])
+            level = _worst([str(p.get("verdict", "n/a")) for p in reps])
+            words = []
+            for p in reps:
+                flagged = _flagged(p, FAIL) or _flagged(p, WARN)
+                text = str(p.get("verdict", "n/a")) + (f": {', '.join(flagged)}" if flagged else "")
+                words.append(f"rep {p.get('replication')} {text}" if len(reps) > 1 else text)
+            tds.append(
+                f'<td class="{esc(level)}" style="background:{_COLOURS.get(level, "#fff")}">'
+                f"{'<br>'.join(esc(w) for w in words) or '-'}</td>"
+            )
+        rows.append(f"<tr><th>{esc(scenario)}</th>{''.join(tds)}</tr>")
+    head = "".join(f"<th>{esc(s)}</th>" for s in ["scenario", *strategies])
+    return f'<table class="validity-grid"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def validity_section(manifest: Mapping[str, Any]) -> str:
+    """The report's "Can these numbers be trusted?" section (HTML).
+
+    First the phases not to trust (failed a check) and those to read with care (a check
+    warned), then a scenario x strategy grid of verdicts; the reasons and every check of
+    every phase are folded below.
+    """
+    esc = html.escape
+    phases = _phases(manifest)
+    head = '<h2 id="validity">Can these numbers be trusted?</h2>'
+    if not phases:
+        return (
+            head + "<p>This run carries no validity checks (a simulated run, or one written "
+            "before lblab checked its runs).</p>"
+        )
+    levels = [p.get("verdict") for p in phases]
+    n_fail, n_warn = levels.count(FAIL), levels.count(WARN)
+    words = (
+        f"{len(phases)} phases checked: {len(phases) - n_fail - n_warn} pass, {n_warn} warn, "
+        f"{n_fail} fail."
+    )
+    failed = [
+        f"{_phase_name(p)} ({', '.join(_flagged(p, FAIL))})"
+        for p in phases
+        if p.get("verdict") == FAIL
+    ]
+    warned = [
+        f"{_phase_name(p)} ({', '.join(_flagged(p, WARN))})"
+        for p in phases
+        if p.get("verdict") == WARN
+    ]
+    answer = [f'<p class="verdict">{esc(words)} ']
+    if failed:
+        answer.append(
+            f"<b>Do not trust</b> {esc('; '.join(failed))}: these failed a check and are left "
+            "out when winners are picked (the charts and tables still show them). "
+        )
+    else:
+        answer.append("No phase failed a check. ")
+    if warned:
+        answer.append(f"<b>Read with care</b> (a check warned): {esc('; '.join(warned))}.")
+    answer.append("</p>")
+    table = verdict_table(manifest)
+    cells = []
+    for phase, row in table.iterrows():
+        tds = "".join(
+            f'<td style="background:{_COLOURS.get(str(v).split(":")[0], "#fff")}">{esc(str(v))}</td>'
+            for v in row.to_numpy()
+        )
+        cells.append(f"<tr><th>{esc(str(phase))}</th>{tds}</tr>")
+    header = "".join(f"<th>{esc(str(c))}</th>" for c in ["phase", *table.columns])
+    lines = summary_lines(phases)
+    reasons = (
+        f"<details><summary>Why each check warned or failed ({len(lines)})</summary><ul>"
+        + "".join(f"<li>{esc(line)}</li>" for line in lines)
+        + "</ul></details>"
+        if lines
+        else "<p>Every check passed or could not be measured.</p>"
+    )
+    return (
+        f"{head}{''.join(answer)}{_grid(phases)}"
+        "<p>What each check means and what to do when it warns: README, "
+        "'Every run checks itself'.</p>"
+        f"{reasons}<details><summary>Every check of every phase</summary>"
+        f'<table class="validity"><tr>{header}</tr>{"".join(cells)}</table></details>'
+    )

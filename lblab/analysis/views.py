@@ -1,0 +1,139 @@
+"""What the notebooks call: one run opened once, and its charts and tables ready to show.
+
+Notebooks hold no logic (docs/STYLE.md, "Smells we avoid"): every cell is a call to this module, to
+``analysis.charts`` or to ``analysis.tables``. Figures are shown as PNG images (not
+through pyplot's global state), so an executed notebook carries its charts as plain
+outputs that any viewer renders.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from lblab.analysis import charts
+from lblab.analysis.load import open_results
+from lblab.analysis.manifest import run_facts
+from lblab.analysis.metrics import METRICS, Summary, pool, summarize
+from lblab.analysis.validity import failed_units
+from lblab.analysis.winners import verdict, winners
+
+
+@dataclass
+class RunView:
+    """A results directory, summarized once: every frame the charts take."""
+
+    path: Path
+    manifest: dict[str, Any]
+    summary: Summary
+    winners: pd.DataFrame
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.manifest.get("simulated"))
+
+    def facts(self) -> pd.DataFrame:
+        """The manifest's headline facts as a two-column table."""
+        facts = run_facts(self.manifest)
+        return pd.DataFrame({"fact": list(facts), "value": list(facts.values())}).set_index("fact")
+
+    def verdict(self, metrics: Sequence[str] | None = None) -> Markdown:
+        """Which strategy wins where, in words, for ``metrics`` (all headline metrics if None)."""
+        table = self.winners
+        if metrics is not None:
+            table = table.loc[table["metric"].isin(metrics)]
+        return Markdown(verdict(table, self.summary.replications))
+
+    def notes(self) -> Markdown:
+        """What the loader had to skip (missing tables), or that nothing was."""
+        if not self.summary.notes:
+            return Markdown("All three tables were present.")
+        return Markdown("\n".join(f"- {n}" for n in self.summary.notes))
+
+
+def open_view(results_dir: str | Path) -> RunView:
+    """Open and summarize one results directory (a live or a simulated run).
+
+    Winners are picked from the phases that passed their validity checks: a unit whose
+    phase failed one (``analysis/validity.py``) is left out of the winner table.
+    """
+    results = open_results(results_dir)
+    summary = summarize(results)
+    run = results.runs[0]
+    failed = failed_units(run.manifest, run.run_id)
+    trusted = summary.pooled
+    if failed and not summary.units.empty:
+        u = summary.units
+        keys = zip(u["run_id"], u["scenario"], u["strategy"], u["replication"], strict=True)
+        keep = [(str(r), str(c), str(s), int(n)) not in failed for r, c, s, n in keys]
+        trusted = pool(u.loc[keep])
+    return RunView(run.path, run.manifest, summary, winners(trusted))
+
+
+def metrics_of(family: str) -> list[str]:
+    """Metric names whose name starts with ``family`` (``latency``, ``failure``, ``cpu``)."""
+    return [m for m in METRICS if m.startswith(family)]
+
+
+class Markdown:
+    """Text that Jupyter renders as Markdown and a terminal prints as is."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _repr_markdown_(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+class Png:
+    """A rendered figure: Jupyter shows the PNG; the figure is closed to free memory."""
+
+    def __init__(self, figure: Figure, dpi: int = 100) -> None:
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=dpi)
+        self.data = buffer.getvalue()
+
+    def _repr_png_(self) -> bytes:
+        return self.data
+
+    def __repr__(self) -> str:
+        return f"<PNG image, {len(self.data)} bytes>"
+
+
+class Gallery:
+    """Several rendered figures shown one under the other (one cell, one output)."""
+
+    def __init__(self, figures: Iterable[Figure]) -> None:
+        self.images = [Png(f) for f in figures]
+
+    def _repr_html_(self) -> str:
+        return "".join(
+            f'<img src="data:image/png;base64,{base64.b64encode(i.data).decode()}">'
+            for i in self.images
+        )
+
+    def __repr__(self) -> str:
+        return f"<{len(self.images)} PNG images>"
+
+
+def show(figure: Figure) -> Png:
+    """The cell's output for a chart: ``show(charts.matrix_heatmaps(...))``."""
+    return Png(figure)
+
+
+def cpu_over_time(view: RunView) -> Gallery:
+    """CPU per server over time, one figure per scenario (thesis figures 5.5-5.9)."""
+    scenarios = view.summary.scenarios
+    if not scenarios:
+        return Gallery([charts.no_data("CPU per server over time", "no scenario has requests")])
+    return Gallery(charts.cpu_over_time(view.summary.cpu, s) for s in scenarios)

@@ -1,0 +1,173 @@
+"""``lblab balancer``: parse the command line into a ``NodeConfig`` and run the node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, check_limits
+from lblab.errors import ConfigError
+
+
+def balancer_command(
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--backend",
+            help="A backend as ID=HOST:PORT, e.g. s1=127.0.0.1:7001; repeat per backend "
+            "(none: start empty and add backends with POST /backends).",
+        ),
+    ] = None,
+    strategy: str = typer.Option(
+        "rr", "--strategy", help="Strategy name (see `lblab strategies`)."
+    ),
+    strategy_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategy-option",
+            help="A strategy option as NAME=VALUE, e.g. tie=random; repeatable.",
+        ),
+    ] = None,
+    weights: str = typer.Option(
+        "", "--weights", help="Static weights, e.g. s1=1,s2=1,s3=7 (default 1)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(
+        7878, "--port", min=0, max=65535, help="RSocket port for clients (0: any free port)."
+    ),
+    agent_port: int | None = typer.Option(
+        None, "--agent-port", min=0, max=65535, help="Port for agents' load reports."
+    ),
+    admin_port: int | None = typer.Option(
+        None,
+        "--admin-port",
+        min=0,
+        max=65535,
+        help="HTTP port for /metrics, /status, /strategy, /backends.",
+    ),
+    admin_host: str = typer.Option(
+        "127.0.0.1",
+        "--admin-host",
+        help="Address the admin API listens on (apart from --host); beyond loopback it needs "
+        "--admin-token.",
+    ),
+    admin_token: str | None = typer.Option(
+        None,
+        "--admin-token",
+        envvar="LBLAB_ADMIN_TOKEN",
+        show_envvar=True,
+        help="Bearer token every admin change (PUT/POST/DELETE) must send; prefer the "
+        "environment variable (a flag shows in `ps`).",
+    ),
+    picks: Annotated[
+        Path | None,
+        typer.Option("--picks", dir_okay=False, help="Append one JSON line per pick to this file."),
+    ] = None,
+    request_timeout: str = typer.Option(
+        "30s", "--request-timeout", help="Deadline of a request at the balancer, e.g. 30s or 500ms."
+    ),
+    max_frame_bytes: int = typer.Option(
+        0xFFFFFF,
+        "--max-frame-bytes",
+        help="Largest frame body accepted (default: the 24-bit maximum).",
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the strategy's random numbers."),
+    setup_timeout: str = typer.Option(
+        f"{SETUP_TIMEOUT_S:g}s",
+        "--setup-timeout",
+        help="A client connection without SETUP this long is closed.",
+    ),
+    max_connections: int = typer.Option(
+        MAX_CONNECTIONS, "--max-connections", help="Client connections at once; more are refused."
+    ),
+    max_pending_setup: int = typer.Option(
+        MAX_PENDING_SETUP,
+        "--max-pending-setup",
+        help="Client connections at once still without SETUP; beyond it the oldest is closed.",
+    ),
+    eject_after: int = typer.Option(
+        5,
+        "--eject-after",
+        help="Consecutive failures a backend is responsible for (timeouts, lost connections, "
+        "its own faults; never REJECTED or errors about the request) that eject it; 0: off.",
+    ),
+    eject_base: str = typer.Option(
+        "1s", "--eject-base", help="First ejection's length; each next one doubles."
+    ),
+    eject_max: str = typer.Option("30s", "--eject-max", help="Longest ejection."),
+    panic_threshold: float = typer.Option(
+        50.0,
+        "--panic-threshold",
+        help="Percent of connected backends that must be un-ejected; below it ejection is "
+        "ignored and all take requests (Envoy's panic threshold); 0: off.",
+    ),
+) -> None:
+    """Run the RSocket balancer node: forward each request to a backend the strategy picks."""
+    from lblab.balancer.backend import BackendAddress
+    from lblab.balancer.health import HealthConfig
+    from lblab.balancer.node import NodeConfig
+    from lblab.balancer.serve import run
+    from lblab.config import parse_assignments, parse_duration, parse_hostport
+
+    weight_of = _weights(parse_assignments(weights, "--weights"))
+    backends = []
+    for item in backend or []:
+        backend_id, sep, address = item.partition("=")
+        if not sep or not backend_id:
+            raise ConfigError(
+                f"--backend: {item!r} is not ID=HOST:PORT; write e.g. s1=127.0.0.1:7001"
+            )
+        h, p = parse_hostport(address, f"--backend {backend_id}")
+        backends.append(BackendAddress(backend_id, h, p, weight_of.pop(backend_id, 1.0)))
+    if weight_of:
+        raise ConfigError(f"--weights names {', '.join(weight_of)}, which no --backend defines")
+    options: dict[str, str] = {}
+    for item in strategy_option or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(
+                f"--strategy-option: {item!r} is not NAME=VALUE; write e.g. tie=random"
+            )
+        options[name] = value
+    config = NodeConfig(
+        backends=tuple(backends),
+        strategy=strategy,
+        strategy_options=options,
+        host=host,
+        port=port,
+        agent_port=agent_port,
+        admin_port=admin_port,
+        admin_host=admin_host,
+        admin_token=admin_token or None,
+        picks=picks,
+        request_timeout_s=parse_duration(request_timeout, "--request-timeout"),
+        max_frame_bytes=max_frame_bytes,
+        seed=seed,
+        setup_timeout_s=_limits(setup_timeout, max_connections, max_pending_setup),
+        max_connections=max_connections,
+        max_pending_setup=max_pending_setup,
+        health=HealthConfig(
+            eject_after=eject_after,
+            eject_base_s=parse_duration(eject_base, "--eject-base"),
+            eject_max_s=parse_duration(eject_max, "--eject-max"),
+            panic_threshold=panic_threshold / 100.0,
+        ),
+    )
+    run(config)
+
+
+def _weights(raw: dict[str, str]) -> dict[str, float]:
+    from lblab.config import check_weight
+
+    return {name: check_weight(value, f"--weights {name}") for name, value in raw.items()}
+
+
+def _limits(setup_timeout: str, max_connections: int, max_pending_setup: int) -> float:
+    """The SETUP deadline in seconds, once the connection caps are checked."""
+    from lblab.config import parse_duration
+
+    timeout_s = parse_duration(setup_timeout, "--setup-timeout")
+    check_limits(max_connections, max_pending_setup, timeout_s)
+    return timeout_s

@@ -1,0 +1,365 @@
+"""The balancer node: the composition root of the frame-level RSocket balancer.
+
+Clients connect to ``--port`` (``frontend.ClientConnection``); the node keeps ONE
+connection per backend (``backend.Backend``) with its own SETUP and keepalives. Every
+frame is routed by the sans-I/O ``router.Router`` (stream table, deadlines, replay,
+exactly-once accounting with the ``Pool``); the node owns the sockets, the periodic
+timer and the runtime changes of the admin API, and turns the connections' lifecycle
+events (``wiring.NodeEvents``) into pool state.
+
+Time: ``loop.time()`` (monotonic) is the pool's ``now``; picks are logged in epoch
+seconds via a fixed offset. One periodic timer (``TICK_S``) ends timeouts, runs
+``Pool.tick`` (ejections, slow start, dynamic weights), checks keepalive lifetimes,
+retires replaced connections and flushes the picks log: no per-request timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
+from lblab.balancer import checks
+from lblab.balancer.backend import Backend, BackendAddress, BackendConnection
+from lblab.balancer.frontend import ClientConnection
+from lblab.balancer.health import HealthConfig
+from lblab.balancer.outbox import Outbox
+from lblab.balancer.picklog import FLUSH_INTERVAL_S, PickLog
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.router import Router
+from lblab.balancer.strategies.base import Health, Strategy
+from lblab.balancer.strategies.registry import make_strategy
+from lblab.balancer.streams import BackendPort, ClientPort
+from lblab.balancer.wiring import Wiring
+from lblab.config import check_weight
+from lblab.errors import ConfigError, RemoteProtocolError
+from lblab.loadreport import LoadReport
+from lblab.wire.codes import MAX_FRAME_LENGTH
+from lblab.wire.metadata import LOAD_REPORT, find_entry
+
+log = logging.getLogger("lblab.balancer")
+
+TICK_S = 0.05
+"""Resolution of timeouts, ejection ends and slow start steps (50 ms: 0.2 % of the
+default 30 s timeout, and cheap: one callback per tick, not one timer per request)."""
+LIFETIME_CHECK_S = 0.25
+"""How often connections are checked against their peers' max lifetime, and backends
+for silence (``backend.HUNG_AFTER_S``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeConfig:
+    """Everything ``lblab balancer`` was told; checked once here."""
+
+    backends: tuple[BackendAddress, ...]
+    strategy: str = "rr"
+    strategy_options: Mapping[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = 7878
+    agent_port: int | None = None
+    admin_port: int | None = None
+    admin_host: str = "127.0.0.1"
+    admin_token: str | None = field(default=None, repr=False)
+    picks: Path | None = None
+    request_timeout_s: float = 30.0
+    max_frame_bytes: int = MAX_FRAME_LENGTH
+    seed: int | None = None
+    setup_timeout_s: float = SETUP_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_pending_setup: int = MAX_PENDING_SETUP
+    health: HealthConfig = field(default_factory=HealthConfig)
+    """Passive ejection, slow start and panic (``balancer/health.py``)."""
+
+    def __post_init__(self) -> None:
+        ids = [b.id for b in self.backends]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"backend ids must be unique, got {', '.join(ids)}")
+        if self.admin_port is not None:
+            checks.check_admin_bind(self.admin_host, self.admin_token)
+        own_ports = [p for p in (self.port, self.agent_port, self.admin_port) if p]
+        for b in self.backends:
+            checks.check_backend_id(b.id)
+            checks.check_host(b.host, f"--backend {b.id}")
+            if checks.self_loop(b.host, b.port, own_ports):
+                raise ConfigError(
+                    f"--backend {b.id}={b.address} is this balancer's own port: requests "
+                    "would loop through it; give a server's address"
+                )
+        if not 0 < self.request_timeout_s <= 3600:
+            raise ConfigError(
+                f"--request-timeout must be in (0, 3600] seconds, not {self.request_timeout_s}"
+            )
+        if not 64 <= self.max_frame_bytes <= MAX_FRAME_LENGTH:
+            raise ConfigError(
+                f"--max-frame-bytes must be in 64..{MAX_FRAME_LENGTH} (the 24-bit length "
+                f"prefix), not {self.max_frame_bytes}"
+            )
+
+
+class BalancerNode:
+    """Owns the pool, the strategy, the router, every connection and the periodic timer."""
+
+    def __init__(self, config: NodeConfig, loop: asyncio.AbstractEventLoop) -> None:
+        self.config = config
+        self.loop = loop
+        self.rng = random.Random(config.seed)
+        self.weights = {b.id: b.weight for b in config.backends}
+        self.strategy: Strategy = make_strategy(
+            config.strategy, config.strategy_options, rng=self.rng, weights=self.weights
+        )
+        self.strategy_options: dict[str, str] = dict(config.strategy_options)
+        now = loop.time()
+        self.pool = Pool(
+            [BackendSpec(b.id, b.weight) for b in config.backends],
+            self.strategy,
+            health=config.health,
+            now=now,
+        )
+        self.picklog = PickLog(config.picks) if config.picks else None
+        self.router = Router(
+            self.pool,
+            self,
+            timeout_s=config.request_timeout_s,
+            picks=self.picklog,
+            epoch_offset=time.time() - now,
+        )
+        self.stats = {"protocol_errors": 0}
+        self.wiring = Wiring(
+            loop=loop,
+            outbox=Outbox(loop),
+            router=self.router,
+            events=self,
+            stats=self.stats,
+            max_frame_bytes=config.max_frame_bytes,
+            jitter=random.Random(),
+        )
+        self.admission = Admission(
+            config.max_connections, config.max_pending_setup, "the balancer's client port"
+        )
+        self.backends: dict[str, Backend] = {
+            b.id: Backend(self.wiring, b, in_pool_up=True) for b in config.backends
+        }
+        self.clients: set[ClientConnection] = set()
+        self.retired: list[BackendPort] = []
+        self.servers: dict[str, asyncio.Server] = {}
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._next_lifetime_check = now
+        self._next_flush = now + FLUSH_INTERVAL_S
+
+    def counters(self) -> dict[str, int]:
+        """The node's and the router's counters, for the admin API."""
+        return {**self.stats, **self.router.stats}
+
+    def setup_wants(self) -> tuple[tuple[str, ...], bool]:
+        s = self.strategy
+        wanted = (("response", s.uses_response_reports), ("push", s.uses_push_reports))
+        return tuple(kind for kind, on in wanted if on), s.uses_leases
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self, connect_timeout: float = 5.0) -> None:
+        """Connect every backend (waiting up to ``connect_timeout`` for the first attempts,
+        so early requests are not refused), listen on ``--port``, start the timer."""
+        waits = [b.start() for b in self.backends.values()]
+        if waits:
+            await asyncio.wait_for(asyncio.gather(*waits), connect_timeout)
+        setup_timeout_s = self.config.setup_timeout_s
+        await self.listen(
+            "port",
+            self.config.port,
+            lambda p: self.loop.create_server(
+                lambda: ClientConnection(self.wiring, self.admission, setup_timeout_s),
+                self.config.host,
+                p,
+            ),
+        )
+        self._tick_handle = self.loop.call_later(TICK_S, self._tick)
+
+    async def listen(
+        self, name: str, port: int, open_server: Callable[[int], Awaitable[asyncio.Server]]
+    ) -> None:
+        """Open one of the node's ports (``port``, ``agent_port``, ``admin_port``); a port
+        that cannot be opened is a ``ConfigError`` naming its flag."""
+        try:
+            self.servers[name] = await open_server(port)
+        except OSError as exc:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} {port}: cannot listen: {exc}") from exc
+
+    def ports(self) -> dict[str, int | None]:
+        """The bound port of each of ``port``, ``agent_port``, ``admin_port`` (None: closed)."""
+        return {
+            name: (self.servers[name].sockets[0].getsockname()[1] if name in self.servers else None)
+            for name in ("port", "agent_port", "admin_port")
+        }
+
+    async def close(self, grace_s: float = 2.0) -> None:
+        """Stop accepting, let in-flight streams finish for up to ``grace_s``, then close all."""
+        for server in self.servers.values():
+            server.close()
+        deadline = self.loop.time() + grace_s
+        while any(c.streams for c in self.clients) and self.loop.time() < deadline:
+            await asyncio.sleep(TICK_S)
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+        for client in list(self.clients):
+            client.close()
+        for backend in self.backends.values():
+            backend.stop()
+        if self.picklog is not None:
+            self.picklog.close()
+
+    # ------------------------------------------------------------ Connections (router)
+
+    def connection(self, backend_id: str) -> BackendConnection | None:
+        backend = self.backends.get(backend_id)
+        return None if backend is None else backend.conn
+
+    def connection_missing(self, backend_id: str) -> None:
+        backend = self.backends.get(backend_id)
+        if backend is not None:
+            backend.mark_down()
+        else:
+            self.pool.set_state(backend_id, Health.DOWN, self.loop.time())
+
+    # ------------------------------------------------------------ NodeEvents (connections)
+
+    def client_opened(self, client: ClientPort) -> None:
+        assert isinstance(client, ClientConnection)
+        self.clients.add(client)
+
+    def client_closed(self, client: ClientPort) -> None:
+        self.clients.discard(client)  # type: ignore[arg-type]
+        self.router.client_gone(client, self.loop.time())
+
+    def broadcast(self, frame: bytes, client: ClientPort) -> None:
+        for backend in self.backends.values():
+            conn = backend.conn
+            if conn is not None and not conn.closed:
+                conn.write(frame, client)
+
+    def backend_up(self, backend_id: str) -> None:
+        if backend_id in self.backends:
+            self.pool.set_state(backend_id, Health.UP, self.loop.time())
+
+    def backend_down(self, backend_id: str) -> None:
+        if backend_id in self.backends:
+            self.pool.set_state(backend_id, Health.DOWN, self.loop.time())
+
+    def backend_hung(self, backend_id: str, silent_s: float) -> None:
+        """A connected backend stopped answering our KEEPALIVEs: eject it and hold it
+        DOWN until it answers again (``backend_answering``)."""
+        if backend_id not in self.backends:
+            return
+        log.warning("backend %s silent for %.1f s: ejected as hung", backend_id, silent_s)
+        now = self.loop.time()
+        self.pool.set_state(backend_id, Health.EJECTED, now)
+        self.pool.set_state(backend_id, Health.DOWN, now)
+
+    def backend_answering(self, backend_id: str, now: float) -> None:
+        """A hung backend answers again: UP once its ejection has run out."""
+        if backend_id in self.backends:
+            log.warning("backend %s answers again", backend_id)
+            self.pool.set_state(backend_id, Health.UP, now)
+
+    def backend_draining(self, backend_id: str) -> None:
+        """The backend sent CONNECTION_CLOSE: no new requests, in-flight ones finish."""
+        if backend_id in self.backends:
+            self.pool.set_state(backend_id, Health.DRAINING, self.loop.time())
+
+    def backend_lease(self, backend_id: str, ttl_s: float, count: int, now: float) -> None:
+        if backend_id in self.pool:
+            self.pool.lease(backend_id, count, now + ttl_s)
+
+    def push_report(self, backend_id: str, metadata: memoryview, now: float) -> None:
+        if not self.strategy.uses_push_reports or backend_id not in self.pool:
+            return
+        try:
+            raw = find_entry(metadata, LOAD_REPORT)
+            if raw is not None:
+                self.pool.report(backend_id, LoadReport.from_json(raw), now)
+        except RemoteProtocolError as exc:
+            log.debug("ignoring a malformed load report from %s: %s", backend_id, exc)
+
+    def retiring(self, conn: BackendPort) -> None:
+        self.retired.append(conn)
+
+    def agent_report(self, report: LoadReport) -> bool:
+        """A LoadReport from an agent; False if it names no backend of the pool."""
+        if report.server not in self.backends:
+            return False
+        self.pool.report(report.server, report, self.loop.time())
+        return True
+
+    # ------------------------------------------------------------ periodic work
+
+    def _tick(self) -> None:
+        now = self.loop.time()
+        try:
+            self.router.expire(now)
+            self.pool.tick(now)
+            if now >= self._next_lifetime_check:
+                self._next_lifetime_check = now + LIFETIME_CHECK_S
+                self._check_lifetimes(now)
+            if self.picklog is not None and now >= self._next_flush:
+                self._next_flush = now + FLUSH_INTERVAL_S
+                self.picklog.flush()
+        except Exception:  # a task boundary: log and keep ticking, or timeouts would stop
+            log.exception("balancer tick failed")
+        self._tick_handle = self.loop.call_later(TICK_S, self._tick)
+
+    def _check_lifetimes(self, now: float) -> None:
+        for client in list(self.clients):
+            client.check_lifetime(now)
+        for backend in self.backends.values():
+            backend.check_lifetime(now)
+        for conn in list(self.retired):
+            assert isinstance(conn, BackendConnection)
+            if conn.closed:
+                self.retired.remove(conn)
+            elif not conn.streams or now > conn.retired_at + self.router.timeout_s:
+                conn.close()
+
+    # ------------------------------------------------------------ runtime changes (admin)
+
+    def set_strategy(self, name: str, options: Mapping[str, str] | None = None) -> None:
+        """Swap the strategy (fresh state); re-SETUP backends if it needs other signals."""
+        strategy: Strategy = make_strategy(name, options, rng=self.rng, weights=self.weights)
+        before = self.setup_wants()
+        self.strategy = strategy
+        self.strategy_options = dict(options or {})
+        self.pool.set_strategy(strategy, self.loop.time())
+        if self.setup_wants() != before:
+            for backend in self.backends.values():
+                backend.resetup()
+
+    def add_backend(self, backend_id: str, host: str, port: int, weight: float = 1.0) -> None:
+        if backend_id in self.backends:
+            raise ConfigError(f"backend {backend_id!r} is already in the pool")
+        checks.check_backend_id(backend_id)
+        checks.check_host(host, f"backend {backend_id}")
+        weight = check_weight(weight, f"backend {backend_id}")
+        now = self.loop.time()
+        address = BackendAddress(backend_id, host, port, weight)
+        self.weights[backend_id] = weight
+        self.pool.add(BackendSpec(backend_id, weight), now)
+        self.pool.set_state(backend_id, Health.DOWN, now)
+        backend = Backend(self.wiring, address, in_pool_up=False)
+        self.backends[backend_id] = backend
+        backend.start()
+
+    def remove_backend(self, backend_id: str) -> None:
+        """Take a backend out: new requests go elsewhere, its in-flight ones finish."""
+        backend = self.backends.pop(backend_id, None)
+        if backend is None:
+            raise ConfigError(
+                f"no backend {backend_id!r} in the pool; have {', '.join(self.backends) or 'none'}"
+            )
+        self.weights.pop(backend_id, None)
+        self.pool.remove(backend_id, self.loop.time())
+        backend.retire()

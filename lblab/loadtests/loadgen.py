@@ -1,0 +1,173 @@
+"""Starting Locust for one phase: standalone, or a master with N local workers.
+
+The runner starts a fresh headless Locust per phase (about 1 s of start-up) rather than
+steering a long-lived one: each phase then has its own process, records folder and exit
+status, and a crash costs one phase. The master may also expect workers it did not
+start: ``lblab locust-workers`` on other loader hosts (``loadtests.remote_workers``)
+runs the same ``worker_command`` and relaunches it for every phase, because a Locust
+2.47 worker quits with its master.
+
+Closed model: Locust's ``-t`` ends the phase and ``--stop-timeout`` (request deadline +
+1 s) lets each user finish the request it has in flight, so every request sent is
+answered or timed out and recorded. Open model: each process's generator ends itself
+when its schedule is sent and answered; ``-t`` is only a safety net.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lblab.loadtests.loadspec import LoadSpec
+from lblab.loadtests.runconfig import LoadConfig
+from lblab.procs import Child, stop
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+_BASE = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
+SAFETY_S = 10.0  # beyond the expected end before a phase is declared stuck
+# A master gives up (exit 1, "Gave up waiting for workers") if its workers are not all
+# connected by then; remote ones are relaunched a few seconds after the last phase.
+WORKERS_WAIT_S = 60
+
+
+def expected_seconds(spec: LoadSpec, load: LoadConfig, duration: float) -> float:
+    """How long the load of a phase lasts (warm-up included), answers excluded."""
+    if load.model == "open" and load.count:
+        return load.count / load.rate
+    return duration
+
+
+def run_time(spec: LoadSpec, load: LoadConfig, duration: float) -> float:
+    """Locust's ``-t``: the phase length, or for the open model the safety net."""
+    if load.model == "closed":
+        return duration
+    return expected_seconds(spec, load, duration) + spec.request_timeout + SAFETY_S
+
+
+def command_line(
+    spec: LoadSpec,
+    load: LoadConfig,
+    host: str,
+    port: int,
+    duration: float,
+    *,
+    role: str = "standalone",
+    workers: int = 0,
+    master_host: str = "127.0.0.1",
+    master_port: int = 5557,
+) -> list[str]:
+    """argv of one Locust process; ``role`` is standalone, master or worker."""
+    if role == "worker":
+        return worker_command(master_host, master_port)
+    users, rate = (
+        (load.users, load.spawn_rate) if load.model == "closed" else (spec.generators,) * 2
+    )
+    argv = [
+        *_BASE,
+        "--headless",
+        "--host", f"rsocket://{host}:{port}",
+        "-u", str(users),
+        "-r", str(rate),
+        "-t", f"{math.ceil(run_time(spec, load, duration))}s",
+        "--stop-timeout", str(math.ceil(spec.request_timeout + 1)),
+        "--exit-code-on-error", "0",
+        "--lblab-spec", spec.to_json(),
+        "--json-file", str(Path(spec.records_dir) / "locust_stats"),
+    ]  # fmt: skip
+    if role == "master":
+        argv += [
+            "--master", "--expect-workers", str(workers),
+            "--expect-workers-max-wait", str(WORKERS_WAIT_S),
+            "--master-bind-host", master_host, "--master-bind-port", str(master_port),
+        ]  # fmt: skip
+    argv.append("ClosedLoopUser" if load.model == "closed" else "OpenLoopUser")
+    return argv
+
+
+def worker_command(master_host: str, master_port: int) -> list[str]:
+    """argv of one Locust worker; it learns the phase (users, spec) from the master."""
+    return [*_BASE, "--worker", "--master-host", master_host, "--master-port", str(master_port)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LocustRun:
+    """The Locust processes of one phase."""
+
+    children: list[Child] = field(default_factory=list)
+
+    @property
+    def main(self) -> Child:
+        return self.children[0]
+
+    def finished(self) -> bool:
+        return not self.main.alive()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        for child in self.children:
+            stop(child, timeout=timeout)
+
+
+def start(
+    spec: LoadSpec,
+    load: LoadConfig,
+    host: str,
+    port: int,
+    duration: float,
+    workers: int,
+    log: Path,
+    *,
+    expect: int = 0,
+    bind: tuple[str, int] | None = None,
+) -> LocustRun:
+    """Start the phase's Locust: one process, or a master with ``workers`` local workers
+    plus ``expect`` workers started elsewhere, all connecting to ``bind`` (HOST, PORT;
+    default a free loopback port)."""
+    Path(spec.records_dir).mkdir(parents=True, exist_ok=True)
+    run = LocustRun()
+    if workers + expect <= 0:
+        run.children.append(_popen("locust", command_line(spec, load, host, port, duration), log))
+        return run
+    bind_host, bind_port = bind or ("127.0.0.1", free_port())
+    master = command_line(
+        spec, load, host, port, duration, role="master", workers=workers + expect,
+        master_host=bind_host, master_port=bind_port,
+    )  # fmt: skip
+    run.children.append(_popen("locust master", master, log))
+    # A wildcard bind is reachable on loopback; local workers connect there.
+    connect = "127.0.0.1" if bind_host in ("0.0.0.0", "", "::") else bind_host
+    worker = worker_command(connect, bind_port)
+    for i in range(workers):
+        run.children.append(_popen(f"locust worker {i}", worker, log))
+    return run
+
+
+def _popen(name: str, argv: list[str], log: Path) -> Child:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        popen = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: stop() kills all of it
+        )
+    return Child(name, popen, log_path=log)
+
+
+def locust_request_count(records_dir: Path) -> int | None:
+    """Locust's own count of requests (its final stats), to check the records against."""
+    path = records_dir / "locust_stats.json"
+    if not path.exists():
+        return None
+    return sum(int(e.get("num_requests", 0)) for e in json.loads(path.read_text()))

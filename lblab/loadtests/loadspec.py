@@ -1,0 +1,67 @@
+"""What one Locust process needs to generate one phase's load, as one JSON value.
+
+The runner (or an ansible play on a loader host) passes it as ``--lblab-spec JSON``;
+Locust forwards custom arguments from the master to its workers, so a distributed run
+needs it only on the master's command line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from lblab.errors import ConfigError
+from lblab.loadtests.openloop import ARRIVALS
+from lblab.scenarios import Cell, Scenario
+
+MODELS = ("closed", "open")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadSpec:
+    run_id: str
+    scenario: Scenario
+    strategy: str
+    replication: int
+    model: str = "closed"
+    think_time: tuple[float, float] = (0.0, 0.0)
+    rate: float = 0.0  # open model: requests per second over all generators
+    arrival: str = "constant"
+    count: int | None = None  # open model: a fixed number of requests instead of a duration
+    duration: float = 0.0  # open model: seconds of arrivals (warm-up included)
+    generators: int = 1  # open model: Locust users sharing the rate (one per worker)
+    request_timeout: float = 30.0
+    seed: int = 0
+    records_dir: str = ""  # where each Locust process writes its request records
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ConfigError(f"load model {self.model!r} is not one of {', '.join(MODELS)}")
+        if self.arrival not in ARRIVALS:
+            raise ConfigError(f"arrival {self.arrival!r} is not one of {', '.join(ARRIVALS)}")
+        lo, hi = self.think_time
+        if not 0 <= lo <= hi:
+            raise ConfigError(f"think_time {self.think_time}: needs 0 <= min <= max seconds")
+        if self.request_timeout <= 0:
+            raise ConfigError("request_timeout must be above 0 seconds")
+        if self.model == "open" and self.rate <= 0:
+            raise ConfigError("the open load model needs rate > 0 requests per second")
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["scenario"] = {
+            "name": self.scenario.name,
+            "cells": [[c.name, c.package_bytes, c.work_bytes] for c in self.scenario.cells],
+        }
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> LoadSpec:
+        try:
+            data = json.loads(text)
+            sc = data.pop("scenario")
+            scenario = Scenario(sc["name"], tuple(Cell(n, p, w) for n, p, w in sc["cells"]))
+            data["think_time"] = tuple(data["think_time"])
+            return cls(scenario=scenario, **data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"--lblab-spec is not a valid load spec: {exc}") from exc

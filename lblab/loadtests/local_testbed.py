@@ -1,0 +1,339 @@
+"""The processes under test: servers, their agents and the balancer.
+
+``LocalTestbed`` starts them on loopback with ``lblab.procs.spawn`` (ports 0, learned
+from the ready lines) and stops them by process group, so nothing outlives the run.
+Timeline events act on it (kill, restart on the same port, drain by SIGTERM, add and
+remove through the balancer's admin API, slow by ``servers/slowdown.py``, pause and
+resume by SIGSTOP and SIGCONT), and ``restore`` puts the configured pool back (resumed,
+at normal speed) before the next phase. ``ExternalTestbed`` is a balancer someone else runs (the ansible
+playbooks): the runner only switches its strategy and drives load at it.
+
+Files each local process writes, under the run directory:
+``raw/picks-local.jsonl`` (balancer ``--picks``), ``raw/cpu-<server>.jsonl`` (agent
+``--out``), ``logs/<name>.log`` (stderr and stdout after the ready line).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lblab.loadtests.admin_client import AdminClient
+from lblab.loadtests.runconfig import RunConfig, ServerSpec
+from lblab.procs import Child, lblab_command, spawn, stop
+from lblab.servers.slowdown import NORMAL, Slowdown, request_slowdown
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+@dataclass
+class ServerProcess:
+    spec: ServerSpec
+    weight: float
+    port: int = 0
+    server: Child | None = None
+    agent: Child | None = None
+    in_pool: bool = True
+    paused: bool = False
+    slowed: bool = False
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        return dict(self.server.ready) if self.server else {}
+
+
+@dataclass
+class LocalTestbed:
+    config: RunConfig
+    run_dir: Path
+    servers: dict[str, ServerProcess] = field(default_factory=dict)
+    balancer: Child | None = None
+    admin: AdminClient | None = None
+    address: tuple[str, int] = ("127.0.0.1", 0)
+    agent_port: int = 0
+    changed: bool = False  # a timeline event altered the pool since the last restore
+
+    kind = "local"
+
+    @property
+    def logs(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def raw(self) -> Path:
+        return self.run_dir / "raw"
+
+    def start(self, strategy: str) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.raw.mkdir(parents=True, exist_ok=True)
+        for spec in self.config.servers:
+            self.servers[spec.id] = ServerProcess(spec, self.config.weights.get(spec.id, 1.0))
+        try:
+            # Each start waits for a ready line (about 1 s of interpreter start-up): start
+            # the servers together, then the balancer, then the agents together.
+            _all(self._start_server, self.servers.values())
+            self._start_balancer(strategy)
+            _all(self._start_agent, self.servers.values())
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_server(self, proc: ServerProcess) -> None:
+        argv = lblab_command(
+            "server", "--id", proc.spec.id, "--host", "127.0.0.1", "--port", str(proc.port),
+            *proc.spec.argv(),
+        )  # fmt: skip
+        proc.server = spawn(
+            f"server {proc.spec.id}",
+            argv,
+            ready_timeout=READY_TIMEOUT_S,
+            log_path=self.logs / f"server-{proc.spec.id}.log",
+        )
+        proc.port = int(proc.server.ready["port"])
+
+    def _start_agent(self, proc: ServerProcess) -> None:
+        assert proc.server is not None
+        cgroup = proc.server.ready.get("cgroup")
+        target = ["--cgroup", str(cgroup)] if cgroup else ["--pid", str(proc.server.pid)]
+        argv = lblab_command(
+            "agent", "--server", proc.spec.id, *target,
+            "--report-to", f"127.0.0.1:{self.agent_port}",
+            "--interval", str(self.config.testbed.agent_interval),
+            "--out", str(self.raw / f"cpu-{proc.spec.id}.jsonl"),
+        )  # fmt: skip
+        if proc.spec.cpu_quota is not None and not cgroup:
+            # A duty-cycled server's 100 % is its quota, not a whole CPU.
+            argv += ["--allowance", str(proc.spec.cpu_quota)]
+        proc.agent = spawn(
+            f"agent {proc.spec.id}",
+            argv,
+            ready_timeout=READY_TIMEOUT_S,
+            log_path=self.logs / f"agent-{proc.spec.id}.log",
+        )
+
+    def _start_balancer(self, strategy: str) -> None:
+        cfg = self.config
+        argv = lblab_command(
+            "balancer", "--host", "127.0.0.1", "--port", "0", "--agent-port", "0",
+            "--admin-port", "0", "--strategy", strategy,
+            "--picks", str(self.raw / "picks-local.jsonl"),
+            "--request-timeout", str(cfg.request_timeout),
+        )  # fmt: skip
+        for proc in self.servers.values():
+            argv += ["--backend", f"{proc.spec.id}=127.0.0.1:{proc.port}"]
+        weights = {p.spec.id: p.weight for p in self.servers.values()}
+        argv += ["--weights", ",".join(f"{k}={v:g}" for k, v in weights.items())]
+        for key, value in cfg.strategy_options.get(strategy, {}).items():
+            argv += ["--strategy-option", f"{key}={value}"]
+        argv += list(cfg.testbed.balancer_args)
+        self.balancer = spawn(
+            "balancer",
+            argv,
+            ready_timeout=READY_TIMEOUT_S,
+            log_path=self.logs / "lblab.balancer.log",
+        )
+        ready = self.balancer.ready
+        self.address = ("127.0.0.1", int(ready["port"]))
+        self.agent_port = int(ready["agent_port"])
+        self.admin = AdminClient("127.0.0.1", int(ready["admin_port"]))
+
+    # ------------------------------------------------------------ between phases
+
+    def set_strategy(self, strategy: str) -> None:
+        assert self.admin is not None
+        self.admin.set_strategy(strategy, self.config.strategy_options.get(strategy, {}))
+
+    def check_alive(self) -> list[str]:
+        """Names of processes that should run and do not (a crash between phases)."""
+        dead = []
+        if self.balancer is None or not self.balancer.alive():
+            dead.append("balancer")
+        for sid, proc in self.servers.items():
+            if proc.in_pool and (proc.server is None or not proc.server.alive()):
+                dead.append(f"server {sid}")
+        return dead
+
+    def restore(self) -> None:
+        """Bring the pool back to the configured servers after timeline events."""
+        configured = {s.id for s in self.config.servers}
+        for sid, proc in list(self.servers.items()):
+            if proc.server is not None and proc.server.alive():  # a killed one starts anew
+                if proc.paused:
+                    self.resume(sid)
+                if proc.slowed:
+                    self.slow(sid, NORMAL.factor, NORMAL.add_ms)
+            proc.paused = proc.slowed = False
+            if sid not in configured:
+                self.remove(sid)
+                del self.servers[sid]
+            elif not proc.in_pool:
+                self.add(sid)
+            elif proc.server is None or not proc.server.alive():
+                self.restart(sid)
+        self.changed = False
+
+    # ------------------------------------------------------------ timeline actions
+
+    def kill(self, sid: str) -> None:
+        proc = self.servers[sid]
+        if proc.server is not None:
+            stop(proc.server, timeout=2, sig=signal.SIGKILL)
+        self._stop_agent(proc)
+        self.changed = True
+
+    def drain(self, sid: str) -> None:
+        """SIGTERM: the server rejects new requests, finishes in-flight ones, exits."""
+        proc = self.servers[sid]
+        if proc.server is not None and proc.server.alive():
+            proc.server.popen.send_signal(signal.SIGTERM)
+        self.changed = True
+
+    def restart(self, sid: str) -> None:
+        """Start the server again on its old port (the balancer reconnects to it)."""
+        proc = self.servers[sid]
+        if proc.server is not None and proc.server.alive():
+            stop(proc.server, timeout=STOP_TIMEOUT_S)
+        self._stop_agent(proc)
+        self._start_server(proc)
+        self._start_agent(proc)
+        self.changed = True
+
+    def add(self, sid: str, spec: ServerSpec | None = None, weight: float = 1.0) -> None:
+        proc = self.servers.get(sid)
+        if proc is None:
+            if spec is None:
+                raise ValueError(f"cannot add {sid!r}: no server spec")
+            proc = self.servers[sid] = ServerProcess(spec, weight, in_pool=False)
+        if proc.server is None or not proc.server.alive():
+            self._start_server(proc)
+            self._start_agent(proc)
+        assert self.admin is not None
+        self.admin.add_backend(sid, f"127.0.0.1:{proc.port}", proc.weight)
+        proc.in_pool = True
+        self.changed = True
+
+    def remove(self, sid: str) -> None:
+        """Take the server out of the pool first, then stop it (a scale-in)."""
+        proc = self.servers[sid]
+        assert self.admin is not None
+        self.admin.remove_backend(sid)
+        proc.in_pool = False
+        if proc.server is not None:
+            stop(proc.server, timeout=STOP_TIMEOUT_S)
+        self._stop_agent(proc)
+        self.changed = True
+
+    def slow(self, sid: str, factor: float, add_ms: float) -> None:
+        """Every request's service time times ``factor`` plus ``add_ms`` (1, 0: normal)."""
+        proc = self.servers[sid]
+        if proc.server is None or not proc.server.alive():
+            raise RuntimeError(f"server {sid} is not running")
+        slowdown = Slowdown(factor, add_ms)
+        request_slowdown(proc.server.pid, slowdown)
+        proc.slowed = slowdown != NORMAL
+        self.changed = True
+
+    def pause(self, sid: str) -> None:
+        """SIGSTOP the server's process group: a hung backend (alive, connected, silent)."""
+        self._signal(sid, signal.SIGSTOP)
+        self.servers[sid].paused = True
+        self.changed = True
+
+    def resume(self, sid: str) -> None:
+        """SIGCONT: the paused server answers again (its backlog first)."""
+        self._signal(sid, signal.SIGCONT)
+        self.servers[sid].paused = False
+
+    def _signal(self, sid: str, sig: int) -> None:
+        proc = self.servers[sid]
+        if proc.server is None or not proc.server.alive():
+            raise RuntimeError(f"server {sid} is not running")
+        os.killpg(proc.server.pid, sig)
+
+    def _stop_agent(self, proc: ServerProcess) -> None:
+        if proc.agent is not None:
+            stop(proc.agent, timeout=3)
+            proc.agent = None
+
+    # ------------------------------------------------------------ teardown and facts
+
+    def stop(self) -> None:
+        """Stop everything: the balancer first (it flushes its picks), then the rest."""
+        if self.balancer is not None:
+            stop(self.balancer, timeout=STOP_TIMEOUT_S)
+        for proc in self.servers.values():
+            self._stop_agent(proc)
+            if proc.server is not None:
+                if proc.paused and proc.server.alive():
+                    os.killpg(proc.server.pid, signal.SIGCONT)  # else SIGTERM waits
+                stop(proc.server, timeout=STOP_TIMEOUT_S)
+
+    def facts(self) -> dict[str, Any]:
+        servers = {sid: p.facts for sid, p in self.servers.items()}
+        methods = sorted({str(f.get("cpu_limit", "unknown")) for f in servers.values()})
+        return {
+            "kind": "local",
+            "balancer": self.balancer.ready if self.balancer else None,
+            "servers": servers,
+            "cpu_limit_method": methods[0] if len(methods) == 1 else methods,
+        }
+
+
+@dataclass
+class ExternalTestbed:
+    """A balancer (and servers, agents) started by someone else, e.g. the ansible roles."""
+
+    config: RunConfig
+    run_dir: Path
+    kind = "external"
+    changed = False
+
+    def __post_init__(self) -> None:
+        tb = self.config.testbed
+        assert tb.balancer is not None
+        self.address = tb.balancer
+        self.admin = AdminClient(*tb.admin) if tb.admin else None
+
+    def start(self, strategy: str) -> None:
+        (self.run_dir / "raw").mkdir(parents=True, exist_ok=True)
+
+    def set_strategy(self, strategy: str) -> None:
+        if self.admin is None:
+            return  # one strategy, whatever the balancer runs (checked in runconfig)
+        self.admin.set_strategy(strategy, self.config.strategy_options.get(strategy, {}))
+
+    def check_alive(self) -> list[str]:
+        return []
+
+    def restore(self) -> None:
+        """Nothing to restore: the runner changed nothing."""
+
+    def stop(self) -> None:
+        """Nothing to stop: the runner started nothing."""
+
+    def facts(self) -> dict[str, Any]:
+        return {
+            "kind": "external",
+            "balancer": "{}:{}".format(*self.address),
+            "admin": None if self.admin is None else self.admin.base,
+            "cpu_limit_method": "external",
+        }
+
+
+def _all(start: Callable[[ServerProcess], None], procs: Iterable[ServerProcess]) -> None:
+    """Run ``start`` for every process at once; re-raise the first failure."""
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for future in [pool.submit(start, p) for p in procs]:
+            future.result()
+
+
+def make_testbed(config: RunConfig, run_dir: Path) -> LocalTestbed | ExternalTestbed:
+    if config.testbed.kind == "external":
+        return ExternalTestbed(config, run_dir)
+    return LocalTestbed(config, run_dir)

@@ -1,0 +1,141 @@
+"""The locustfile the runner and the ansible loader hosts use.
+
+    locust -f loadtests/locustfile.py --headless --host rsocket://HOST:PORT \\
+        --lblab-spec '<LoadSpec JSON>' -u 50 -r 50 -t 20m --stop-timeout 31 ClosedLoopUser
+
+Distributed: the same flags on ``--master`` (with ``--expect-workers N``); workers need
+only ``--worker --master-host HOST -f loadtests/locustfile.py``. Every process that runs
+users records its requests into the spec's ``records_dir`` (see ``loadtests.records``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gevent
+import pyarrow as pa
+from locust import events
+from locust.runners import MasterRunner
+
+from lblab.loadtests import clock_exchange
+from lblab.loadtests.records import FLUSH_S, RECORD_SCHEMA, RequestRecorder, mark_started
+from lblab.loadtests.rsocket_user import ClosedLoopUser, OpenLoopUser, spec_of
+
+__all__ = ["ClosedLoopUser", "OpenLoopUser", "new_records"]
+
+
+def _import_lazy_dependencies() -> None:
+    """Pay, before any user runs, for imports pyarrow would otherwise make mid-phase.
+
+    pyarrow imports pandas the first time it converts Python lists (1.0 s of CPU on an
+    idle 2-core VM, 3-6 s when it is busy). Made lazily by the recorder's first flush,
+    that import ran on the gevent hub 2 s into every phase and froze every user of the
+    process for as long: one global gap in the load and a p95 of 1-6 s in short phases
+    (``quick``). ``tests/integration/test_locust_hub.py`` checks that a flush imports
+    nothing any more.
+    """
+    pa.Table.from_pydict({f.name: [] for f in RECORD_SCHEMA}, schema=RECORD_SCHEMA)
+
+
+_import_lazy_dependencies()
+
+
+@events.init_command_line_parser.add_listener
+def _add_arguments(parser: Any) -> None:
+    parser.add_argument(
+        "--lblab-spec",
+        default="",
+        include_in_web_ui=False,
+        help="lblab: the phase's load spec as JSON (loadtests.loadspec.LoadSpec)",
+    )
+
+
+class _Recording:
+    """The process's recorder, created at the first request (workers learn the spec late)."""
+
+    recorder: RequestRecorder | None = None
+    flusher: gevent.Greenlet | None = None
+    records_dir = ""
+    check_folder = False  # the spec may name a new folder (``new_records``)
+
+    def on_request(
+        self, environment: Any, name: str, response_time: float, context: dict[str, Any]
+    ) -> None:
+        if "t_sent" not in context:
+            return  # not one of ours
+        if self.recorder is None or self.check_folder:
+            self._open(spec_of(environment).records_dir)
+        assert self.recorder is not None
+        self.recorder.add(
+            context["t_sent"],
+            response_time,
+            context["error_kind"],
+            context["error_origin"],
+            context["package_bytes"],
+            context["work_bytes"],
+            context["server"],
+            name,
+            context.get("service_ms"),
+            context.get("queue_ms"),
+            context.get("send_lag_ms"),
+        )
+
+    def _flush_forever(self) -> None:
+        while True:
+            gevent.sleep(FLUSH_S)
+            assert self.recorder is not None
+            self.recorder.flush()
+
+    def flush(self) -> None:
+        if self.recorder is not None:
+            self.recorder.flush()
+
+    def _open(self, records_dir: str) -> None:
+        """Record into ``records_dir``; a folder keeps one recorder (its chunk numbers)."""
+        self.check_folder = False
+        if self.recorder is not None and records_dir == self.records_dir:
+            return
+        self.flush()
+        self.recorder, self.records_dir = RequestRecorder(Path(records_dir)), records_dir
+        if self.flusher is None:
+            self.flusher = gevent.spawn(self._flush_forever)
+
+    def restart(self) -> None:
+        """Write what this process holds; the next request records into the folder of
+        the spec then current."""
+        self.flush()
+        self.check_folder = True
+
+
+_recording = _Recording()
+
+
+def new_records() -> None:
+    """Start recording into the current spec's folder (``lblab ui``: a new swarm, or a
+    strategy switch while one runs, is a new phase with its own folder)."""
+    _recording.restart()
+
+
+@events.init.add_listener
+def _on_init(environment: Any, **_: Any) -> None:
+    # Locust sets its --run-time timer right after this event, relative to the gevent
+    # loop's cached clock, which has not moved since the hub was made (before this file
+    # and its imports loaded: 1-2 s, more on a busy machine). Without a refresh the
+    # phase ended that much early: 3.0 s of load for -t 5 (tests/integration/
+    # test_locust_hub.py).
+    gevent.get_hub().loop.update_now()
+    clock_exchange.install(environment)
+    if isinstance(environment.runner, MasterRunner):
+        return  # the master runs no users: its workers record
+
+    def on_request(name: str, response_time: float, context: dict[str, Any], **_: Any) -> None:
+        _recording.on_request(environment, name, response_time, context)
+
+    def on_test_start(**_: Any) -> None:
+        mark_started(Path(spec_of(environment).records_dir))
+
+    environment.events.request.add_listener(on_request)
+    environment.events.test_start.add_listener(on_test_start)
+    environment.events.test_stop.add_listener(lambda **_: _recording.flush())
+    environment.events.quitting.add_listener(lambda **_: _recording.flush())

@@ -1,0 +1,67 @@
+"""The runner's side of the validity checks (``lblab/verdicts.py``): the facts of a phase.
+
+The runner keeps ``lblab.verdicts.request_facts`` of each phase's request rows in the
+manifest when the phase ends; ``phase_checks`` adds what arrives later (CPU samples,
+picks) and what the runner measured of its own processes, and evaluates the checks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lblab.loadtests.runconfig import LoadConfig, RunConfig
+from lblab.verdicts import judge, phase_facts
+from lblab.windows import Window
+
+
+def cores_left(config: RunConfig) -> float | None:
+    """The machine's cores less the servers' quotas (None if a server has no quota)."""
+    quotas = [s.cpu_quota for s in config.servers]
+    if config.testbed.kind == "external" or any(q is None for q in quotas):
+        return None
+    return float(os.cpu_count() or 1) - sum(q or 0.0 for q in quotas)
+
+
+def phase_checks(
+    entry: Mapping[str, Any],
+    config: RunConfig,
+    load: LoadConfig,
+    cpu_servers: Sequence[str],
+    picks_inside: int,
+) -> dict[str, Any]:
+    """The manifest's ``verdicts`` and ``verdict`` of a phase; ``cpu_servers`` names the
+    server of each CPU sample inside its window."""
+    window = Window.from_dict(entry.get("window"))
+    if window is None:
+        return {"verdicts": [], "verdict": "n/a"}
+    measured = entry.get("measured") or {}
+    harness = entry.get("harness_cpu") or {}
+    servers = [s.id for s in config.servers]
+    samples = {s: 0 for s in servers}
+    for server in cpu_servers:
+        if server in samples:
+            samples[server] += 1
+    generators = max(1, config.locust_workers + config.expect_workers)
+    facts = phase_facts(
+        window,
+        measured,
+        unaccounted=int(entry.get("unaccounted") or 0),
+        generator_cores=harness.get("locust") or None,
+        balancer_cores=sum(harness["balancer"]) if harness.get("balancer") else None,
+        agents_cores=sum(harness["agents"]) if harness.get("agents") else None,
+        cores_left=cores_left(config),
+        samples_per_s={s: n / window.seconds for s, n in samples.items()}
+        if window.seconds > 0 and cpu_servers
+        else None,
+        expected_samples_per_s=1.0 / config.testbed.agent_interval,
+        picks_in_window=picks_inside,
+        offered_rps=load.rate if load.model == "open" else None,
+        interarrival_ms=1000.0 * generators / load.rate
+        if load.model == "open" and load.rate
+        else None,
+        loaders=max(1, len(entry.get("loaders") or {})),
+        clocks=entry.get("clocks"),
+    )
+    return judge(facts)

@@ -1,0 +1,202 @@
+"""Locust users that speak RSocket: the client wrapper, an abstract user, thin users.
+
+Three layers, as Locust's own gRPC/XML-RPC examples: ``LocustRSocketClient`` wraps
+``RSocketClient`` and fires ``events.request`` exactly once per call (errors recorded,
+never raised out of a task); ``RSocketUser`` (abstract) builds it from ``host`` and the
+phase's ``LoadSpec``; ``ClosedLoopUser`` and ``OpenLoopUser`` are the two load models.
+
+Event fields: ``request_type="request_response"``, ``name`` = the cell (``sp+sr``...),
+``response_time`` in ms (``perf_counter``; from the due time in the open model),
+``response_length`` = response data bytes, ``exception`` = ``None`` or the client's typed
+error, ``context`` = strategy, run_id, replication, server, error_kind, error_origin, t_sent and sizes.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import gevent
+import orjson
+from gevent.pool import Group
+from locust import User, between, constant, task
+from locust.exception import StopTest, StopUser
+
+from lblab.config import parse_hostport
+from lblab.errors import ConfigError
+from lblab.loadtests.loadspec import LoadSpec
+from lblab.loadtests.openloop import due_times
+from lblab.loadtests.rsocket_client import RSocketClient, classify_exception
+from lblab.scenarios import Cell, request_body
+from lblab.wire.metadata import request_metadata
+
+WORK_METADATA = request_metadata("work")
+
+
+def parse_host(host: str | None) -> tuple[str, int]:
+    """``rsocket://HOST:PORT`` or ``HOST:PORT`` -> (host, port)."""
+    if not host:
+        raise ConfigError("no host: pass --host rsocket://HOST:PORT (the balancer's address)")
+    return parse_hostport(host.removeprefix("rsocket://").removeprefix("tcp://"), "host")
+
+
+def spec_of(environment: Any) -> LoadSpec:
+    text = (
+        getattr(environment.parsed_options, "lblab_spec", "") if environment.parsed_options else ""
+    )
+    if not text:
+        raise ConfigError("no load spec: pass --lblab-spec JSON (the runner does this)")
+    return LoadSpec.from_json(text)
+
+
+class LocustRSocketClient:
+    """Fires one Locust request event per request; never raises request errors."""
+
+    def __init__(self, environment: Any, host: str, port: int, spec: LoadSpec) -> None:
+        self._fire = environment.events.request.fire
+        self._spec = spec
+        self._client = RSocketClient(host, port)
+        self._base_context = {
+            "strategy": spec.strategy,
+            "run_id": spec.run_id,
+            "replication": spec.replication,
+        }
+
+    def request(self, cell: Cell, due: tuple[float, float] | None = None) -> None:
+        """One request-response of ``cell``. ``due`` = (epoch, perf_counter) of the
+        intended send time in the open model; latency then counts from it."""
+        body = request_body(cell.package_bytes, cell.work_bytes)
+        t_sent, start = due if due is not None else (time.time(), time.perf_counter())
+        # Open model: how late the send is against its due time (a saturated generator
+        # sends late; the run's checks warn on it).
+        send_lag_ms = (time.perf_counter() - start) * 1000.0 if due is not None else None
+        exception: BaseException | None = None
+        server = service_ms = queue_ms = None
+        length = 0
+        try:
+            response = self._client.request_response(
+                body, WORK_METADATA, self._spec.request_timeout
+            )
+            length = len(response.data)
+            answer = orjson.loads(response.data)
+            server = answer.get("server")
+            service_ms, queue_ms = answer.get("service_ms"), answer.get("queue_ms")
+        except Exception as exc:  # recorded in the event, as Locust expects of clients
+            exception = exc
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        kind, origin = classify_exception(exception)
+        self._fire(
+            request_type="request_response",
+            name=cell.name,
+            response_time=elapsed_ms,
+            response_length=length,
+            response=None,
+            exception=exception,
+            context={
+                **self._base_context,
+                "server": server,
+                "service_ms": service_ms,
+                "send_lag_ms": send_lag_ms,
+                "queue_ms": queue_ms,
+                "error_kind": kind,
+                "error_origin": origin,
+                "t_sent": t_sent,
+                "package_bytes": cell.package_bytes,
+                "work_bytes": cell.work_bytes,
+            },
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class RSocketUser(User):
+    """Abstract: a user with an RSocket client toward ``host`` and the phase's spec."""
+
+    abstract = True
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        try:
+            self.address = parse_host(self.host)
+            self.spec = spec_of(environment)
+        except ConfigError as exc:
+            raise StopTest(str(exc)) from exc
+        index = getattr(environment.runner, "worker_index", 0) or 0
+        # One stream of draws per user, reproducible from the run's seed.
+        self.rng = random.Random(f"{self.spec.seed}:{index}:{id(self)}")
+        self.chooser = self.spec.scenario.chooser(self.rng)
+
+    def new_client(self) -> LocustRSocketClient:
+        return LocustRSocketClient(self.environment, *self.address, self.spec)
+
+
+class ClosedLoopUser(RSocketUser):
+    """Sends a request, waits for it, thinks (``think_time`` seconds, uniform), repeats."""
+
+    def wait_time(self) -> float:  # type: ignore[override]
+        lo, hi = self.spec.think_time
+        return (between(lo, hi) if hi > 0 else constant(0))(self)
+
+    def on_start(self) -> None:
+        self.client = self.new_client()
+
+    def on_stop(self) -> None:
+        self.client.close()
+
+    @task
+    def work(self) -> None:
+        self.client.request(self.chooser.next())
+
+
+class OpenLoopUser(RSocketUser):
+    """Sends on a fixed schedule whatever the responses do (``openloop.due_times``).
+
+    One generator per Locust process; with several (workers), each takes ``rate /
+    generators`` and a phase offset. Each due request runs in its own greenlet on an idle
+    connection from a pool (one request in flight per connection), so a slow answer never
+    delays the next send. When the schedule is done and answered, the process quits
+    (which ends the test when it is the last one).
+    """
+
+    fixed_count = 1
+
+    @task
+    def run_schedule(self) -> None:
+        spec = self.spec
+        runner = self.environment.runner
+        index = getattr(runner, "worker_index", 0) or 0
+        share = spec.rate / spec.generators
+        count = None
+        if spec.count is not None:
+            count = spec.count // spec.generators + (index < spec.count % spec.generators)
+        schedule = due_times(
+            share,
+            spec.arrival,
+            self.rng,
+            duration=spec.duration if count is None else None,
+            count=count,
+            offset=(index / spec.generators) / share if spec.arrival == "constant" else 0.0,
+        )
+        idle: list[LocustRSocketClient] = []
+        group = Group()
+
+        def send(cell: Cell, due: tuple[float, float]) -> None:
+            client = idle.pop() if idle else self.new_client()
+            try:
+                client.request(cell, due)
+            finally:
+                idle.append(client)
+
+        t0_epoch, t0_perf = time.time(), time.perf_counter()
+        for offset in schedule:
+            delay = t0_perf + offset - time.perf_counter()
+            if delay > 0:
+                gevent.sleep(delay)
+            group.spawn(send, self.chooser.next(), (t0_epoch + offset, t0_perf + offset))
+        group.join(timeout=spec.request_timeout + 5)
+        for client in idle:
+            client.close()
+        gevent.spawn(runner.quit)
+        raise StopUser()

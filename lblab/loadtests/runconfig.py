@@ -1,0 +1,733 @@
+"""The experiment's configuration: built-in defaults <- preset <- config file <- flags.
+
+Every layer is a plain TOML-shaped dict; ``resolve`` merges them (tables merge key by
+key, everything else replaces) and checks the result once into frozen dataclasses, so a
+bad value is a ``ConfigError`` naming the field before any process starts. Each table
+becomes its dataclass (``from_table``), which checks itself in ``__post_init__``;
+``RunConfig`` checks the rules across tables and builds every strategy it names through
+the balancer's registry, so a misspelt strategy option stops the run at load. ``to_toml``
+prints the resolved config in the same shape, so ``--print-config > my.toml`` gives a
+file that ``--config my.toml`` reproduces exactly.
+
+Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
+
+    preset = "quick"                       # start from a preset (a config file may say it)
+    [run]      name, strategies, scenarios, duration, warmup, replications, seed,
+               request_timeout, locust_workers, out,
+               locust_master_bind = "HOST[:PORT]", expect_workers  (workers on other hosts)
+    [load]     model = "closed"|"open", users, spawn_rate, think_time = [min, max],
+               rate, arrival = "constant"|"poisson", count
+    [testbed]  kind = "local"|"external", balancer = "HOST:PORT", admin = "HOST:PORT",
+               agent_interval, balancer_args = [...]
+    [[servers]]           id, cpu_quota, workers, delay_ms, max_inflight
+    [weights]             s1 = 1, ...
+    [strategy_options.lc] tie = "random"
+    [scenario_defs.NAME]  cells = ["sp+sr", ...] or [[...cells]] name/package/work,
+                          plus any [load] key to override for this scenario
+    [[timeline]]          at, action = kill|restart|drain|add|remove|slow|pause|resume,
+                          server, scenarios = [...] (default: all), for add: cpu_quota,
+                          weight...; for slow: factor, add_ms; for slow and pause: duration
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from lblab.config import (
+    check_range,
+    check_weight,
+    parse_duration,
+    parse_float,
+    parse_hostport,
+    parse_int,
+    parse_size,
+)
+from lblab.errors import ConfigError
+from lblab.loadtests.openloop import ARRIVALS
+from lblab.scenarios import BUILTIN_SCENARIOS, CELLS, Cell, Scenario, builtin_scenario
+from lblab.servers.slowdown import Slowdown
+from lblab.servers.work import MAX_WORK_BYTES
+from lblab.strategy_names import THESIS_FIVE
+from lblab.wire.codes import MAX_FRAME_LENGTH
+
+TESTBEDS = ("local", "external")
+ACTIONS = ("kill", "restart", "drain", "add", "remove", "slow", "pause", "resume")
+MODELS = ("closed", "open")
+DEFAULT_MASTER_PORT = 5557  # Locust's own default master port
+# Bounds past which a value is a typo, not an experiment (10^12 users is not a plan).
+MAX_USERS = 100_000
+MAX_RATE = 1_000_000.0  # requests/s
+MAX_COUNT = 1_000_000_000
+MAX_REPLICATIONS = 1000
+MAX_LOCUST_WORKERS = 256
+MAX_REQUEST_TIMEOUT = 3600.0  # the balancer's own bound (balancer/node.py)
+
+DEFAULTS: dict[str, Any] = {
+    "run": {
+        "name": "run",
+        "strategies": list(THESIS_FIVE),
+        "scenarios": list(BUILTIN_SCENARIOS),
+        "duration": "20m",
+        "warmup": "30s",
+        "replications": 3,
+        "seed": 1,
+        "request_timeout": "30s",
+        "locust_workers": 0,
+        "locust_master_bind": "",
+        "expect_workers": 0,
+        "out": "",
+    },
+    "load": {
+        "model": "closed",
+        "users": 50,
+        "spawn_rate": 10,
+        "think_time": [0, 0],
+        "rate": 0,
+        "arrival": "constant",
+        "count": 0,
+    },
+    "testbed": {
+        "kind": "local",
+        "balancer": "",
+        "admin": "",
+        "agent_interval": 0.25,
+        "balancer_args": [],
+    },
+    "servers": [
+        {"id": "s1", "cpu_quota": 0.25},
+        {"id": "s2", "cpu_quota": 0.25},
+        {"id": "s3", "cpu_quota": 1.0},
+    ],
+    "weights": {"s1": 1, "s2": 1, "s3": 4},
+    "strategy_options": {},
+    "scenario_defs": {},
+    "timeline": [],
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadConfig:
+    model: str = "closed"
+    users: int = 50
+    spawn_rate: float = 10.0
+    think_time: tuple[float, float] = (0.0, 0.0)
+    rate: float = 0.0
+    arrival: str = "constant"
+    count: int = 0  # open model: this many requests instead of a duration (0: by duration)
+
+    def __post_init__(self) -> None:
+        _one_of("load.model", self.model, MODELS)
+        _one_of("load.arrival", self.arrival, ARRIVALS)
+        check_range("load.users", self.users, minimum=1, maximum=MAX_USERS)
+        check_range("load.spawn_rate", self.spawn_rate, above=0, maximum=MAX_USERS)
+        lo, hi = self.think_time
+        if not 0 <= lo <= hi:
+            raise ConfigError(f"load.think_time: {list(self.think_time)} needs 0 <= min <= max")
+        check_range("load.rate", self.rate, minimum=0, maximum=MAX_RATE)
+        if self.model == "open" and self.rate <= 0:
+            raise ConfigError("load.rate: the open model needs a rate above 0 requests/s")
+        check_range("load.count", self.count, minimum=0, maximum=MAX_COUNT)
+
+    @classmethod
+    def from_table(cls, raw: Mapping[str, Any], where: str) -> LoadConfig:
+        """A [load] table (or a scenario's, with its overrides merged in)."""
+        think = raw.get("think_time", [0, 0])
+        if isinstance(think, int | float | str):
+            think = [think, think]
+        if not isinstance(think, list) or len(think) != 2:
+            raise ConfigError(f"{where}.think_time: give [min, max] seconds, e.g. [0.5, 1.5]")
+        return cls(
+            model=raw.get("model", "closed"),
+            users=parse_int(raw.get("users", 50), f"{where}.users", minimum=1),
+            spawn_rate=parse_float(raw.get("spawn_rate", 10), f"{where}.spawn_rate"),
+            think_time=(
+                parse_duration(think[0], f"{where}.think_time"),
+                parse_duration(think[1], f"{where}.think_time"),
+            ),
+            rate=parse_float(raw.get("rate", 0), f"{where}.rate"),
+            arrival=raw.get("arrival", "constant"),
+            count=parse_int(raw.get("count", 0), f"{where}.count"),
+        )
+
+
+SERVER_KEYS = ("cpu_quota", "workers", "delay_ms", "max_inflight")
+"""What a [[servers]] entry (or a timeline ``add``) may give besides its id."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSpec:
+    id: str
+    cpu_quota: float | None = None
+    workers: int | None = None
+    delay_ms: float | None = None
+    max_inflight: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.cpu_quota is not None:
+            check_range(f"servers.{self.id}.cpu_quota", self.cpu_quota, above=0, maximum=64)
+        self.check_here(cpu_quota=False)
+
+    @classmethod
+    def from_table(cls, raw: Any, where: str) -> ServerSpec:
+        """One [[servers]] entry: an id and any of ``SERVER_KEYS``."""
+        if not isinstance(raw, Mapping) or "id" not in raw:
+            raise ConfigError(
+                f'{where}: each server needs an id, e.g. {{id = "s1", cpu_quota = 0.25}}'
+            )
+        unknown = set(raw) - {"id", *SERVER_KEYS}
+        if unknown:
+            raise ConfigError(f"{where}: unknown server keys {sorted(unknown)}")
+
+        def number(key: str, parse: Callable[..., Any], **bounds: Any) -> Any:
+            return None if raw.get(key) is None else parse(raw[key], f"{where}.{key}", **bounds)
+
+        return cls(
+            id=str(raw["id"]),
+            cpu_quota=number("cpu_quota", parse_float),
+            workers=number("workers", parse_int, minimum=1),
+            delay_ms=number("delay_ms", parse_float, minimum=0, maximum=3_600_000),
+            max_inflight=number("max_inflight", parse_int, minimum=1, maximum=1_000_000),
+        )
+
+    def check_here(self, cpu_quota: bool = True) -> None:
+        """The checks ``lblab server`` makes at its start on this host, made before it starts.
+
+        The CPU quota is bounded by this host's CPUs, so it is checked only for servers
+        this host runs (the local testbed).
+        """
+        from lblab.servers.server import ServerConfig
+
+        names = ("workers", "delay_ms", "max_inflight") + (("cpu_quota",) if cpu_quota else ())
+        given = {k: getattr(self, k) for k in names if getattr(self, k) is not None}
+        try:
+            ServerConfig(id=self.id, port=0, **given)
+        except ConfigError as exc:
+            raise ConfigError(f"servers.{self.id}: {exc}") from None
+
+    def argv(self) -> list[str]:
+        """``lblab server`` flags for this spec (id and port are the testbed's)."""
+        out = []
+        for flag, value in (
+            ("--cpu-quota", self.cpu_quota),
+            ("--workers", self.workers),
+            ("--delay-ms", self.delay_ms),
+            ("--max-inflight", self.max_inflight),
+        ):
+            if value is not None:
+                out += [flag, str(value)]
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimelineEvent:
+    at: float
+    action: str
+    server: str
+    scenarios: tuple[str, ...] = ()  # empty: every scenario
+    spec: ServerSpec | None = None  # for "add" of a server not in [[servers]]
+    weight: float = 1.0
+    factor: float = 1.0  # slow: service time multiplied by this ...
+    add_ms: float = 0.0  # ... plus this
+    duration: float | None = None  # slow, pause: undone after this many seconds
+
+    def __post_init__(self) -> None:
+        check_range("timeline.at", self.at, minimum=0)
+        check_weight(self.weight, f"timeline.{self.server}.weight")
+        if self.duration is not None:
+            check_range(f"timeline.{self.server}.duration", self.duration, above=0)
+
+    @classmethod
+    def from_table(cls, raw: Any, where: str, servers: Collection[str]) -> TimelineEvent:
+        """One [[timeline]] entry; ``servers`` are the ids of [[servers]] (an ``add`` of
+        another id starts a new server on this host, from the entry's server keys)."""
+        if not isinstance(raw, Mapping) or not {"at", "action", "server"} <= set(raw):
+            raise ConfigError(
+                f'{where}: needs at, action and server, e.g. {{at = "10s", action = "kill", server = "s2"}}'
+            )
+        _one_of(f"{where}.action", raw["action"], ACTIONS)
+        server = str(raw["server"])
+        spec = None
+        if raw["action"] == "add" and server not in servers:
+            given = {k: v for k, v in raw.items() if k in SERVER_KEYS}
+            spec = ServerSpec.from_table({"id": server, **given}, where)
+            spec.check_here()  # an added server runs on this host
+        elif server not in servers:
+            raise ConfigError(
+                f"{where}.server: {server!r} is not one of the servers {list(servers)}"
+            )
+        return cls(
+            at=parse_duration(raw["at"], f"{where}.at"),
+            action=raw["action"],
+            server=server,
+            scenarios=_names(f"{where}.scenarios", raw["scenarios"])
+            if raw.get("scenarios")
+            else (),
+            spec=spec,
+            weight=check_weight(raw.get("weight", 1.0), f"{where}.weight"),
+            **_timed_fault(raw, where),
+        )
+
+    def applies_to(self, scenario: str) -> bool:
+        return not self.scenarios or scenario in self.scenarios
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TestbedConfig:
+    kind: str = "local"
+    balancer: tuple[str, int] | None = None
+    admin: tuple[str, int] | None = None
+    agent_interval: float = 0.25
+    balancer_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _one_of("testbed.kind", self.kind, TESTBEDS)
+        if self.kind == "external" and self.balancer is None:
+            raise ConfigError(
+                "testbed.kind = external needs testbed.balancer = HOST:PORT (or --balancer)"
+            )
+        # The agent's own bounds (servers/agent.py, --interval).
+        check_range("testbed.agent_interval", self.agent_interval, minimum=0.01, maximum=60)
+
+    @classmethod
+    def from_table(cls, raw: Mapping[str, Any]) -> TestbedConfig:
+        def address(key: str) -> tuple[str, int] | None:
+            return parse_hostport(raw[key], f"testbed.{key}") if raw.get(key) else None
+
+        return cls(
+            kind=raw.get("kind", "local"),
+            balancer=address("balancer"),
+            admin=address("admin"),
+            agent_interval=parse_float(raw.get("agent_interval", 0.25), "testbed.agent_interval"),
+            balancer_args=tuple(
+                str(a) for a in _list("testbed.balancer_args", raw.get("balancer_args", []))
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    name: str
+    strategies: tuple[str, ...]
+    scenarios: tuple[Scenario, ...]
+    loads: Mapping[str, LoadConfig]  # scenario name -> its load
+    duration: float
+    warmup: float
+    replications: int
+    seed: int
+    request_timeout: float
+    locust_workers: int
+    # Where the Locust master listens for workers, and how many it waits for that someone
+    # else starts (``lblab locust-workers`` on other loader hosts); None: local loopback.
+    locust_master_bind: tuple[str, int] | None
+    expect_workers: int
+    out: str
+    testbed: TestbedConfig
+    servers: tuple[ServerSpec, ...]
+    weights: Mapping[str, float]
+    strategy_options: Mapping[str, Mapping[str, str]]
+    timeline: tuple[TimelineEvent, ...]
+    raw: Mapping[str, Any] = field(repr=False)  # the merged dict, for manifest and printing
+
+    def __post_init__(self) -> None:
+        """The rules across tables; each table's own rules are its dataclass's."""
+        self._check_run()
+        self._check_servers()
+        self._check_strategies()
+        self._check_testbed()
+        self._check_timeline()
+        self._check_locust()
+
+    def _check_run(self) -> None:
+        if not self.name or "/" in self.name:
+            raise ConfigError(f"run.name: {self.name!r} must be a non-empty name without '/'")
+        if self.duration <= 0 and not all(
+            load.model == "open" and load.count for load in self.loads.values()
+        ):
+            raise ConfigError(
+                "run.duration must be above 0 (only open-loop phases with a count may omit it)"
+            )
+        check_range("run.replications", self.replications, minimum=1, maximum=MAX_REPLICATIONS)
+        check_range(
+            "run.request_timeout", self.request_timeout, above=0, maximum=MAX_REQUEST_TIMEOUT
+        )
+
+    def _check_servers(self) -> None:
+        ids = [s.id for s in self.servers]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"servers: ids {ids} repeat one")
+        added = {e.server for e in self.timeline if e.action == "add"}
+        for server, weight in self.weights.items():
+            if server not in ids and server not in added:
+                raise ConfigError(
+                    f"weights.{server}: no server has that id (servers: {', '.join(ids)}); "
+                    "give [weights] for the servers of this run"
+                )
+            check_weight(weight, f"weights.{server}")
+
+    def _check_strategies(self) -> None:
+        """Every strategy of the run, and every one given options, built once through the
+        balancer's registry with this run's options and weights: a bad name or option
+        fails here, at start, not when its phase asks the balancer for it."""
+        # Imported here: the registry pulls in numpy, which the Locust processes that
+        # import LoadConfig from this module do without.
+        from lblab.balancer.strategies.registry import make_strategy, strategy_names
+
+        known = strategy_names()
+        for name in dict.fromkeys([*self.strategies, *self.strategy_options]):
+            if name not in known:
+                where = "run.strategies" if name in self.strategies else f"strategy_options.{name}"
+                raise ConfigError(
+                    f"{where}: unknown strategy {name!r}; valid names are {', '.join(known)}"
+                )
+            make_strategy(name, self.strategy_options.get(name), weights=self.weights)
+
+    def _check_testbed(self) -> None:
+        kind = self.testbed.kind
+        if kind == "external" and self.testbed.admin is None and len(self.strategies) > 1:
+            raise ConfigError(
+                "an external testbed without testbed.admin (--admin HOST:PORT) cannot switch "
+                "strategies: give the admin address or run one strategy"
+            )
+        if kind == "local" and not self.servers:
+            raise ConfigError("the local testbed needs at least one [[servers]] entry")
+        if kind == "local":
+            for each in self.servers:
+                each.check_here()
+
+    def _check_timeline(self) -> None:
+        if self.timeline and self.testbed.kind == "external":
+            raise ConfigError(
+                "timeline events need the local testbed (the runner owns those processes)"
+            )
+        names = {s.name for s in self.scenarios}
+        for i, event in enumerate(self.timeline):
+            for s in event.scenarios:
+                if s not in names:
+                    raise ConfigError(
+                        f"timeline[{i}].scenarios: {s!r} is not a scenario of this run"
+                    )
+
+    def _check_locust(self) -> None:
+        check_range("run.locust_workers", self.locust_workers, maximum=MAX_LOCUST_WORKERS)
+        check_range("run.expect_workers", self.expect_workers, maximum=MAX_LOCUST_WORKERS)
+        if self.expect_workers and self.locust_master_bind is None:
+            raise ConfigError(
+                f"run.expect_workers = {self.expect_workers} needs run.locust_master_bind "
+                "(--locust-master-bind HOST[:PORT]): the address on this host that the other "
+                "hosts' workers connect to"
+            )
+        if self.locust_master_bind is not None and not (self.locust_workers or self.expect_workers):
+            raise ConfigError(
+                "run.locust_master_bind is for a distributed Locust: give --expect-workers N "
+                "(workers on other hosts) or --locust-workers N as well"
+            )
+
+    def to_toml(self) -> str:
+        return dumps_toml(self.raw)
+
+
+# ------------------------------------------------------------------ merging
+
+
+# Tables that describe one whole thing: a layer that gives them replaces them.
+WHOLE_TABLES = frozenset({"weights"})
+
+
+def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Tables merge key by key (except ``WHOLE_TABLES``); arrays and scalars in ``over``
+    replace those in ``base``."""
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if (
+            isinstance(value, Mapping)
+            and isinstance(out.get(key), Mapping)
+            and key not in WHOLE_TABLES
+        ):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+KNOWN_KEYS = {
+    "preset": None,
+    "run": DEFAULTS["run"],
+    "load": DEFAULTS["load"],
+    "testbed": DEFAULTS["testbed"],
+    "servers": None,
+    "weights": None,
+    "strategy_options": None,
+    "scenario_defs": None,
+    "timeline": None,
+}
+
+
+def check_keys(layer: Mapping[str, Any], source: str) -> None:
+    """Unknown sections or keys are typos: name them and the valid ones."""
+    for key, value in layer.items():
+        if key not in KNOWN_KEYS:
+            raise ConfigError(
+                f"{source}: unknown section [{key}]; sections are {', '.join(KNOWN_KEYS)}"
+            )
+        known = KNOWN_KEYS[key]
+        if known is not None:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{source}: [{key}] must be a table")
+            for sub in value:
+                if sub not in known:
+                    raise ConfigError(
+                        f"{source}: unknown key {key}.{sub}; keys of [{key}] are {', '.join(known)}"
+                    )
+
+
+# ------------------------------------------------------------------ checking
+
+
+def _one_of(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+
+
+def _table(name: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name}: give a table ([{name}] with NAME = VALUE lines), not {value!r}")
+    return value
+
+
+def _list(name: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{name}: give a list ([...] or [[{name}]] tables), not {value!r}")
+    return value
+
+
+def _names(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f'{name}: give a non-empty list of names, e.g. ["rr", "lc"]')
+    if len(set(value)) != len(value):
+        raise ConfigError(f"{name}: {value} names something twice")
+    return tuple(value)
+
+
+def _cell(raw: Any, where: str) -> Cell:
+    if isinstance(raw, str):
+        if raw not in CELLS:
+            raise ConfigError(f"{where}: unknown cell {raw!r}; cells are {', '.join(CELLS)}")
+        return CELLS[raw]
+    if not isinstance(raw, Mapping) or not {"package", "work"} <= set(raw):
+        raise ConfigError(
+            f'{where}: a custom cell needs package and work, e.g. {{package = "66KB", work = "10KB"}}'
+        )
+    package = parse_size(raw["package"], f"{where}.package")
+    work = parse_size(raw["work"], f"{where}.work")
+    # A request is one frame (24-bit length); the server refuses more work than it allows.
+    check_range(f"{where}.package", package, maximum=MAX_FRAME_LENGTH - 1024)
+    check_range(f"{where}.work", work, maximum=MAX_WORK_BYTES)
+    return Cell(str(raw.get("name", f"{package}B+{work}B")), package, work)
+
+
+# ------------------------------------------------------------------ building, table by table
+
+
+def build(raw: Mapping[str, Any]) -> RunConfig:
+    """Check a merged config dict into a ``RunConfig`` (raises ConfigError).
+
+    Each table becomes its dataclass, which checks itself; ``RunConfig`` then checks the
+    rules across tables (weights name servers, the strategies and their options build).
+    """
+    run = _table("run", raw["run"])
+    scenarios, loads = _scenarios(run["scenarios"], raw)
+    servers = tuple(
+        ServerSpec.from_table(s, f"servers[{i}]")
+        for i, s in enumerate(_list("servers", raw.get("servers", [])))
+    )
+    ids = [s.id for s in servers]
+    return RunConfig(
+        **_run_values(run),
+        strategies=_names("run.strategies", run["strategies"]),
+        scenarios=scenarios,
+        loads=loads,
+        testbed=TestbedConfig.from_table(_table("testbed", raw["testbed"])),
+        servers=servers,
+        weights=_weights(raw.get("weights", {})),
+        strategy_options=_strategy_options(raw.get("strategy_options", {})),
+        timeline=tuple(
+            TimelineEvent.from_table(event, f"timeline[{i}]", ids)
+            for i, event in enumerate(_list("timeline", raw.get("timeline", [])))
+        ),
+        raw=raw,
+    )
+
+
+def _run_values(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The [run] table's scalars (strategies and scenarios are built on their own)."""
+    return {
+        "name": str(run["name"]),
+        "duration": parse_duration(run["duration"], "run.duration"),
+        "warmup": parse_duration(run["warmup"], "run.warmup"),
+        "replications": parse_int(run["replications"], "run.replications", minimum=1),
+        "seed": parse_int(run["seed"], "run.seed"),
+        "request_timeout": parse_duration(run["request_timeout"], "run.request_timeout"),
+        "locust_workers": parse_int(run["locust_workers"], "run.locust_workers"),
+        "locust_master_bind": _master_bind(str(run.get("locust_master_bind") or "")),
+        "expect_workers": parse_int(run.get("expect_workers", 0), "run.expect_workers"),
+        "out": str(run.get("out", "")),
+    }
+
+
+def _scenarios(
+    names: Any, raw: Mapping[str, Any]
+) -> tuple[tuple[Scenario, ...], dict[str, LoadConfig]]:
+    """``run.scenarios``, built in or from [scenario_defs], each with its load."""
+    defs = _table("scenario_defs", raw.get("scenario_defs", {}))
+    scenarios, loads = [], {}
+    for name in _names("run.scenarios", names):
+        if name in defs:
+            scenario, load = _defined_scenario(name, defs[name], raw["load"])
+        else:
+            # [load] is checked only where it is used (martins sets the rate per scenario).
+            scenario, load = builtin_scenario(name), LoadConfig.from_table(raw["load"], "load")
+        scenarios.append(scenario)
+        loads[name] = load
+    return tuple(scenarios), loads
+
+
+def _defined_scenario(name: str, raw: Any, load: Mapping[str, Any]) -> tuple[Scenario, LoadConfig]:
+    """A [scenario_defs.NAME] table: its cells, and [load] with the table's overrides."""
+    where = f"scenario_defs.{name}"
+    table = _table(where, raw)
+    cells = table.get("cells")
+    if not isinstance(cells, list) or not cells:
+        raise ConfigError(f"{where}.cells: give a non-empty list of cells")
+    scenario = Scenario(name, tuple(_cell(c, f"{where}.cells") for c in cells))
+    overrides = {k: v for k, v in table.items() if k != "cells"}
+    unknown = set(overrides) - set(DEFAULTS["load"])
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown keys {sorted(unknown)}; besides cells it "
+            f"takes load keys ({', '.join(DEFAULTS['load'])})"
+        )
+    return scenario, LoadConfig.from_table(merge(load, overrides), where)
+
+
+def _weights(raw: Any) -> dict[str, float]:
+    return {str(k): check_weight(v, f"weights.{k}") for k, v in _table("weights", raw).items()}
+
+
+def _strategy_options(raw: Any) -> dict[str, dict[str, str]]:
+    """[strategy_options.NAME] tables as the balancer's flags take them (text values);
+    ``RunConfig`` builds each strategy with them."""
+    return {
+        name: {k: str(v) for k, v in _table(f"strategy_options.{name}", values).items()}
+        for name, values in _table("strategy_options", raw).items()
+    }
+
+
+def _timed_fault(ev: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``slow``'s factor / add_ms and ``slow``'s or ``pause``'s duration, checked."""
+    action = ev["action"]
+    allowed = {"slow": {"factor", "add_ms", "duration"}, "pause": {"duration"}}.get(action, set())
+    misplaced = sorted({"factor", "add_ms", "duration"} & set(ev) - allowed)
+    if misplaced:
+        raise ConfigError(
+            f"{where}: {', '.join(misplaced)} do not apply to {action!r} "
+            "(factor and add_ms are for slow; duration for slow and pause)"
+        )
+    out: dict[str, Any] = {}
+    if "duration" in ev:
+        out["duration"] = parse_duration(ev["duration"], f"{where}.duration")
+    if action == "slow":
+        factor = parse_float(ev.get("factor", 1.0), f"{where}.factor")
+        add_ms = parse_float(ev.get("add_ms", 0.0), f"{where}.add_ms")
+        try:
+            Slowdown(factor, add_ms)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if factor == 1.0 and add_ms == 0.0:
+            raise ConfigError(
+                f"{where}: slow needs factor > 1 or add_ms > 0, e.g. factor = 10 or add_ms = 500"
+            )
+        out.update(factor=factor, add_ms=add_ms)
+    return out
+
+
+def _master_bind(value: str) -> tuple[str, int] | None:
+    """``HOST`` (Locust's port 5557) or ``HOST:PORT``; empty: no fixed address."""
+    if not value:
+        return None
+    if ":" not in value:
+        return value, DEFAULT_MASTER_PORT
+    return parse_hostport(value, "run.locust_master_bind")
+
+
+def resolve(
+    preset: Mapping[str, Any] | None,
+    config_file: Mapping[str, Any] | None,
+    flags: Mapping[str, Any],
+) -> RunConfig:
+    """defaults <- preset <- config file <- flags, checked."""
+    raw: dict[str, Any] = merge(DEFAULTS, {})
+    for layer, source in ((preset, "preset"), (config_file, "config file"), (flags, "flags")):
+        if layer:
+            check_keys(layer, source)
+            raw = merge(raw, {k: v for k, v in layer.items() if k != "preset"})
+    return build(raw)
+
+
+def with_out(config: RunConfig, out: str) -> RunConfig:
+    return replace(config, out=out, raw=merge(config.raw, {"run": {"out": out}}))
+
+
+# ------------------------------------------------------------------ TOML output
+
+
+def dumps_toml(data: Mapping[str, Any]) -> str:
+    """TOML for config-shaped dicts: scalars, lists of scalars, tables, arrays of tables."""
+    lines: list[str] = []
+    _emit_table(data, [], lines)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def _key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def _is_table_array(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, Mapping) for x in v)
+
+
+def _emit_table(data: Mapping[str, Any], path: list[str], lines: list[str]) -> None:
+    scalars = {
+        k: v for k, v in data.items() if not isinstance(v, Mapping) and not _is_table_array(v)
+    }
+    for k, v in scalars.items():
+        lines.append(f"{_key(k)} = {_value(v)}")
+    for k, v in data.items():
+        if isinstance(v, Mapping):
+            sub = [*path, _key(k)]
+            lines += ["", f"[{'.'.join(sub)}]"]
+            _emit_table(v, sub, lines)
+        elif _is_table_array(v):
+            for item in v:
+                lines += ["", f"[[{'.'.join([*path, _key(k)])}]]"]
+                for ik, iv in item.items():
+                    lines.append(f"{_key(ik)} = {_value(iv)}")

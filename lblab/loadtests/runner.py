@@ -1,0 +1,540 @@
+"""The experiment runner behind ``lblab run``: every scenario x strategy x replication.
+
+Theory of operation. The plan is a list of phases, ordered replication-major; within a
+replication, scenario by scenario, and within a scenario the strategies back to back
+(so the strategies compared on one cell run minutes apart, not an hour), with the
+strategy order rotated by one per replication (so no strategy always goes first, right
+after a warm cache or a heavy cell). The testbed starts once; between phases the
+strategy is switched with the balancer's ``PUT /strategy`` (fresh strategy state, warm
+backend connections and agent streams, no restart cost and no reconnect transient at
+the start of a phase); a timeline that altered the pool is undone first.
+
+Each phase runs a fresh headless Locust (``loadgen``). When it ends, its request records
+become ``parts/requests/<phase>.parquet`` at once; its picks and CPU samples become parts
+a little later (the balancer flushes its picks file once a second) or at the end of the
+run. ``manifest.json`` is rewritten atomically at every step, with each phase's status
+(pending, running, done, failed, interrupted). Ctrl-C stops Locust and the testbed by
+process group, keeps what was measured, marks the running phase interrupted, and exits
+130; ``--resume`` reruns from the first phase that is not done.
+
+Measured window (``lblab/windows.py``): each phase's window, from its first request plus
+``warmup`` to the end of its load, is in the manifest (``window``), and every row of the
+three tables says where it falls (``window``: before, inside, after; ``warmup`` is kept
+as ``window == "before"``). Analyses, the summary and the progress line count only
+``inside`` rows and divide by the window's length.
+
+Workers on other hosts (``expect_workers``, with ``locust_master_bind``): the master here
+waits for them each phase, and they write their records on their own hosts. A phase
+then ends with the records this host has; ``lblab run --collect`` (``collect``) rebuilds
+every phase's tables once the other hosts' record folders are fetched into
+``raw/phases/`` (as ``infra/experiment.yml`` does), and checks that each writer's rows
+are all there (``unaccounted`` in the manifest: requests a writer counted but no row).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lblab.loadtests import loadgen
+from lblab.loadtests.clocks import read_clocks
+from lblab.loadtests.collect import WindowSource
+from lblab.loadtests.loadspec import LoadSpec
+from lblab.loadtests.local_testbed import ExternalTestbed, LocalTestbed, make_testbed
+from lblab.loadtests.phase_checks import phase_checks
+from lblab.loadtests.probe import CpuProbe
+from lblab.loadtests.progress import RunProgress
+from lblab.loadtests.records import phase_folder, read_progress, read_records, started_at
+from lblab.loadtests.runconfig import RunConfig
+from lblab.loadtests.timeline import Timeline
+from lblab.results import MANIFEST, consolidate, to_arrow, write_part
+from lblab.verdicts import request_facts
+from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window
+
+EXIT_OK, EXIT_PHASE_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+TICK_S = 0.25
+FLUSH_GRACE_S = 2.5  # the balancer flushes picks at least once a second, agents per sample
+PHASE_SLACK_S = 30.0  # beyond the expected end (answers, Locust start-up) before "stuck"
+SOFTWARE = ("lblab", "rsocket", "locust", "gevent", "pyarrow", "pandas", "psutil", "uvloop")
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    index: int
+    scenario: str
+    strategy: str
+    replication: int
+
+    @property
+    def key(self) -> str:
+        safe = re.sub(r"[^A-Za-z0-9+_.-]", "_", f"{self.scenario}-{self.strategy}")
+        return f"r{self.replication}-{self.index:03d}-{safe}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario} {self.strategy} rep {self.replication}"
+
+
+def plan(config: RunConfig) -> list[Phase]:
+    phases: list[Phase] = []
+    n = len(config.strategies)
+    for rep in range(1, config.replications + 1):
+        shift = (rep - 1) % n
+        order = config.strategies[shift:] + config.strategies[:shift]
+        for scenario in config.scenarios:
+            for strategy in order:
+                phases.append(Phase(len(phases), scenario.name, strategy, rep))
+    return phases
+
+
+class Manifest:
+    """``manifest.json``, rewritten atomically on every change."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path, self.data = path, data
+
+    def save(self) -> None:
+        tmp = self.path.with_name(".manifest.json.tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, default=str))
+        os.replace(tmp, self.path)
+
+    def phase(self, p: Phase) -> dict[str, Any]:
+        return self.data["phases"][p.index]
+
+    def update_phase(self, p: Phase, **fields: Any) -> None:
+        self.phase(p).update(fields)
+        self.save()
+
+
+def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Manifest:
+    phases = plan(config)
+    data = {
+        "run_id": run_dir.name,
+        "simulated": False,
+        "status": "running",
+        "config_given": given,
+        "config": config.raw,
+        "scenarios": [
+            {
+                "name": s.name,
+                "cells": [
+                    {"name": c.name, "package_bytes": c.package_bytes, "work_bytes": c.work_bytes}
+                    for c in s.cells
+                ],
+                "load": _load_dict(config, s.name),
+            }
+            for s in config.scenarios
+        ],
+        "order": "replication, then scenario, then strategies rotated by one per replication",
+        "strategy_switch": "PUT /strategy on a running balancer (fresh strategy state)",
+        "warmup": {"seconds": config.warmup, "rows": "kept, marked warmup=true"},
+        "window": {
+            "definition": "first request + warmup to the end of the load (lblab/windows.py)",
+            "rows": "every table has window = before | inside | after",
+            "cpu_sample_interval_s": config.testbed.agent_interval,
+        },
+        "software": software_versions(),
+        "host": host_facts(),
+        "seeds": {"run": config.seed, "phase": "seed + phase index"},
+        "started": time.time(),
+        "ended": None,
+        "attempts": [],
+        "phases": [
+            {
+                "key": p.key,
+                "scenario": p.scenario,
+                "strategy": p.strategy,
+                "replication": p.replication,
+                "seed": config.seed + p.index,
+                "status": "pending",
+            }
+            for p in phases
+        ],
+    }
+    return Manifest(run_dir / MANIFEST, data)
+
+
+def _load_dict(config: RunConfig, scenario: str) -> dict[str, Any]:
+    load = config.loads[scenario]
+    return {
+        "model": load.model,
+        "users": load.users,
+        "spawn_rate": load.spawn_rate,
+        "think_time": list(load.think_time),
+        "rate": load.rate,
+        "arrival": load.arrival,
+        "count": load.count,
+        "duration_s": config.duration,
+        "warmup_s": config.warmup,
+    }
+
+
+def software_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in SOFTWARE:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    try:
+        out["git_commit"] = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=Path(__file__).parent,
+            ).stdout.strip()
+            or None
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        out["git_commit"] = None
+    return out
+
+
+def host_facts() -> dict[str, Any]:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+    }
+
+
+class PhaseFailed(RuntimeError):
+    pass
+
+
+class Runner:
+    def __init__(self, config: RunConfig, run_dir: Path, manifest: Manifest) -> None:
+        self.config, self.run_dir, self.manifest = config, run_dir, manifest
+        self.phases = plan(config)
+        self.testbed: LocalTestbed | ExternalTestbed = make_testbed(config, run_dir)
+        self.picks = WindowSource(run_dir / "raw", "picks*.jsonl")
+        self.cpu = WindowSource(run_dir / "raw", "cpu-*.jsonl")
+        self.locust: loadgen.LocustRun | None = None
+        self.probe = CpuProbe()
+
+    # ------------------------------------------------------------ the run
+
+    def execute(self) -> int:
+        m = self.manifest
+        todo = [p for p in self.phases if m.phase(p)["status"] != "done"]
+        m.data["attempts"].append({"started": time.time(), "phases_to_run": len(todo)})
+        m.data["status"] = "running"
+        m.save()
+        code = EXIT_OK
+        current: Phase | None = None
+        previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        progress = RunProgress(len(self.phases))
+        try:
+            with progress:
+                progress.skip(len(self.phases) - len(todo))
+                if todo:
+                    self.testbed.start(todo[0].strategy)
+                    m.data["testbed"] = self.testbed.facts()
+                    m.data["cpu_limit_method"] = m.data["testbed"]["cpu_limit_method"]
+                    m.save()
+                for phase in todo:
+                    current = phase
+                    ok = self.run_phase(phase, progress)
+                    current = None
+                    if not ok:
+                        code = EXIT_PHASE_FAILED
+                        if self.testbed.check_alive():
+                            self.testbed.restore()
+                    self.collect_due()
+        except KeyboardInterrupt:
+            code = EXIT_INTERRUPTED
+            if current is not None:
+                m.update_phase(current, status="interrupted", end=time.time())
+        except BaseException:
+            code = EXIT_PHASE_FAILED  # e.g. the testbed did not start; the caller reports it
+            raise
+        finally:
+            with _ignoring_interrupts():
+                if self.locust is not None:
+                    self.locust.stop()
+                self.testbed.stop()
+                self.collect_all()
+                consolidate(self.run_dir)
+                m.data["ended"] = time.time()
+                m.data["attempts"][-1]["ended"] = m.data["ended"]
+                m.data["status"] = {
+                    EXIT_OK: "done",
+                    EXIT_PHASE_FAILED: "failed",
+                    EXIT_INTERRUPTED: "interrupted",
+                }[code]
+                m.save()
+            signal.signal(signal.SIGTERM, previous_sigterm)
+        return code
+
+    def run_phase(self, phase: Phase, progress: RunProgress) -> bool:
+        """Run one phase; True when it produced its records."""
+        cfg, m = self.config, self.manifest
+        load = cfg.loads[phase.scenario]
+        records = phase_folder(self.run_dir, phase.key)
+        # A rerun after an interruption starts clean: no records or parts of the last try.
+        if records.exists():
+            shutil.rmtree(records)
+        for table in ("requests", "picks", "cpu"):
+            (self.run_dir / "parts" / table / f"{phase.key}.parquet").unlink(missing_ok=True)
+        workers = cfg.locust_workers
+        spec = LoadSpec(
+            run_id=self.run_dir.name,
+            scenario=next(s for s in cfg.scenarios if s.name == phase.scenario),
+            strategy=phase.strategy,
+            replication=phase.replication,
+            model=load.model,
+            think_time=load.think_time,
+            rate=load.rate,
+            arrival=load.arrival,
+            count=load.count or None,
+            duration=cfg.warmup + cfg.duration,
+            generators=max(1, workers + cfg.expect_workers),
+            request_timeout=cfg.request_timeout,
+            seed=cfg.seed + phase.index,
+            records_dir=str(records),
+        )
+        length = cfg.warmup + cfg.duration
+        expected = loadgen.expected_seconds(spec, load, length)
+        progress.start_phase(phase.label, expected)
+        start = time.time()
+        m.update_phase(phase, status="running", start=start, end=None, error=None)
+        status, error = "done", None
+        timeline = Timeline(
+            [e for e in cfg.timeline if e.applies_to(phase.scenario)],
+            self.testbed,  # type: ignore[arg-type]
+        )
+        try:
+            if self.testbed.changed:
+                self.testbed.restore()
+            dead = self.testbed.check_alive()
+            if dead:
+                raise PhaseFailed(f"not running before the phase: {', '.join(dead)}")
+            self.testbed.set_strategy(phase.strategy)
+            host, port = self.testbed.address
+            self.locust = loadgen.start(
+                spec, load, host, port, length, workers, self.run_dir / "logs" / "locust.log",
+                expect=cfg.expect_workers, bind=cfg.locust_master_bind,
+            )  # fmt: skip
+            self.probe.watch(self._harness_pids())
+            slack = PHASE_SLACK_S + (loadgen.WORKERS_WAIT_S if cfg.expect_workers else 0)
+            deadline = time.monotonic() + expected + cfg.request_timeout + slack
+            t0 = time.monotonic()
+            load_t0: float | None = None  # epoch when the users started
+            while not self.locust.finished():
+                load_t0 = load_t0 or started_at(records)
+                if load_t0 is not None:
+                    elapsed = time.time() - load_t0
+                    timeline.fire_due(elapsed)
+                    progress.update_phase(elapsed, *read_progress(records))
+                if time.monotonic() > deadline:
+                    raise PhaseFailed(f"Locust did not finish within {time.monotonic() - t0:.0f}s")
+                time.sleep(TICK_S)
+                self.probe.sample()
+            code = self.locust.main.popen.returncode
+            if code != 0:
+                raise PhaseFailed(
+                    f"Locust exited with code {code}; see {self.run_dir / 'logs' / 'locust.log'}"
+                )
+        except (PhaseFailed, OSError, RuntimeError) as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            if self.locust is not None:
+                self.locust.stop()
+                self.locust = None
+        end = time.time()
+        self.probe.sample()
+        facts = self._merge_records(phase, start)
+        window = Window.from_dict(facts.get("window"))
+        if window is not None:
+            facts["harness_cpu"] = self.probe.cores(window)
+        # With workers elsewhere, this host may hold none of the records until --collect.
+        if not facts["requests"] and status == "done" and not cfg.expect_workers:
+            status, error = "failed", "no requests were recorded"
+        m.update_phase(phase, status=status, error=error, end=end, **facts, timeline=timeline.log)
+        progress.end_phase(
+            status, facts["requests"], facts["failures"], facts.get("ok_per_s_window")
+        )
+        return status == "done"
+
+    def phase_config(self, phase: Phase) -> RunConfig:
+        """The config a phase ran with: the run's (``lblab ui`` gives each swarm its own)."""
+        return self.config
+
+    def _harness_pids(self) -> dict[str, list[int]]:
+        """The processes whose CPU the checks read: Locust's, and on a local testbed the
+        balancer's and the agents'."""
+        assert self.locust is not None
+        groups = {"locust": [c.pid for c in self.locust.children]}
+        tb = self.testbed
+        if isinstance(tb, LocalTestbed):
+            groups["balancer"] = [tb.balancer.pid] if tb.balancer else []
+            groups["agents"] = [p.agent.pid for p in tb.servers.values() if p.agent]
+        return groups
+
+    def _merge_records(self, phase: Phase, start: float) -> dict[str, Any]:
+        """Write the phase's requests part from every records chunk in its folder (all
+        writers, all hosts delivered so far); returns the manifest's facts about them."""
+        records = phase_folder(self.run_dir, phase.key)
+        table = read_records(records)
+        requests = table.num_rows
+        load_start = pc.min(table["t_sent"]).as_py() if requests else start
+        window_facts: dict[str, Any] = {}
+        if requests:
+            answered = pc.add(table["t_sent"], pc.divide(table["latency_ms"], 1000.0))
+            cfg = self.phase_config(phase)
+            load = cfg.loads[phase.scenario]
+            window = phase_window(
+                load_start,
+                pc.max(answered).as_py(),
+                cfg.warmup,
+                None if load.count else cfg.duration,
+            )
+            labelled = self._label(table, phase, window)
+            write_part(self.run_dir, "requests", phase.key, labelled)
+            measured = request_facts(labelled, window)
+            ok_inside = measured["ok_in_window"]
+            window_facts = {
+                "measured": measured,
+                "window": window.to_dict(),
+                "requests_in_window": measured["requests_in_window"],
+                "ok_in_window": ok_inside,
+                "ok_per_s_window": ok_inside / window.seconds if window.seconds > 0 else None,
+            }
+        loaders = pc.value_counts(table["loader"].fill_null("unknown")).to_pylist()
+        return {
+            "load_start": load_start,
+            **window_facts,
+            "requests": requests,
+            "failures": requests - pc.sum(table["ok"]).as_py() if requests else 0,
+            "locust_requests": loadgen.locust_request_count(records),
+            "loaders": {c["values"]: c["counts"] for c in loaders},
+            "clocks": read_clocks(records),  # distributed Locust: workers' clock offsets
+            # Requests the writers counted (their progress files) without a row here.
+            "unaccounted": read_progress(records)[0] - requests,
+        }
+
+    def collect(self) -> int:
+        """``lblab run --collect``: rebuild every finished phase's requests, picks and cpu
+        parts from ``raw/`` (now holding what other hosts wrote) and the tables."""
+        m = self.manifest
+        for p in self.phases:
+            entry = m.phase(p)
+            if entry["status"] not in ("done", "failed"):
+                continue
+            facts = self._merge_records(p, entry["start"])
+            if not facts["requests"] and entry["status"] == "done":
+                facts.update(status="failed", error="no requests were recorded on any loader")
+            m.update_phase(p, **facts)
+        self._collect(float("inf"), force=True)
+        consolidate(self.run_dir)
+        failed = any(m.phase(p)["status"] == "failed" for p in self.phases)
+        if failed and m.data["status"] == "done":
+            m.data["status"] = "failed"
+        m.data["collected"] = time.time()
+        m.save()
+        return EXIT_PHASE_FAILED if failed else EXIT_OK
+
+    def _label(self, table: pa.Table, phase: Phase, window: Window) -> pa.Table:
+        n = table.num_rows
+        labels = {
+            "run_id": pa.array([self.run_dir.name] * n, pa.string()),
+            "scenario": pa.array([phase.scenario] * n, pa.string()),
+            "strategy": pa.array([phase.strategy] * n, pa.string()),
+            "replication": pa.array([phase.replication] * n, pa.int32()),
+        }
+        for i, (name, col) in enumerate(labels.items()):
+            table = table.add_column(i, name, col)
+        return with_window(table, "t_sent", window)
+
+    # ------------------------------------------------------------ picks and cpu
+
+    def collect_due(self) -> None:
+        """Collect phases whose picks and samples are surely flushed by now."""
+        self._collect(time.time() - FLUSH_GRACE_S)
+
+    def collect_all(self) -> None:
+        self._collect(float("inf"))
+
+    def _collect(self, before: float, force: bool = False) -> None:
+        self.picks.poll()
+        self.cpu.poll()
+        parts = self.run_dir / "parts"
+        for p in self.phases:
+            entry = self.manifest.phase(p)
+            if entry["status"] not in ("done", "failed") or entry["end"] > before:
+                continue
+            if (
+                not force
+                and (parts / "picks" / f"{p.key}.parquet").exists()
+                and (parts / "cpu" / f"{p.key}.parquet").exists()
+            ):
+                continue
+            cfg = self.phase_config(p)
+            counts = {}
+            inside: dict[str, pa.Table | None] = {"picks": None, "cpu": None}
+            for table, source, cols in (
+                ("picks", self.picks, ("t", "server", "inflight_at_pick")),
+                ("cpu", self.cpu, ("t", "server", "cpu_percent")),
+            ):
+                rows: list[dict[str, Any]] = [
+                    {c: r.get(c) for c in cols} for r in source.window(entry["start"], entry["end"])
+                ]
+                counts[table] = len(rows)
+                window = Window.from_dict(entry.get("window"))
+                if rows and window is not None:
+                    interval = cfg.testbed.agent_interval if table == "cpu" else 0.0
+                    keys = {
+                        "run_id": self.run_dir.name,
+                        "scenario": p.scenario,
+                        "strategy": p.strategy,
+                        "replication": p.replication,
+                    }
+                    data = to_arrow(table, [{**keys, **r} for r in rows])
+                    labelled = with_window(data, "t", window, interval)
+                    write_part(self.run_dir, table, p.key, labelled)
+                    inside[table] = labelled.filter(pc.equal(labelled[WINDOW_COLUMN], INSIDE))
+            cpu_inside, picks_inside = inside["cpu"], inside["picks"]
+            checks = phase_checks(
+                entry,
+                cfg,
+                cfg.loads[p.scenario],
+                cpu_inside["server"].to_pylist() if cpu_inside is not None else [],
+                picks_inside.num_rows if picks_inside is not None else 0,
+            )
+            self.manifest.update_phase(
+                p, picks=counts["picks"], cpu_samples=counts["cpu"], **checks
+            )
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _ignoring_interrupts() -> Any:
+    """Cleanup must finish: a second Ctrl-C during it is ignored, not half-obeyed."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)

@@ -1,0 +1,118 @@
+"""The end of a run: the HTML report if ``analysis.report`` can build it, else a table.
+
+The plain summary (per strategy x scenario: requests, ok %, p50/p95 latency, successful
+requests per second) reads only ``requests.parquet`` and the manifest, so it works for
+any run directory, even when the analysis part is missing or fails. It counts the rows
+inside each phase's measured window and divides by the windows' lengths, the same
+definition as the report's (``lblab/windows.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from lblab.results import MANIFEST
+from lblab.verdicts import summary_lines
+from lblab.windows import INSIDE, WINDOW_COLUMN, Window, manifest_windows
+
+
+def summary_rows(run_dir: Path) -> list[dict[str, object]]:
+    import pandas as pd
+
+    df = pd.read_parquet(run_dir / "requests.parquet")
+    if df.empty:
+        return []
+    if WINDOW_COLUMN in df:
+        df = df[df[WINDOW_COLUMN] == INSIDE]
+    elif "warmup" in df:
+        df = df[~df["warmup"].fillna(False).astype(bool)]
+    windows = _windows(run_dir)
+    rows = []
+    for (strategy, scenario), g in df.groupby(["strategy", "scenario"], sort=False):
+        span = 0.0
+        for rep, r in g.groupby("replication"):
+            window = windows.get((str(scenario), str(strategy), int(rep)))
+            span += window.seconds if window else r["t_sent"].max() - r["t_sent"].min()
+        ok = g[g["ok"]]
+        rows.append(
+            {
+                "strategy": strategy,
+                "scenario": scenario,
+                "requests": len(g),
+                "ok_pct": 100.0 * len(ok) / len(g),
+                "p50_ms": float(ok["latency_ms"].quantile(0.5)) if len(ok) else float("nan"),
+                "p95_ms": float(ok["latency_ms"].quantile(0.95)) if len(ok) else float("nan"),
+                "ok_per_s": len(ok) / span if span > 0 else float("nan"),
+            }
+        )
+    return rows
+
+
+def _windows(run_dir: Path) -> dict[tuple[str, str, int], Window]:
+    try:
+        return manifest_windows(json.loads((run_dir / MANIFEST).read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def print_summary(run_dir: Path, console: Console) -> None:
+    table = Table(title=f"{run_dir.name}: each phase's measured window (lblab/windows.py)")
+    for col in ("strategy", "scenario", "requests", "ok %", "p50 ms", "p95 ms", "ok req/s"):
+        table.add_column(col, justify="left" if col in ("strategy", "scenario") else "right")
+    for r in summary_rows(run_dir):
+        table.add_row(
+            str(r["strategy"]),
+            str(r["scenario"]),
+            str(r["requests"]),
+            f"{r['ok_pct']:.1f}",
+            f"{r['p50_ms']:.1f}",
+            f"{r['p95_ms']:.1f}",
+            f"{r['ok_per_s']:.0f}",
+        )
+    console.print(table)
+
+
+def print_checks(run_dir: Path, console: Console) -> None:
+    """The run's validity checks in a few lines: which phases not to trust, and why."""
+    try:
+        phases = json.loads((run_dir / MANIFEST).read_text()).get("phases") or []
+    except (OSError, ValueError):
+        return
+    checked = [p for p in phases if isinstance(p, dict) and p.get("verdicts")]
+    if not checked:
+        return
+    levels = [p.get("verdict") for p in checked]
+    console.print(
+        f"checks: {len(checked)} phases, {levels.count('fail')} fail, "
+        f"{levels.count('warn')} warn (report: 'Can these numbers be trusted?')"
+    )
+    for line in summary_lines(checked):
+        console.print(f"  {line}", highlight=False, style="yellow")
+
+
+def finish(run_dir: Path, console: Console) -> Path | None:
+    """Build the report; on any trouble print the summary and say why. Returns its path."""
+    reason = None
+    try:
+        report = importlib.import_module("lblab.analysis.report")
+    except ImportError as exc:
+        reason = f"analysis.report is not available ({exc})"
+    else:
+        try:
+            path = report.build_report(run_dir)
+        except Exception as exc:  # the run's data stands without its report
+            reason = f"build_report failed: {type(exc).__name__}: {exc}"
+        else:
+            print_summary(run_dir, console)
+            print_checks(run_dir, console)
+            console.print(f"report: {path}")
+            return Path(path) if path else None
+    print_summary(run_dir, console)
+    print_checks(run_dir, console)
+    console.print(f"report unavailable: {reason}", style="yellow")
+    return None

@@ -1,0 +1,95 @@
+"""Scenario timeline events: failures, slowdowns and scaling at given times within a phase.
+
+``at`` counts from the moment the phase's Locust starts its users (warm-up included),
+not from its launch, which takes 1-3 s on a busy machine. The runner's phase loop calls
+``Timeline.fire_due(elapsed)`` on every tick; each event fires once, and what happened
+(with epoch times ``t`` and ``t_done``, so the analysis can mark it on charts) goes into
+the manifest.
+
+Faults that last: ``slow`` (the server's service time times ``factor`` plus ``add_ms``,
+``servers/slowdown.py``), ``pause`` (SIGSTOP: a hung backend, alive and connected but
+silent, which the balancer finds by its missing KEEPALIVE answers and ejects) and
+``resume`` (SIGCONT). A ``slow`` or ``pause`` with ``duration`` schedules its own undo
+(``slow`` back to normal, ``resume``) that many seconds later, logged like any event;
+whatever is still slow or paused when the phase ends is undone by the testbed's
+``restore`` before the next phase.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Protocol
+
+from lblab.loadtests.runconfig import ServerSpec, TimelineEvent
+
+
+class PoolActions(Protocol):
+    def kill(self, sid: str) -> None: ...
+    def restart(self, sid: str) -> None: ...
+    def drain(self, sid: str) -> None: ...
+    def add(self, sid: str, spec: ServerSpec | None = None, weight: float = 1.0) -> None: ...
+    def remove(self, sid: str) -> None: ...
+    def slow(self, sid: str, factor: float, add_ms: float) -> None: ...
+    def pause(self, sid: str) -> None: ...
+    def resume(self, sid: str) -> None: ...
+
+
+def _undo(event: TimelineEvent) -> TimelineEvent | None:
+    """The event that ends a ``slow`` or ``pause`` after its ``duration``, if it has one."""
+    if event.duration is None or event.action not in ("slow", "pause"):
+        return None
+    at = event.at + event.duration
+    if event.action == "pause":
+        return replace(event, at=at, action="resume", duration=None)
+    return replace(event, at=at, factor=1.0, add_ms=0.0, duration=None)
+
+
+class Timeline:
+    def __init__(self, events: list[TimelineEvent], pool: PoolActions) -> None:
+        self._pending = sorted(events, key=lambda e: e.at)
+        self._pool = pool
+        self.log: list[dict[str, Any]] = []
+
+    def fire_due(self, elapsed: float) -> None:
+        while self._pending and self._pending[0].at <= elapsed:
+            event = self._pending.pop(0)
+            entry: dict[str, Any] = {
+                "at": event.at,
+                "t": time.time(),
+                "action": event.action,
+                "server": event.server,
+            }
+            if event.action == "slow":
+                entry.update(factor=event.factor, add_ms=event.add_ms)
+            if event.duration is not None:
+                entry["duration"] = event.duration
+            try:
+                match event.action:
+                    case "kill":
+                        self._pool.kill(event.server)
+                    case "restart":
+                        self._pool.restart(event.server)
+                    case "drain":
+                        self._pool.drain(event.server)
+                    case "add":
+                        self._pool.add(event.server, event.spec, event.weight)
+                    case "remove":
+                        self._pool.remove(event.server)
+                    case "slow":
+                        self._pool.slow(event.server, event.factor, event.add_ms)
+                    case "pause":
+                        self._pool.pause(event.server)
+                    case "resume":
+                        self._pool.resume(event.server)
+                entry["ok"] = True
+                undo = _undo(event)
+                if undo is not None:
+                    self._pending.append(undo)
+                    self._pending.sort(key=lambda e: e.at)
+            except Exception as exc:  # recorded in the manifest; the phase goes on
+                entry.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+            # An add waits for a new server and agent to be ready (1-3 s): ``t`` is when
+            # the action began, ``t_done`` when it took effect (the pool changed).
+            entry["t_done"] = time.time()
+            self.log.append(entry)

@@ -1,0 +1,167 @@
+"""One JSON-work server process: config, CPU limit, listener, readiness, drain on SIGTERM.
+
+SIGUSR1 applies a runtime slowdown (the ``slow`` timeline event, ``servers/slowdown.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import signal
+from dataclasses import dataclass
+
+from lblab.admission import (
+    MAX_CONNECTIONS,
+    MAX_PENDING_SETUP,
+    SETUP_TIMEOUT_S,
+    check_limits,
+)
+from lblab.errors import ConfigError
+from lblab.procs import announce_ready, stop_on_signals
+from lblab.servers.cpulimit import CpuLimit, LimitMethod, apply_cpu_limit
+from lblab.servers.protocol import ServerConnection
+from lblab.servers.service import WorkService
+from lblab.servers.slowdown import read_slowdown
+from lblab.servers.state import ServerState
+from lblab.wire.codes import ErrorCode
+
+log = logging.getLogger(__name__)
+
+CLOSE_GRACE_S = 1.0
+"""How long the closing ERROR frames get to reach the peers before the process exits."""
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9_.]+")
+"""Server ids name cgroups and result rows; '-' is kept out so ``lblab-<id>-<pid>`` parses."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    id: str
+    port: int = 7001
+    host: str = "127.0.0.1"
+    cpu_quota: float | None = None
+    cpu_limit: LimitMethod = LimitMethod.AUTO
+    max_inflight: int = 32
+    workers: int = 1
+    delay_ms: float = 0.0
+    drain_timeout_s: float = 8.0
+    setup_timeout_s: float = SETUP_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_pending_setup: int = MAX_PENDING_SETUP
+
+    def __post_init__(self) -> None:
+        if not ID_PATTERN.fullmatch(self.id):
+            raise ConfigError(f"--id {self.id!r}: use letters, digits, '_' or '.', e.g. s1")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port {self.port} is not a TCP port (0..65535; 0 picks one)")
+        cpus = os.cpu_count() or 1
+        if self.cpu_quota is not None and not 0.01 <= self.cpu_quota <= cpus:
+            raise ConfigError(
+                f"--cpu-quota {self.cpu_quota}: give a share of CPUs in 0.01..{cpus}, e.g. 0.25"
+            )
+        if self.max_inflight < 1:
+            raise ConfigError(f"--max-inflight must be >= 1, not {self.max_inflight}")
+        if not 1 <= self.workers <= self.max_inflight:
+            raise ConfigError(
+                f"--workers {self.workers} must be in 1..--max-inflight ({self.max_inflight})"
+            )
+        if self.delay_ms < 0:
+            raise ConfigError(f"--delay-ms must be >= 0, not {self.delay_ms}")
+        if self.drain_timeout_s <= 0:
+            raise ConfigError(f"--drain-timeout must be > 0, not {self.drain_timeout_s}")
+        check_limits(self.max_connections, self.max_pending_setup, self.setup_timeout_s)
+
+
+def run_server(config: ServerConfig) -> int:
+    """Serve until SIGTERM/SIGINT, drain, and return the exit code (0: drained cleanly)."""
+    import uvloop
+
+    limit = apply_cpu_limit(config.cpu_quota, config.id, config.cpu_limit)
+    try:
+        return uvloop.run(_serve(config, limit))
+    finally:
+        limit.release()
+
+
+async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
+    loop = asyncio.get_running_loop()
+    service = WorkService(config.workers, config.delay_ms, limit.duty_cycle)
+    state = ServerState(
+        config.id,
+        config.max_inflight,
+        service,
+        setup_timeout_s=config.setup_timeout_s,
+        max_connections=config.max_connections,
+        max_pending_setup=config.max_pending_setup,
+    )
+    try:
+        listener = await loop.create_server(
+            lambda: ServerConnection(state), config.host, config.port, reuse_address=True
+        )
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
+    stop = stop_on_signals(loop)
+    loop.add_signal_handler(signal.SIGUSR1, _slow_down, service)
+    port = listener.sockets[0].getsockname()[1]
+    log.info(
+        "server %s listening on %s:%d (workers %d, max-inflight %d, delay %.1f ms, cpu limit %s)",
+        config.id,
+        config.host,
+        port,
+        config.workers,
+        config.max_inflight,
+        config.delay_ms,
+        limit.method,
+    )
+    announce_ready(
+        "server",
+        id=config.id,
+        port=port,
+        cpu_limit=str(limit.method),
+        cgroup=limit.cgroup,
+        cpu_quota=config.cpu_quota,
+        workers=config.workers,
+        max_inflight=config.max_inflight,
+        delay_ms=config.delay_ms,
+    )
+    await stop.wait()
+    log.info("draining: %d in flight, new requests are rejected", state.inflight)
+    state.begin_drain()
+    code = 0
+    try:
+        await asyncio.wait_for(state.drained.wait(), config.drain_timeout_s)
+    except TimeoutError:
+        log.warning(
+            "drain deadline of %.1fs passed with %d still in flight; exiting",
+            config.drain_timeout_s,
+            state.inflight,
+        )
+        code = 1
+    listener.close()
+    for conn in list(state.connections):
+        conn.close_with_error(ErrorCode.CONNECTION_CLOSE, f"server {config.id} shut down")
+    service.shutdown()
+    await _closed(state, CLOSE_GRACE_S)
+    log.info(
+        "server %s stopped: %d served, %d rejected, %d failed",
+        config.id,
+        state.completed,
+        state.rejected,
+        state.failed,
+    )
+    return code
+
+
+def _slow_down(service: WorkService) -> None:
+    """SIGUSR1: apply the slowdown the harness wrote (``servers/slowdown.py``)."""
+    service.slowdown = read_slowdown(os.getpid(), service.slowdown)
+    log.info("slowdown: x%g + %g ms per request", service.slowdown.factor, service.slowdown.add_ms)
+
+
+async def _closed(state: ServerState, timeout: float) -> None:
+    """Wait until every connection is gone, or ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while state.connections and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)

@@ -1,0 +1,83 @@
+"""Service slots: where a server's work runs, off the event loop.
+
+``--workers N`` is the number of concurrent service slots: a thread pool of N threads
+fed FIFO, so with ``--workers 1`` requests are served strictly one after another in
+arrival order (Ingram's single-worker FIFO servers). The slots are threads, so Python
+CPU work is serialised by the GIL: a server never burns more than about one CPU, which
+is what a CPU-quota server of at most one CPU needs, and N > 1 only overlaps the parts
+that release the GIL (``--delay-ms`` sleeps, I/O).
+
+``--delay-ms D`` adds a fixed service time per request as a sleep inside the slot, not
+CPU, so Martins' (10/500/900 ms) and Ingram's (250/500/100/200/700 ms) servers can be run
+live: the slot stays busy for D ms, later requests queue behind it. ``slowdown``
+(``servers/slowdown.py``, set at runtime by the ``slow`` timeline event) stretches each
+request's time in its slot the same way.
+
+Timing per request: ``queue_ms`` from arrival (taken on the event loop when the frame
+was read) to the moment a slot takes it; ``service_ms`` from then to the end of the work,
+the delay and any duty-cycle throttling (a cgroup throttles inside the work too).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from lblab.servers.cpulimit import DutyCycle
+from lblab.servers.slowdown import NORMAL, Slowdown
+from lblab.servers.work import DocumentCache, do_work
+
+
+@dataclass(frozen=True, slots=True)
+class WorkResult:
+    work_bytes: int
+    items: int
+    queue_ms: float
+    service_ms: float
+
+
+class WorkService:
+    __slots__ = ("_cache", "_delay_s", "_duty_cycle", "_pool", "slowdown", "workers")
+
+    def __init__(self, workers: int, delay_ms: float, duty_cycle: DutyCycle | None) -> None:
+        self.workers = workers
+        self._delay_s = delay_ms / 1000.0
+        self._duty_cycle = duty_cycle
+        self._cache = DocumentCache()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="work")
+        self.slowdown: Slowdown = NORMAL
+
+    @property
+    def delay_ms(self) -> float:
+        """The fixed part of every request's service time (``--delay-ms``)."""
+        return self._delay_s * 1000.0
+
+    def submit(self, body: bytes, arrived: float) -> Future[WorkResult]:
+        """Queue one request's work; ``arrived`` is its ``time.perf_counter()`` at arrival.
+
+        The future fails with ``ApplicationError`` for a bad body. Cancelling it before a
+        slot takes it skips the work.
+        """
+        return self._pool.submit(self._run, body, arrived)
+
+    def _run(self, body: bytes, arrived: float) -> WorkResult:
+        start = time.perf_counter()
+        if self._duty_cycle is not None:
+            self._duty_cycle.wait()
+        request = do_work(body, self._cache)
+        if self._delay_s:
+            time.sleep(self._delay_s)
+        slowdown = self.slowdown
+        if slowdown is not NORMAL:
+            time.sleep(slowdown.extra_s(time.perf_counter() - start))
+        if self._duty_cycle is not None:
+            self._duty_cycle.wait()
+        end = time.perf_counter()
+        return WorkResult(
+            request.work_bytes, request.items, (start - arrived) * 1e3, (end - start) * 1e3
+        )
+
+    def shutdown(self) -> None:
+        """Drop queued work; running work finishes in its thread."""
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,218 @@
+"""Commands of `simulator/` for the `lblab` command line: simulate, calibrate, reproduce."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from lblab.errors import ConfigError
+
+reproduce_app = typer.Typer(
+    help="Re-run a published experiment in the simulator and print it beside the paper.",
+    no_args_is_help=True,
+)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def simulate(
+    strategy: Annotated[
+        list[str] | None,
+        typer.Option("--strategy", "-s", help="Strategy name; repeat to compare several."),
+    ] = None,
+    strategy_option: Annotated[
+        list[str] | None,
+        typer.Option("--strategy-option", help="NAME=VALUE for the strategy, e.g. tie=random."),
+    ] = None,
+    servers: Annotated[int | None, typer.Option(help="Number of identical servers [3].")] = None,
+    requests: Annotated[int | None, typer.Option(help="Requests to send [10000].")] = None,
+    service: Annotated[
+        str | None,
+        typer.Option(
+            help="Service model: fixed:250ms, exp:10ms, bimodal:1ms,500ms,0.1, json:a=..."
+        ),
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Workers per server [1].")] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Open arrivals: requests per second [1000].")
+    ] = None,
+    constant: Annotated[
+        bool, typer.Option(help="Open arrivals evenly spaced, not Poisson.")
+    ] = False,
+    users: Annotated[int | None, typer.Option(help="Closed arrivals: this many users.")] = None,
+    think: Annotated[
+        str | None, typer.Option(help="Closed arrivals: think time, e.g. 100ms.")
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option(help="Request shapes: sp+sr ... lp+lr, variation.")
+    ] = None,
+    routing_keys: Annotated[
+        int | None, typer.Option(help="Distinct routing keys (hash strategies).")
+    ] = None,
+    report_period: Annotated[
+        str | None, typer.Option(help="Agent sample/report period [250ms].")
+    ] = None,
+    report_delay: Annotated[
+        str | None, typer.Option(help="Extra staleness of agent reports [0].")
+    ] = None,
+    client_delay: Annotated[
+        str | None, typer.Option(help="One-way client<->balancer delay [0].")
+    ] = None,
+    server_delay: Annotated[
+        str | None, typer.Option(help="One-way balancer<->server delay [0].")
+    ] = None,
+    deadline: Annotated[str | None, typer.Option(help="Request deadline, or 'none' [30s].")] = None,
+    max_tries: Annotated[int | None, typer.Option(help="Attempts when servers reject [3].")] = None,
+    picks_every: Annotated[int | None, typer.Option(help="Record every n-th pick [1].")] = None,
+    no_picks: Annotated[
+        bool, typer.Option("--no-picks", help="Record no picks (huge runs).")
+    ] = False,
+    seed: Annotated[int | None, typer.Option(help="Random seed [1].")] = None,
+    replications: Annotated[
+        int, typer.Option(min=1, max=1000, help="Replications (seed, seed+1, ...).")
+    ] = 1,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="TOML file with the same settings.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write results/<run> here (tables, manifest).")
+    ] = None,
+) -> None:
+    """Simulate a balancer pool with the real strategies; prints requests per wall second."""
+    from dataclasses import replace
+
+    from lblab.config import load_toml, parse_assignments
+    from lblab.simulator.config import config_from_mapping
+    from lblab.simulator.run import simulate as run_one
+    from lblab.simulator.summary import print_summary
+
+    if out is not None and out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a directory for the run's tables")
+    raw: dict[str, Any] = load_toml(config) if config else {}
+    raw.update(
+        _given(
+            servers=servers,
+            requests=requests,
+            service=service,
+            workers=workers,
+            rate=rate,
+            users=users,
+            think=think,
+            scenario=scenario,
+            routing_keys=routing_keys,
+            report_period=report_period,
+            report_delay=report_delay,
+            client_delay=client_delay,
+            server_delay=server_delay,
+            deadline=deadline,
+            max_tries=max_tries,
+            picks_every=0 if no_picks else picks_every,
+            seed=seed,
+        )
+    )
+    if constant:
+        raw["poisson"] = False
+    if users is not None:
+        raw.pop("rate", None)
+    if strategy_option:
+        opts = dict(raw.get("strategy_options", {}))
+        for item in strategy_option:
+            opts |= parse_assignments(item, "--strategy-option", "tie=random")
+        raw["strategy_options"] = opts
+    if out is not None:
+        raw.setdefault("run_id", out.name)
+    names = strategy or [raw.get("strategy", "p2c")]
+    base = config_from_mapping({**raw, "strategy": names[0]})
+    # Every config is built (and so checked) before the first simulation starts.
+    configs = [
+        replace(base, strategy=name, replication=rep, seed=base.seed + rep)
+        for name in names
+        for rep in range(replications)
+    ]
+    results = [run_one(cfg) for cfg in configs]
+    print_summary(results)
+    if out is not None:
+        from lblab.simulator.output import write_run
+
+        counts = write_run(out, results)
+        typer.echo(f"wrote {out} ({', '.join(f'{k} {v} rows' for k, v in counts.items())})")
+
+
+def calibrate(
+    run_dir: Annotated[Path, typer.Argument(help="A results dir with requests.parquet.")],
+    column: Annotated[
+        str, typer.Option(help="Column with the server's service time (falls back to latency_ms).")
+    ] = "service_ms",
+) -> None:
+    """Fit the JSON-work cost model service = a + b*work_bytes + c*package_bytes."""
+    from lblab.analysis.load import open_results
+    from lblab.simulator.service import fit_cost_model
+
+    # The analysis reader checks the directory and its files (and drops warm-up rows).
+    columns = ["ok", "work_bytes", "package_bytes", "latency_ms", column]
+    table = open_results(run_dir).table("requests", columns)
+    table = table[table["ok"]]
+    if table.empty:
+        raise ConfigError(f"{run_dir} has no successful requests to fit; give a measured run")
+    if column not in table.columns:
+        typer.secho(
+            f"warning: no {column!r} column; fitting latency_ms (includes queueing and network)",
+            err=True,
+        )
+        column = "latency_ms"
+    fit = fit_cost_model(table["work_bytes"], table["package_bytes"], table[column])
+    typer.echo(f"{fit.model.spec()}    # R^2 {fit.r2:.3f} over {fit.samples} requests")
+
+
+def twin(
+    run_dir: Annotated[
+        Path, typer.Argument(help="A finished results dir (lblab run or simulate).")
+    ],
+    scale: Annotated[
+        list[int] | None,
+        typer.Option(help="Also simulate this many servers (same mix, same load per server)."),
+    ] = None,
+    scale_replications: Annotated[
+        int, typer.Option(min=1, max=100, help="Replications of each scaled run.")
+    ] = 1,
+    scale_requests: Annotated[
+        int, typer.Option(min=100, max=10_000_000, help="Most requests per scaled phase.")
+    ] = 60_000,
+) -> None:
+    """Simulate the run's testbed and compare: RESULTS_DIR/twin/twin.json."""
+    from lblab.simulator.twin import MISS, TAU_TARGET, make_twin
+
+    path = make_twin(
+        run_dir,
+        scale or [],
+        scale_replications=scale_replications,
+        scale_requests=scale_requests,
+        echo=typer.echo,
+    )
+    data = json.loads(path.read_text())
+    summary = data["summary"]
+    worst = summary["max_abs_throughput_error"]
+    typer.echo(
+        f"wrote {path}: worst throughput error "
+        f"{'n/a' if worst is None else f'{worst:.0%}'}, "
+        f"{len(summary['throughput_misses'])} of {len(data['cells'])} cells above "
+        f"{MISS:.0%}, tau < {TAU_TARGET} in: {', '.join(summary['tau_below_target']) or 'none'}"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add this part's commands to ``app``."""
+    from lblab.simulator.reproduce.commands import register_reproductions
+    from lblab.simulator.validate import validate
+
+    app.command("simulate")(simulate)
+    app.command("validate")(validate)
+    app.command("calibrate")(calibrate)
+    app.command("twin")(twin)
+    register_reproductions(reproduce_app)
+    app.add_typer(reproduce_app, name="reproduce")

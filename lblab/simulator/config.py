@@ -1,0 +1,248 @@
+"""The simulation's configuration: typed, checked once, built from CLI flags or TOML.
+
+A TOML file uses the CLI's option names (with ``_`` for ``-``) at the top level, and
+may describe heterogeneous servers as groups::
+
+    strategy = "p2c"
+    requests = 100000
+    rate = 5000
+    report_period = "250ms"
+    [[servers]]
+    count = 2
+    service = "exp:10ms"
+    [[servers]]
+    count = 1
+    service = "exp:10ms"
+    speed = 7          # a large server: service times divided by 7
+    workers = 1
+    weight = 7
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lblab.config import check_range, parse_duration, parse_float, parse_int
+from lblab.errors import ConfigError
+from lblab.simulator.service import ServiceModel, parse_service
+from lblab.simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals, scenario_cells
+
+MAX_SERVERS = 100_000
+MAX_WORKERS = 10_000
+MAX_REQUESTS = 1_000_000_000
+"""Past these a run would not finish (or not fit in memory): a typo, not an experiment."""
+
+EPOCH = 1_700_000_000.0
+"""Simulated time 0 in epoch seconds (2023-11-14T22:13:20Z): fixed, so runs are reproducible."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerGroup:
+    """``count`` identical servers."""
+
+    count: int = 1
+    service: ServiceModel
+    workers: int = 1
+    speed: float = 1.0
+    """Service times are divided by this (a server of twice the CPU has speed 2)."""
+    weight: float = 1.0
+    """Static weight handed to the pool (``wrr``, ``ring-hash``, ...)."""
+    capacity: int | None = None
+    """Most requests queued plus in service; one more is REJECTED (None: unbounded)."""
+    delay: float | None = None
+    """One-way balancer<->server delay in seconds for this group (None: the global one)."""
+    cpu_quota: float | None = None
+    """Cores a cgroup lets each server use per ``quota_period`` (``simulator.quota``); the
+    service model then gives CPU demand at full speed (None: no quota)."""
+    quota_period: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_range("lblab.servers.count", self.count, minimum=1, maximum=MAX_SERVERS)
+        check_range("lblab.servers.workers", self.workers, minimum=1, maximum=MAX_WORKERS)
+        check_range("lblab.servers.speed", self.speed, above=0, maximum=1e6)
+        check_range("lblab.servers.weight", self.weight, above=0, maximum=1e6)
+        if self.capacity is not None:
+            check_range("lblab.servers.capacity", self.capacity, minimum=1)
+        if self.delay is not None:
+            check_range("lblab.servers.delay", self.delay, minimum=0)
+        if self.cpu_quota is not None:
+            check_range("lblab.servers.cpu_quota", self.cpu_quota, above=0, maximum=MAX_WORKERS)
+        check_range("lblab.servers.quota_period", self.quota_period, above=0, maximum=10)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimConfig:
+    strategy: str = "p2c"
+    strategy_options: tuple[tuple[str, str], ...] = ()
+    servers: tuple[ServerGroup, ...]
+    requests: int = 10_000
+    arrivals: Arrivals
+    scenario: str = "sp+sr"
+    cells: tuple[Cell, ...] = ()
+    """Request shapes; empty means the scenario's cells."""
+    routing_keys: int = 0
+    """Distinct routing keys drawn per request for hash strategies (0: no key)."""
+    report_period: float = 0.25
+    """Agent sample period: CPU table rows and, for strategies that use them, reports."""
+    report_delay: float = 0.0
+    """Extra age of every agent report when it reaches the pool (staleness study)."""
+    client_delay: float = 0.0
+    """One-way client<->balancer delay in seconds."""
+    server_delay: float = 0.0
+    """One-way balancer<->server delay in seconds (per group override: ``delay``)."""
+    deadline: float | None = 30.0
+    """Request deadline from the client's send time; later -> ``timeout`` (None: none)."""
+    max_tries: int = 3
+    """Attempts per request when servers answer REJECTED (replayed elsewhere)."""
+    picks_every: int = 1
+    """Record every n-th pick in the picks table (0: none)."""
+    tick_period: float = 0.1
+    """How often the pool's health clock (ejection backoff, slow start) advances."""
+    seed: int = 1
+    replication: int = 0
+    run_id: str = "sim"
+
+    def __post_init__(self) -> None:
+        from lblab.balancer.strategies.options import build_config
+        from lblab.balancer.strategies.registry import strategy_class
+
+        # The strategy is built per replication by the run; check its name and options now.
+        build_config(
+            strategy_class(self.strategy).Config, dict(self.strategy_options), self.strategy
+        )
+        if not self.servers:
+            raise ConfigError("servers: at least one server is needed")
+        if self.server_count > MAX_SERVERS:
+            raise ConfigError(f"servers: {self.server_count} in all; give at most {MAX_SERVERS}")
+        check_range("requests", self.requests, minimum=1, maximum=MAX_REQUESTS)
+        check_range("max_tries", self.max_tries, minimum=1, maximum=100)
+        check_range("picks_every", self.picks_every, minimum=0)
+        check_range("routing_keys", self.routing_keys, minimum=0, maximum=MAX_REQUESTS)
+        for name in ("report_period", "tick_period"):
+            check_range(name, getattr(self, name), above=0)
+        for name in ("report_delay", "client_delay", "server_delay"):
+            check_range(name, getattr(self, name), minimum=0)
+        if self.deadline is not None:
+            check_range("deadline", self.deadline, above=0)
+        if not self.cells:
+            object.__setattr__(self, "cells", scenario_cells(self.scenario))
+
+    @property
+    def server_count(self) -> int:
+        return sum(g.count for g in self.servers)
+
+    def describe(self) -> dict[str, Any]:
+        """The config as plain JSON-able data (for the manifest)."""
+        out = asdict(self)
+        out["servers"] = [
+            {**asdict(g), "service": g.service.spec()} for g in self.servers
+        ]  # the spec string is what a person can re-type
+        out["arrivals"] = {"model": type(self.arrivals).__name__, **asdict(self.arrivals)}
+        out["strategy_options"] = dict(self.strategy_options)
+        return out
+
+
+def _get(raw: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    return raw.get(key, raw.get(key.replace("_", "-"), default))
+
+
+def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
+    return parse_int(_get(raw, key, default), key)
+
+
+def _duration_or_none(value: Any, key: str) -> float | None:
+    if value is None or (isinstance(value, str) and value.lower() in {"none", "off", ""}):
+        return None
+    return parse_duration(value, key)
+
+
+def _groups(raw: Mapping[str, Any]) -> tuple[ServerGroup, ...]:
+    groups = _get(raw, "servers", 3)
+    workers = _int(raw, "workers", 1)
+    service = parse_service(str(_get(raw, "service", "exp:10ms")))
+    if isinstance(groups, int | str) and not isinstance(groups, bool):
+        count = parse_int(groups, "servers", minimum=1)
+        return (ServerGroup(count=count, service=service, workers=workers),)
+    if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
+        raise ConfigError("servers: give a count or a list of [[servers]] tables")
+    known = {"count", "service", "workers", "speed", "weight", "capacity", "delay"}
+    out = []
+    for i, g in enumerate(groups):
+        unknown = set(g) - known
+        if unknown:
+            raise ConfigError(
+                f"servers[{i}]: unknown keys {sorted(unknown)}; known are {sorted(known)}"
+            )
+        where = f"servers[{i}]"
+        out.append(
+            ServerGroup(
+                count=parse_int(g.get("count", 1), f"{where}.count"),
+                service=parse_service(str(g["service"])) if "service" in g else service,
+                workers=parse_int(g.get("workers", workers), f"{where}.workers"),
+                speed=parse_float(g.get("speed", 1.0), f"{where}.speed"),
+                weight=parse_float(g.get("weight", 1.0), f"{where}.weight"),
+                capacity=parse_int(g["capacity"], f"{where}.capacity") if "capacity" in g else None,
+                delay=parse_duration(g["delay"], f"{where}.delay") if "delay" in g else None,
+            )
+        )
+    return tuple(out)
+
+
+def _arrivals(raw: Mapping[str, Any]) -> Arrivals:
+    rate, users = _get(raw, "rate"), _get(raw, "users")
+    if rate is not None and users is not None:
+        raise ConfigError("give either rate (open arrivals) or users (closed), not both")
+    if users is not None:
+        return ClosedUsers(
+            users=parse_int(users, "users", minimum=1, maximum=MAX_REQUESTS),
+            think=parse_duration(_get(raw, "think", 0), "think"),
+            exponential_think=bool(_get(raw, "exponential_think", False)),
+        )
+    value = parse_float(1000.0 if rate is None else rate, "rate", above=0, maximum=1e9)
+    return OpenArrivals(rate=value, poisson=bool(_get(raw, "poisson", True)))
+
+
+KNOWN_KEYS = {
+    "strategy", "strategy_options", "servers", "workers", "service", "requests", "rate",
+    "poisson", "users", "think", "exponential_think", "scenario", "routing_keys",
+    "report_period", "report_delay", "client_delay", "server_delay", "deadline",
+    "max_tries", "picks_every", "tick_period", "seed", "replication", "run_id",
+}  # fmt: skip
+
+
+def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
+    """Build a ``SimConfig`` from TOML-style data (string durations, service specs)."""
+    unknown = {k.replace("-", "_") for k in raw} - KNOWN_KEYS
+    if unknown:
+        raise ConfigError(f"unknown settings {sorted(unknown)}; known are {sorted(KNOWN_KEYS)}")
+    options = _get(raw, "strategy_options", {}) or {}
+    if not isinstance(options, Mapping):
+        raise ConfigError("strategy_options: give a table of NAME = VALUE")
+    return SimConfig(
+        strategy=str(_get(raw, "strategy", "p2c")),
+        strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
+        servers=_groups(raw),
+        requests=_int(raw, "requests", 10_000),
+        arrivals=_arrivals(raw),
+        scenario=str(_get(raw, "scenario", "sp+sr")),
+        routing_keys=_int(raw, "routing_keys", 0),
+        report_period=parse_duration(_get(raw, "report_period", 0.25), "report_period"),
+        report_delay=parse_duration(_get(raw, "report_delay", 0.0), "report_delay"),
+        client_delay=parse_duration(_get(raw, "client_delay", 0.0), "client_delay"),
+        server_delay=parse_duration(_get(raw, "server_delay", 0.0), "server_delay"),
+        deadline=_duration_or_none(_get(raw, "deadline", 30.0), "deadline"),
+        max_tries=_int(raw, "max_tries", 3),
+        picks_every=_int(raw, "picks_every", 1),
+        tick_period=parse_duration(_get(raw, "tick_period", 0.1), "tick_period"),
+        seed=_int(raw, "seed", 1),
+        replication=_int(raw, "replication", 0),
+        run_id=str(_get(raw, "run_id", "sim")),
+    )
+
+
+def rng_stream(seed: int, replication: int, name: str) -> random.Random:
+    """One independent random stream per purpose (str seeds hash stably across runs)."""
+    return random.Random(f"lblab-sim:{seed}:{replication}:{name}")

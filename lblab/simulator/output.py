@@ -1,0 +1,129 @@
+"""Writing simulated runs in the results contract (``lblab/results.py``).
+
+Each replication lands as its own part files, then ``consolidate`` merges them, so a
+simulated run directory reads exactly like a measured one; its manifest says
+``"simulated": true`` and carries the full config and seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lblab import __version__
+from lblab.results import MANIFEST, consolidate, write_part
+from lblab.simulator.config import EPOCH
+from lblab.simulator.run import SimResult
+from lblab.verdicts import judge, phase_facts, request_facts
+from lblab.windows import WINDOW_COLUMN, Window, throughput, with_window
+
+
+def _whole(requests: pa.Table) -> Window:
+    """First send to last answer (an empty table: an empty window at EPOCH)."""
+    if requests.num_rows == 0:
+        return Window(EPOCH, EPOCH)
+    answered = pc.add(requests["t_sent"], pc.divide(requests["latency_ms"], 1000.0))
+    return Window(pc.min(requests["t_sent"]).as_py(), pc.max(answered).as_py())
+
+
+def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.0) -> pa.Table:
+    if WINDOW_COLUMN in table.column_names:  # labelled by the caller already
+        return table
+    return with_window(table, column, window, interval)
+
+
+def _phase(
+    key: str, scenario: str, strategy: str, replication: int, requests: pa.Table, window: Window
+) -> dict[str, Any]:
+    measured = request_facts(requests, window)
+    ok_inside = measured["ok_in_window"]
+    return {
+        "key": key,
+        "scenario": scenario,
+        "strategy": strategy,
+        "replication": replication,
+        "window": window.to_dict(),
+        "requests_in_window": measured["requests_in_window"],
+        "ok_in_window": ok_inside,
+        "ok_per_s_window": throughput(ok_inside, window),
+        "measured": measured,
+        **judge(phase_facts(window, measured)),
+    }
+
+
+def _software() -> dict[str, str]:
+    import pyarrow
+    import simpy
+
+    return {
+        "lblab": __version__,
+        "python": platform.python_version(),
+        "simpy": simpy.__version__,
+        "pyarrow": pyarrow.__version__,
+    }
+
+
+def write_run(
+    run_dir: Path,
+    results: Sequence[SimResult],
+    extra: dict[str, Any] | None = None,
+    windows: Sequence[Window] | None = None,
+) -> dict[str, int]:
+    """Write every result's tables and the manifest; returns rows per table.
+
+    Each result is a phase with a measured window, as in a live run
+    (``lblab/windows.py``): ``windows`` (one per result), by default from the first
+    send to the last answer. Rows are labelled ``window``, the manifest's ``phases``
+    hold the windows and the validity checks that apply to a simulation (accounting,
+    steady state, warm-up; the harness's own CPU is n/a).
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    phases = []
+    for i, r in enumerate(results):
+        c = r.config
+        key = f"{c.scenario}__{c.strategy}__r{c.replication}".replace("+", "_")
+        window = windows[i] if windows is not None else _whole(r.requests)
+        requests = _labelled(r.requests, "t_sent", window)
+        write_part(run_dir, "requests", key, requests)
+        write_part(run_dir, "picks", key, _labelled(r.picks, "t", window))
+        write_part(run_dir, "cpu", key, _labelled(r.cpu, "t", window, c.report_period))
+        phases.append(_phase(key, c.scenario, c.strategy, c.replication, requests, window))
+    counts = consolidate(run_dir)
+    first = results[0].config
+    manifest = {
+        "run_id": first.run_id,
+        "simulated": True,
+        "config": [r.config.describe() for r in results],
+        "scenarios": sorted({r.config.scenario for r in results}),
+        "strategies": sorted({r.config.strategy for r in results}),
+        "seeds": {f"{r.config.strategy}/r{r.config.replication}": r.config.seed for r in results},
+        "software": _software(),
+        "host": {"machine": platform.machine(), "system": platform.system()},
+        "cpu_limit": "simulated",
+        "start": EPOCH,
+        "end": EPOCH + max(r.sim_seconds for r in results),
+        "status": {
+            f"{r.config.scenario}/{r.config.strategy}/r{r.config.replication}": "ok"
+            for r in results
+        },
+        "rows": counts,
+        "wall_seconds": {
+            f"{r.config.strategy}/r{r.config.replication}": round(r.wall_seconds, 3)
+            for r in results
+        },
+        "pool_counters": {
+            f"{r.config.strategy}/r{r.config.replication}": r.counters for r in results
+        },
+        "written_at": time.time(),
+        "phases": phases,
+        **(extra or {}),
+    }
+    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    return counts

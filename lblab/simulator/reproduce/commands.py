@@ -1,0 +1,336 @@
+"""``lblab reproduce ingram|cheetah|martins|linkerd|thesis``: tables on stdout, charts and JSON
+in ``--out`` (``thesis``: in the run directory)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from lblab.errors import ConfigError
+from lblab.simulator.reproduce.thesis import thesis
+
+
+def _ints(text: str, field: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"{field}: {text!r} is not a comma list of numbers, e.g. 10,100,500"
+        ) from None
+    if not values or min(values) < 1 or max(values) > 10_000_000:
+        raise ConfigError(f"{field}: {text!r} needs numbers in 1..10^7, e.g. 10,100,500")
+    return values
+
+
+def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in valid]
+    if bad or not names:
+        raise ConfigError(f"{field}: {bad or text!r} not among {', '.join(valid)}")
+    return names
+
+
+def _print_table(title: str, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(
+            c, justify="left" if c in {"algorithm", "strategy", "note", "nodes"} else "right"
+        )
+    for row in rows:
+        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+    Console(width=200).print(table)
+
+
+def _emit(
+    fmt: str,
+    title: str,
+    rows: list[dict[str, Any]],
+    columns: Sequence[str],
+    out: Path | None,
+    table_rows: list[dict[str, Any]] | None = None,
+) -> None:
+    """``rows`` as JSON, or ``table_rows`` (default: ``rows``) as a table; JSON in ``out``."""
+    if fmt == "json":
+        typer.echo(json.dumps(rows, indent=2))
+    elif fmt == "table":
+        _print_table(title, table_rows or rows, columns)
+    else:
+        raise ConfigError(f"--format: {fmt!r} is not table or json")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        name = title.split()[0].lower()
+        (out / f"{name}.json").write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def _progress(fmt: str):  # -> Callable[[str], None] | None
+    if fmt != "table":
+        return None
+    return lambda msg: typer.echo(f"  running {msg} ...", err=True)
+
+
+def ingram(
+    requests: Annotated[str, typer.Option(help="Request counts, comma separated.")] = "10,100,500",
+    algorithms: Annotated[str, typer.Option(help="Algorithms to run.")] = (
+        "first,rr,r,lc,dynamic,dynamic-immediate,dynamic-hybrid"
+    ),
+    seeds: Annotated[
+        int, typer.Option(min=1, help="Runs per row (own timer jitter each); medians shown.")
+    ] = 20,
+    lblab_strategies: Annotated[
+        bool,
+        typer.Option(
+            "--lblab-strategies",
+            help="Run lblab's dynamic* (numeric estimates) instead of the report's code.",
+        ),
+    ] = False,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    out: Annotated[
+        Path | None, typer.Option(help="Also write ingram.json and a chart here.")
+    ] = None,
+) -> None:
+    """Ingram's 5 FIFO servers (250/500/100/200/700 ms), requests 25 ms apart."""
+    from lblab.simulator.reproduce.ingram import ALGORITHMS, reproduce_ingram
+
+    rows = reproduce_ingram(
+        _ints(requests, "--requests"),
+        _names(algorithms, ALGORITHMS, "--algorithms"),
+        seeds,
+        as_coded=not lblab_strategies,
+    )
+    data = [r.as_dict() for r in rows]
+    columns = ("algorithm", "paper_name", "requests", "total_ms", "total_range_ms",
+               "paper_total_ms", "total_diff_pct", "average_ms", "paper_average_ms",
+               "average_diff_pct", "rank", "paper_rank", "note")  # fmt: skip
+    _emit(fmt, "Ingram (CS 422): simulated vs published", data, columns, out)
+    if out is not None:
+        from lblab.simulator.reproduce.ingram import ingram_chart
+
+        ingram_chart(rows, out / "ingram.png")
+
+
+def cheetah(
+    servers: Annotated[
+        int, typer.Option(min=1, max=100_000, help="Servers in the imbalance study (paper: 468).")
+    ] = 468,
+    active: Annotated[
+        str, typer.Option(help="Active connections per point (paper: 20K..200K).")
+    ] = "20000,50000,100000",
+    duration: Annotated[str, typer.Option(help="Connection duration model.")] = "lognormal:1s,1.0",
+    study: Annotated[
+        str, typer.Option(help="Which studies to run: imbalance, broken, awrr.")
+    ] = "imbalance,broken,awrr",
+    awrr_servers: Annotated[
+        str | None,
+        typer.Option(
+            help="AWRR comparison: server counts (default 64, the paper's; --full 16,32,64)."
+        ),
+    ] = None,
+    awrr_load: Annotated[
+        float, typer.Option(min=0.05, max=0.95, help="AWRR comparison: load per server.")
+    ] = 0.6,
+    runs: Annotated[
+        int | None,
+        typer.Option(min=1, help="AWRR comparison: 15 s runs per strategy (default 2; --full 10)."),
+    ] = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="The old depth: imbalance over 2 + 4 mean durations, 10 AWRR runs."
+        ),
+    ] = False,
+    jobs: Annotated[int | None, typer.Option(min=1, help="Worker processes (default 2).")] = None,
+    seed: Annotated[int, typer.Option()] = 1,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    out: Annotated[Path, typer.Option(help="Charts and JSON here.")] = Path(
+        "results/reproduce-cheetah"
+    ),
+) -> None:
+    """Cheetah: imbalance (hash/RR/P2C/least loaded), broken connections, AWRR vs Pow2 vs LL."""
+    from lblab.simulator.reproduce import cheetah as ch
+    from lblab.simulator.reproduce import cheetah_awrr as aw
+    from lblab.simulator.reproduce.parallel import default_jobs, run_calls
+    from lblab.simulator.service import LogNormal, parse_service
+
+    studies = _names(study, ("imbalance", "broken", "awrr"), "--study")
+    model = parse_service(duration, "--duration")
+    if not isinstance(model, LogNormal):
+        raise ConfigError("--duration: give a lognormal model, e.g. lognormal:1s,1.0")
+    actives = _ints(active, "--active")
+    depth = ch.FULL if full else ch.QUICK
+    awrr_runs = runs or (10 if full else 2)
+    awrr_counts = _ints(awrr_servers or ("16,32,64" if full else "64"), "--awrr-servers")
+    awrr_calls, imbalance_calls, broken_calls = [], [], []
+    if "awrr" in studies:
+        awrr_calls = [(aw.awrr_point, (name, n, awrr_load, 15.0, awrr_runs, seed),
+                       f"awrr comparison {name} {n} servers")
+                      for n in sorted(awrr_counts, reverse=True) for name in aw.STRATEGIES]  # fmt: skip
+    if "imbalance" in studies:
+        imbalance_calls = [(ch.imbalance_point, (name, servers, n, model, seed, depth),
+                            f"imbalance {name} {n} active")
+                           for n in sorted(actives, reverse=True)
+                           for name in ch.IMBALANCE_STRATEGIES]  # fmt: skip
+    if "broken" in studies:
+        broken_calls = [(ch.broken_run, (name, ch.ScalingPlan(), LogNormal(0.3, 1.0), seed),
+                         f"broken connections {name}") for name in ch.BROKEN_STRATEGIES]  # fmt: skip
+    # The costliest first (workers take calls in order): the pool-driven imbalance points.
+    heavy = [c for c in imbalance_calls if c[1][0] not in ch.STATELESS]
+    light = [c for c in imbalance_calls if c[1][0] in ch.STATELESS]
+    calls = heavy + awrr_calls + broken_calls + light
+    echo = None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True))
+    results = run_calls(calls, jobs or default_jobs(), echo)
+    out.mkdir(parents=True, exist_ok=True)
+    awrr_rows = sorted(
+        (r for r in results if isinstance(r, aw.AwrrRow)),
+        key=lambda r: (r.servers, list(aw.STRATEGIES).index(r.strategy)),
+    )
+    if awrr_rows:
+        data = aw.awrr_table(awrr_rows)
+        _emit(fmt, "AWRR vs Pow2 vs least loaded (Cheetah Fig. 8)", data, tuple(data[0]), out)
+        aw.awrr_chart(awrr_rows, out / "awrr.png")
+    rows = sorted(
+        (r for r in results if isinstance(r, ch.ImbalanceRow)),
+        key=lambda r: (list(ch.IMBALANCE_STRATEGIES).index(r.strategy), r.active),
+    )
+    if rows:
+        hash_excess = {r.active: r.excess_pct for r in rows if r.strategy == "maglev"}
+        data = [
+            {
+                "strategy": r.strategy,
+                "servers": r.servers,
+                "active": r.active,
+                "max_over_mean": round(r.imbalance, 4),
+                "excess_pct": round(r.excess_pct, 2),
+                "better_than_hash_x": round(hash_excess[r.active] / r.excess_pct, 1)
+                if r.active in hash_excess and r.excess_pct > 0
+                else None,
+                "paper_x": ch.PAPER_IMBALANCE_FACTORS.get(r.strategy),
+            }
+            for r in rows
+        ]
+        _emit(fmt, "Imbalance (Cheetah Fig. 2b)", data, tuple(data[0]), out)
+        ch.imbalance_chart(rows, out / "imbalance.png")
+    rows_b = [r for r in results if isinstance(r, ch.BrokenRow)]
+    if rows_b:
+        data = [
+            {
+                "strategy": r.strategy,
+                "connections": r.connections,
+                "broken": r.broken,
+                "broken_pct": round(r.broken_pct, 3),
+                "peak_pct_per_s": round(r.peak_pct_per_s, 2),
+                "paper_peak_pct": ch.PAPER_BROKEN_PCT.get(r.strategy),
+            }
+            for r in rows_b
+        ]
+        _emit(fmt, "Broken connections (Cheetah Fig. 9)", data, tuple(data[0]), out)
+        ch.broken_chart(rows_b, out / "broken.png")
+    if fmt == "table":
+        typer.echo(f"charts in {out}")
+
+
+def martins(
+    sim: Annotated[
+        bool,
+        typer.Option(
+            "--sim/--live", help="Simulate (the live run is `lblab run --preset martins`)."
+        ),
+    ] = True,
+    rates: Annotated[str, typer.Option(help="Request rates, req/s.")] = "10,50,100,150,200",
+    algorithms: Annotated[str, typer.Option(help="Algorithms to run.")] = "rr,lc,lrt",
+    seconds: Annotated[float, typer.Option(min=0.1, help="Seconds of arrivals per point.")] = 20.0,
+    seeds: Annotated[int, typer.Option(min=1, help="Replications averaged per point.")] = 3,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    out: Annotated[Path, typer.Option(help="Chart and JSON here.")] = Path(
+        "results/reproduce-martins"
+    ),
+) -> None:
+    """Martins et al.: 10 nodes x 5 workers, homogeneous vs heterogeneous, RR/LC/LRT."""
+    from lblab.simulator.reproduce.martins import (
+        ALGORITHMS,
+        martins_chart,
+        martins_nodes_chart,
+        martins_service_chart,
+        reproduce_martins,
+    )
+
+    if not sim:
+        raise ConfigError("the live Martins experiment runs with `lblab run --preset martins`")
+    rows = reproduce_martins(
+        _ints(rates, "--rates"),
+        _names(algorithms, ALGORITHMS, "--algorithms"),
+        seconds,
+        seeds,
+        progress=_progress(fmt),
+    )
+    data = [r.as_dict() for r in rows]
+    shown = [r.table_dict() for r in rows]
+    title = "Martins average service time (Fig. 15 / 18), requests per node (Fig. 13 / 16)"
+    _emit(fmt, title, data, tuple(shown[0]), out, shown)
+    martins_chart(rows, out / "martins.png")
+    martins_nodes_chart(rows, out / "martins-nodes.png")
+    martins_service_chart(rows, out / "martins-service.png")
+    if fmt == "table":
+        typer.echo(f"charts in {out}: martins.png, martins-nodes.png, martins-service.png")
+
+
+def linkerd(
+    strategies: Annotated[str, typer.Option(help="Strategies to run.")] = "rr,lc,peak-ewma",
+    model: Annotated[
+        str,
+        typer.Option(
+            help="Timeout models: post (balancer waits, 1 s caller timeout), lblab (1 s "
+            "deadline at the balancer, passive ejection)."
+        ),
+    ] = "post,lblab",
+    seconds: Annotated[
+        float, typer.Option(min=1.0, max=3600.0, help="Run length (post: 60); the window scales.")
+    ] = 60.0,
+    rate: Annotated[float, typer.Option(min=1.0, max=100_000.0, help="Requests/s.")] = 1000.0,
+    seed: Annotated[int, typer.Option()] = 1,
+    jobs: Annotated[int | None, typer.Option(min=1, help="Worker processes (default 2).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    out: Annotated[Path, typer.Option(help="Chart and JSON here.")] = Path(
+        "results/reproduce-linkerd"
+    ),
+) -> None:
+    """Linkerd "Beyond Round Robin": 11 backends, one held at 2 s for 30 s, 1 s timeout."""
+    from lblab.balancer.strategies.registry import strategy_class
+    from lblab.simulator.reproduce.linkerd import MODES, linkerd_chart, reproduce_linkerd
+    from lblab.simulator.reproduce.parallel import default_jobs
+
+    if fmt not in ("table", "json"):
+        raise ConfigError(f"--format: {fmt!r} is not table or json")  # before a minute's run
+    names = [x.strip() for x in strategies.split(",") if x.strip()]
+    if not names:
+        raise ConfigError("--strategies: give strategy names, e.g. rr,lc,peak-ewma")
+    for name in names:
+        strategy_class(name)  # an unknown name is a ConfigError naming the known ones
+    rows = reproduce_linkerd(
+        names,
+        _names(model, MODES, "--model"),
+        seconds,
+        rate,
+        seed,
+        jobs or default_jobs(),
+        None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True)),
+    )
+    data = [r.as_dict() for r in rows]
+    _emit(fmt, "Linkerd Beyond Round Robin: simulated vs published", data, tuple(data[0]), out)
+    linkerd_chart(rows, out / "linkerd.png")
+    if fmt == "table":
+        typer.echo(f"chart in {out / 'linkerd.png'}")
+
+
+def register_reproductions(app: typer.Typer) -> None:
+    app.command("ingram")(ingram)
+    app.command("cheetah")(cheetah)
+    app.command("martins")(martins)
+    app.command("linkerd")(linkerd)
+    app.command("thesis")(thesis)

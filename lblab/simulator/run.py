@@ -1,0 +1,521 @@
+"""The simulated run: clients, links and servers in SimPy, the balancer's Pool in the middle.
+
+Theory of operation. The balancer here is the real ``balancer.pool.Pool`` with a real
+strategy from the registry: the simulator is only a driver, like the asyncio balancer
+node, and passes SimPy's ``env.now`` as ``now``. A request's life:
+
+    client send --client_delay--> balancer: pool.pick -> pool.dispatch
+      --server_delay--> server queue/workers (push report back, if the strategy wants it)
+      --server_delay--> balancer: report (response metadata), pool.complete
+          REJECTED and tries left: pick again, excluding servers already tried
+      --client_delay--> client: one row in the requests table
+
+A deadline (from the client's send) ends a request as ``timeout``: the balancer
+completes it in the pool at that moment and drops the late response; the server still
+does the work, as a real one would. Deadlines fall in send order, so one watchdog
+timer walks a FIFO of requests instead of a timer per request.
+
+An agent samples every server each ``report_period``: utilisation (busy fraction of the
+workers, the cpu table's ``cpu_percent``) and qps; strategies that use agent reports get
+them ``report_delay`` later. All times in tables are ``EPOCH + env.now``.
+
+The run stops when the last request has its answer: that instant is the simulated
+duration (``sim_seconds``, the manifest's ``end``), whatever deadlines, samples or
+server work of timed-out requests are still pending.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import simpy
+
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import Interaction, Outcome, RequestView, Strategy
+from lblab.balancer.strategies.registry import make_strategy
+from lblab.loadreport import LoadReport
+from lblab.simulator.clock import GRID, LATE, at, run_events
+from lblab.simulator.config import EPOCH, SimConfig, rng_stream
+from lblab.simulator.model import SimServer
+from lblab.simulator.quota import CpuQuota
+from lblab.simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
+from lblab.simulator.workload import ClosedUsers, ShapeSampler
+
+_PENDING, _DISPATCHED, _DONE = 0, 1, 2
+_NAN = float("nan")
+_REJECTED = ERROR_CODE["rejected"]
+_TIMEOUT = ERROR_CODE["timeout"]
+_RR = Interaction.REQUEST_RESPONSE
+
+
+class _Request:
+    """A client's request, and its current attempt at a server (a ``simulator.model.Job``).
+
+    One attempt is at a server at a time (a refused one never queues; a timed-out one
+    is never tried again), so the server books its ``arrived``, ``queue_s`` and
+    ``service_s`` here: the row takes them only from the attempt that succeeded.
+    """
+
+    __slots__ = (
+        "arrived",
+        "deadline",
+        "dispatches",
+        "exclude",
+        "id",
+        "key",
+        "package_bytes",
+        "queue_s",
+        "request",
+        "server",
+        "service_s",
+        "state",
+        "t_dispatch",
+        "t_sent",
+        "tries",
+        "view",
+        "work_bytes",
+    )
+
+    def __init__(self, rid: int, t_sent: float, package: int, work: int, key: bytes | None):
+        self.id = rid
+        self.t_sent = t_sent
+        self.deadline = 0.0
+        self.package_bytes = package
+        self.work_bytes = work
+        self.key = key
+        self.tries = 0
+        self.dispatches = 0
+        self.exclude: frozenset[str] = frozenset()
+        self.view: Any = None
+        self.request: RequestView | None = None
+        self.t_dispatch = 0.0
+        self.arrived = 0.0
+        self.state = _PENDING
+        self.server = -1
+        self.queue_s = _NAN
+        self.service_s = _NAN
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    config: SimConfig
+    requests: pa.Table
+    picks: pa.Table
+    cpu: pa.Table
+    servers: tuple[str, ...]
+    sim_seconds: float
+    wall_seconds: float
+    events: int
+    counters: dict[str, Any]
+
+    @property
+    def requests_per_wall_second(self) -> float:
+        return self.requests.num_rows / max(self.wall_seconds, 1e-9)
+
+
+class Simulation:
+    """One replication of one strategy. ``run()`` returns the tables."""
+
+    def __init__(self, config: SimConfig, strategy: Strategy | None = None) -> None:
+        self.cfg = cfg = config
+        rep = cfg.replication
+        self.env = env = simpy.Environment()
+        self._rng_arrivals = rng_stream(cfg.seed, rep, "arrivals")
+        self._rng_keys = rng_stream(cfg.seed, rep, "keys")
+        self._shape = ShapeSampler(cfg.cells, rng_stream(cfg.seed, rep, "shapes"))
+        service_rng = rng_stream(cfg.seed, rep, "service")
+
+        self.servers: list[SimServer] = []
+        self._quotas: dict[int, CpuQuota] = {}  # the agent reads their CPU, not busy time
+        self._delay: list[float] = []
+        specs = []
+        for group in cfg.servers:
+            for _ in range(group.count):
+                i = len(self.servers)
+                sid = f"s{i + 1}"
+                service = group.service
+                if group.cpu_quota is not None and group.cpu_quota < 1:
+                    quota = CpuQuota(service, env, group.cpu_quota, group.quota_period)
+                    service = quota  # type: ignore[assignment]  # duck-typed ServiceModel
+                    self._quotas[i] = quota
+                self.servers.append(
+                    SimServer(
+                        env,
+                        i,
+                        sid,
+                        service,
+                        group.workers,
+                        group.speed,
+                        group.capacity,
+                        service_rng,
+                        self._server_done,
+                    )
+                )
+                self._delay.append(cfg.server_delay if group.delay is None else group.delay)
+                specs.append(BackendSpec(id=sid, weight=group.weight))
+        self.names = tuple(s.id for s in self.servers)
+        if strategy is None:
+            strategy = make_strategy(
+                cfg.strategy,
+                dict(cfg.strategy_options),
+                rng=rng_stream(cfg.seed, rep, "strategy"),
+                weights={s.id: s.weight for s in specs},
+            )
+        self.strategy = strategy
+        self.pool = Pool(specs, strategy, now=0.0)
+        self._response_reports = bool(getattr(strategy, "uses_response_reports", False))
+        self._push_reports = bool(getattr(strategy, "uses_push_reports", False))
+        self._agent_reports = bool(getattr(strategy, "uses_agent_reports", False))
+
+        self.rows = RequestRows()
+        self.picks = SampleRows("i")
+        self.cpu = SampleRows("d")
+        self._sent = 0
+        self._finished = 0
+        self._picks_seen = 0
+        self._next_send = 0.0
+        self._watch: deque[_Request] = deque()
+        self._watch_armed = False
+        self._keys = (
+            [f"key-{i}".encode() for i in range(cfg.routing_keys)] if cfg.routing_keys else None
+        )
+        # The hot path reads these once per request: plain attributes, not cfg lookups.
+        self._requests = cfg.requests
+        self._deadline = cfg.deadline
+        self._client_delay = cfg.client_delay
+        self._picks_every = cfg.picks_every
+        self._max_tries = cfg.max_tries
+        self._closed = isinstance(cfg.arrivals, ClosedUsers)
+
+    # ---- clients -------------------------------------------------------------------
+
+    def _start_clients(self) -> None:
+        arrivals = self.cfg.arrivals
+        if isinstance(arrivals, ClosedUsers):
+            for _ in range(min(arrivals.users, self.cfg.requests)):
+                self._send()
+        else:
+            self._send()
+            self._next_arrival()
+
+    def _next_arrival(self) -> None:
+        if self._sent < self._requests:
+            # Absolute send times: evenly spaced sends land exactly on k / rate.
+            self._next_send += self.cfg.arrivals.gap(self._rng_arrivals)  # type: ignore[union-attr]
+            at(self.env, self._next_send - self.env._now, self._on_arrival_timer, None, LATE)
+
+    def _on_arrival_timer(self, _: None) -> None:
+        self._send()
+        self._next_arrival()
+
+    def _on_think_done(self, _: None) -> None:
+        if self._sent < self.cfg.requests:
+            self._send()
+
+    def _send(self) -> None:
+        now = self.env._now
+        package, work = self._shape.single or self._shape()
+        key = self._rng_keys.choice(self._keys) if self._keys else None
+        req = _Request(self._sent, now, package, work, key)
+        self._sent += 1
+        if self._deadline is not None:
+            # The watchdog's exact instant (clock.snap, inlined: once per request).
+            req.deadline = round((now + self._deadline) * GRID) / GRID
+            self._watch.append(req)
+            if not self._watch_armed:
+                self._arm_watchdog()
+        if self._client_delay:
+            at(self.env, self._client_delay, self._at_balancer, req)
+        else:
+            self._route(req)
+
+    def _client_done(self, req: _Request, ok: bool, error: int) -> None:
+        if req.state == _DONE:
+            return
+        req.state = _DONE
+        rows = self.rows  # the columns of RequestRows.FLOATS, LONGS and INTS, in order
+        rows.floats.extend(
+            (
+                EPOCH + req.t_sent,
+                (self.env._now - req.t_sent) * 1000.0,
+                req.queue_s * 1000.0 if ok else _NAN,  # the attempt that succeeded
+                req.service_s * 1000.0 if ok else _NAN,
+            )
+        )
+        rows.longs.extend((req.id, req.package_bytes, req.work_bytes))
+        rows.ints.extend((ok, error, req.server, req.dispatches))
+        self._finished += 1
+        req.view = req.request = None
+        watch = self._watch
+        while watch and watch[0].state == _DONE:
+            watch.popleft()  # keeps the deadline FIFO as short as the oldest live request
+        if self._closed and self._sent < self._requests:
+            think = self.cfg.arrivals.think_time(self._rng_arrivals)  # type: ignore[union-attr]
+            if think > 0:
+                at(self.env, think, self._on_think_done, None, LATE)
+            else:
+                self._send()
+        if self._finished == self._requests:
+            # The run ends with its last answer: pending deadlines, samples and timers
+            # after it would only move the clock (a 4 s run used to report 30 s).
+            raise simpy.core.StopSimulation
+
+    def _on_client_reply(self, reply: tuple[_Request, bool, int]) -> None:
+        self._client_done(*reply)
+
+    def _reply(self, req: _Request, ok: bool, error: int) -> None:
+        if self._client_delay:
+            at(self.env, self._client_delay, self._on_client_reply, (req, ok, error))
+        else:
+            self._client_done(req, ok, error)
+
+    # ---- deadlines -----------------------------------------------------------------
+
+    def _arm_watchdog(self) -> None:
+        watch = self._watch
+        while watch and watch[0].state == _DONE:
+            watch.popleft()
+        if watch:
+            self._watch_armed = True
+            delay = max(watch[0].deadline - self.env._now, 0.0)
+            at(self.env, delay, self._on_watchdog)
+        else:
+            self._watch_armed = False
+
+    def _on_watchdog(self, _: None) -> None:
+        now = self.env._now
+        watch = self._watch
+        while watch and (watch[0].state == _DONE or watch[0].deadline <= now):
+            req = watch.popleft()
+            if req.state == _DISPATCHED and req.request is not None:
+                self.pool.complete(
+                    req.view,
+                    req.request,
+                    Outcome(False, (now - req.t_dispatch) * 1000.0, "timeout"),
+                    now,
+                )
+            if req.state != _DONE:
+                self._client_done(req, False, _TIMEOUT)
+        self._arm_watchdog()
+
+    # ---- balancer ------------------------------------------------------------------
+
+    def _at_balancer(self, req: _Request) -> None:
+        if req.state != _DONE:
+            self._route(req)
+
+    def _route(self, req: _Request) -> None:
+        now = self.env._now
+        request = RequestView(req.id, _RR, req.package_bytes, req.key, None, req.exclude, req.tries)
+        pool = self.pool
+        view = pool.pick(request, now)
+        if view is None:
+            # No eligible backend: the balancer answers REJECTED at once (docs/DESIGN.md, "Wire contract").
+            self._reply(req, False, NO_BACKEND)
+            return
+        i = view.index  # the pool's list is the servers' list (nothing is removed)
+        every = self._picks_every
+        if every:
+            self._picks_seen += 1
+            if self._picks_seen % every == 0:
+                picks = self.picks
+                picks.t.append(EPOCH + now)
+                picks.server.append(i)
+                picks.value.append(view.inflight)
+        pool.dispatch(view, request, now)
+        req.dispatches += 1
+        req.view = view
+        req.request = request
+        req.t_dispatch = now
+        req.state = _DISPATCHED
+        req.server = i
+        delay = self._delay[i]
+        if delay:
+            req.arrived = now + delay
+            at(self.env, delay, self._at_server, req)
+        else:
+            req.arrived = now
+            self._server_arrive(self.servers[i], req)
+
+    def _at_server(self, req: _Request) -> None:
+        self._server_arrive(self.servers[req.server], req)
+
+    def _server_arrive(self, server: SimServer, req: _Request) -> None:
+        if not server.offer(req):
+            self._to_balancer(server, req, False, None)
+            return
+        if self._push_reports:
+            report = LoadReport(
+                server=server.id,
+                source="push",
+                t=EPOCH + self.env._now,
+                inflight=server.load,
+                est_wait_ms=server.est_wait_ms(),
+            )
+            self._deliver_report(server.index, report, self._delay[server.index])
+
+    def _server_done(self, server: SimServer, req: _Request) -> None:
+        report = None
+        if self._response_reports:
+            report = LoadReport(
+                server=server.id,
+                source="response",
+                t=EPOCH + self.env._now,
+                inflight=server.load,
+                queue_ms=req.queue_s * 1000.0,
+                service_ms=req.service_s * 1000.0,
+                est_wait_ms=server.est_wait_ms(),
+            )
+        self._to_balancer(server, req, True, report)
+
+    def _to_balancer(
+        self, server: SimServer, req: _Request, ok: bool, report: LoadReport | None
+    ) -> None:
+        delay = self._delay[server.index]
+        if delay:
+            at(self.env, delay, self._on_response_timer, (req, ok, report))
+        else:
+            self._on_response(req, ok, report)
+
+    def _on_response_timer(self, response: tuple[_Request, bool, LoadReport | None]) -> None:
+        self._on_response(*response)
+
+    def _on_response(self, req: _Request, ok: bool, report: LoadReport | None) -> None:
+        if req.state != _DISPATCHED or req.request is None:
+            return  # timed out already: the balancer has dropped this stream
+        now = self.env._now
+        view = req.view
+        if report is not None:
+            self.pool.report(view.id, report, now)
+        req.state = _PENDING
+        self.pool.complete(
+            view,
+            req.request,
+            Outcome(ok, (now - req.t_dispatch) * 1000.0, None if ok else "rejected"),
+            now,
+        )
+        if ok:
+            if self._client_delay:
+                at(self.env, self._client_delay, self._on_client_reply, (req, True, NO_ERROR))
+            else:
+                self._client_done(req, True, NO_ERROR)  # _reply, inlined: once per request
+            return
+        req.tries += 1
+        if req.tries < self._max_tries:
+            req.exclude = req.exclude | {view.id}
+            self._route(req)
+        else:
+            self._reply(req, False, _REJECTED)
+
+    # ---- agents, health clock -------------------------------------------------------
+
+    def _deliver_report(self, index: int, report: LoadReport, delay: float) -> None:
+        if delay:
+            at(self.env, delay, self._on_report_timer, (index, report))
+        else:
+            self.pool.report(self.names[index], report, self.env._now)
+
+    def _on_report_timer(self, delivery: tuple[int, LoadReport]) -> None:
+        index, report = delivery
+        self.pool.report(self.names[index], report, self.env._now)
+
+    def _sample(self, _: None = None) -> None:
+        now = self.env._now
+        period = self.cfg.report_period
+        cpu = self.cpu
+        reports = []
+        for s, (busy0, done0) in zip(self.servers, self._last_sample, strict=True):
+            quota = self._quotas.get(s.index)
+            busy = s.busy_time() if quota is None else quota.used(now)
+            util = (busy - busy0) / (period * (s.workers if quota is None else quota.quota))
+            if quota is None:  # a cgroup's share is not clipped: samples alias its periods
+                util = min(util, 1.0)  # float noise: 1 + 5e-15
+            qps = (s.completed - done0) / period
+            self._last_sample[s.index] = (busy, s.completed)
+            cpu.t.append(EPOCH + now)
+            cpu.server.append(s.index)
+            cpu.value.append(100.0 * util)
+            if self._agent_reports:
+                reports.append(
+                    LoadReport(
+                        server=s.id,
+                        source="agent",
+                        t=EPOCH + now,
+                        cpu_util=util,
+                        qps=qps,
+                        inflight=s.load,
+                    )
+                )
+        if reports:
+            delay = self.cfg.report_delay
+            if delay:
+                at(self.env, delay, self._apply_agent, reports)
+            else:
+                self._apply_agent(reports)
+        if self._finished < self.cfg.requests:
+            at(self.env, period, self._sample)
+
+    def _apply_agent(self, reports: Sequence[LoadReport]) -> None:
+        now = self.env._now
+        for r in reports:
+            self.pool.report(r.server, r, now)
+
+    def _tick(self, _: None) -> None:
+        self.pool.tick(self.env._now)
+        if self._finished < self.cfg.requests:
+            at(self.env, self.cfg.tick_period, self._tick)
+
+    # ---- run ---------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        wall0 = time.perf_counter()
+        self._last_sample = [(0.0, 0)] * len(self.servers)
+        self._start_clients()
+        at(self.env, self.cfg.report_period, self._sample)
+        at(self.env, self.cfg.tick_period, self._tick)
+        env = self.env
+        events = run_events(env)
+        if self._finished != self.cfg.requests:
+            raise RuntimeError(
+                f"simulation ended with {self.cfg.requests - self._finished} requests unfinished"
+            )
+        wall = time.perf_counter() - wall0
+        cfg = self.cfg
+        key = {
+            "run_id": cfg.run_id,
+            "scenario": cfg.scenario,
+            "strategy": cfg.strategy,
+            "replication": cfg.replication,
+        }
+        counters = getattr(self.pool, "counters", {})
+        return SimResult(
+            config=cfg,
+            requests=self.rows.table(key, self.names),
+            picks=self.picks.table("picks", "inflight_at_pick", key, self.names),
+            cpu=self.cpu.table("cpu", "cpu_percent", key, self.names),
+            servers=self.names,
+            sim_seconds=env.now,  # the last answer's time (the run stops there)
+            wall_seconds=wall,
+            events=events,
+            counters=_plain(counters),
+        )
+
+
+def _plain(value: Any) -> Any:
+    """Counters as JSON-able data, whatever shape the pool keeps them in."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _plain(getattr(value, k)) for k in value.__dataclass_fields__}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, int | float | str | bool | type(None)) else str(value)
+
+
+def simulate(config: SimConfig) -> SimResult:
+    return Simulation(config).run()

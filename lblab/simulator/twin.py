@@ -1,0 +1,900 @@
+"""The simulated twin of a run: the same testbed in the simulator, and how far it misses.
+
+``lblab twin RESULTS_DIR`` reads a finished run (live or simulated), builds its twin and
+writes ``RESULTS_DIR/twin/``: the simulated run (the tables ``lblab simulate`` writes),
+one ``scale-N/`` folder per ``--scale`` and ``twin.json`` with measured vs simulated
+figures, prediction errors and rank agreement (Kendall tau-b).
+
+What the twin takes from the run, all measured or configured, nothing tuned to fit:
+
+- **Servers**: the run's servers in order, with their weights, workers and max-inflight
+  (capacity). Each server's service time is what that server reported per request
+  (``service_ms``, the slot's time from start to end of the work, so CPU quotas, cgroup
+  throttling and CPU contention on a shared machine are in it). The twin resamples those
+  times per request shape (``MeasuredService``); a shape the server never served is
+  priced by the JSON-work cost model that ``lblab calibrate`` fits to the same rows.
+- **CPU quotas**: a server whose CPU reached 90 % of its quota (below one core) in a
+  phase of the scenario had its quota as its limit. A request costs it more CPU than
+  its slot shows (frame decoding, the response, the event loop: same process, same
+  allowance), and its slot times include the stalls when a period's budget ran out. For
+  such a server the twin multiplies the resampled slot times by its CPU per answered
+  request (CPU samples in the window: share of the allowance x allowance / answers per
+  second; median over the scenario's phases) over its mean slot time there, and runs
+  them under its quota as the kernel enforces it (``simulator.quota``: full speed until
+  the 100 ms period's budget is spent, then a stall): a lone request is fast, a loaded
+  server caps at quota / CPU per request. A server that never reached its quota was
+  held below it by the machine's other processes; its slot times are used as measured.
+- **Front end**: ``latency - queue_ms - service_ms`` of each request is the time spent
+  outside the server's slot (generator, balancer, links, the server's event loop). Its
+  mean per phase, median over the scenario's phases, becomes the twin's round-trip
+  client<->balancer delay: one figure per scenario, the same for every strategy.
+- **Load**: the closed model's users, and as think time the loop's measured time
+  outside the request (``users / sent-rate - mean latency``, Little's law: the configured
+  think time plus the generator's own time between a response and the next send),
+  median over the scenario's phases; the open model's rate and arrival process.
+- Scenarios (request shapes), strategies and their options, request timeout (deadline),
+  agent interval, replications and seeds; measured windows as in the run (the same
+  share of warm-up), so both sides' figures come from ``analysis.metrics`` alike.
+
+A scaled twin (``--scale N``) gives N servers the same capacity mix (each measured
+server repeated N / n times), and users or rate times N / n; the front end and think
+time stay per request (a balancer and generator scaled out with the servers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+
+from lblab.errors import ConfigError
+from lblab.simulator.config import EPOCH, ServerGroup, SimConfig
+from lblab.simulator.service import JsonCost, ServiceModel, fit_cost_model
+from lblab.simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals
+from lblab.windows import Window
+
+TWIN_DIR = "twin"
+TWIN_JSON = "twin.json"
+FIGURES = ("throughput_rps", "latency_mean_ms", "latency_p95_ms")
+RANKED = {"throughput": "throughput_rps", "latency_mean": "latency_mean_ms"}
+MISS = 0.15
+"""A cell whose throughput error is above this (relative) misses the twin's target."""
+TAU_TARGET = 0.8
+TIE = 0.01
+"""Strategies whose figures are within 1 % of each other tie in the rankings: an open
+load gives every strategy the offered rate, and such differences are no order."""
+MAX_SAMPLES_PER_CELL = 5000
+MIN_REQUESTS = 2000
+MAX_SCALE = 100_000
+
+
+# ------------------------------------------------------------------ rank agreement
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float], tolerance: float = 0.0) -> float | None:
+    """Kendall's tau-b of two paired sequences (ties in either count as neither).
+
+    Two values within ``tolerance`` (relative to the larger) tie. None when tau is
+    undefined: fewer than two pairs, or one side all ties.
+    """
+    if len(x) != len(y):
+        raise ValueError(f"kendall_tau: {len(x)} values against {len(y)}")
+    concordant = discordant = ties_x = ties_y = 0
+    n = len(x)
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx = _beyond(x[i], x[j], tolerance)
+            dy = _beyond(y[i], y[j], tolerance)
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    return (concordant - discordant) / denominator if denominator > 0 else None
+
+
+def _beyond(a: float, b: float, tolerance: float) -> float:
+    """``a - b``, or 0 when they are within ``tolerance`` of the larger magnitude."""
+    return 0.0 if abs(a - b) <= tolerance * max(abs(a), abs(b)) else a - b
+
+
+# ------------------------------------------------------------------ service model
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class MeasuredService:
+    """A server's own measured service times, resampled per request shape.
+
+    ``samples[(package_bytes, work_bytes)]`` holds seconds; a shape without samples is
+    priced by ``fit`` (the calibrated cost model) times a resampled measured ratio
+    of service time to the fit's prediction, so its spread is the server's too.
+    """
+
+    fit: JsonCost
+    samples: Mapping[Cell, tuple[float, ...]]
+    ratios: tuple[float, ...]
+    r2: float
+
+    @property
+    def mean_s(self) -> float:
+        pooled = [s for values in self.samples.values() for s in values]
+        return float(np.mean(pooled)) if pooled else self.fit.mean_s
+
+    def sample(self, rng: random.Random, work_bytes: int, package_bytes: int) -> float:
+        measured = self.samples.get((package_bytes, work_bytes))
+        if measured:
+            return measured[int(rng.random() * len(measured))]
+        ratio = self.ratios[int(rng.random() * len(self.ratios))] if self.ratios else 1.0
+        return self.fit.sample(rng, work_bytes, package_bytes) * ratio
+
+    def spec(self) -> str:
+        return f"measured({len(self.samples)} shapes; otherwise {self.fit.spec()})"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "fit": self.fit.spec(),
+            "fit_r2": round(self.r2, 4),
+            "service_ms_mean": {
+                f"{p}B+{w}B": round(1000.0 * float(np.mean(v)), 4)
+                for (p, w), v in sorted(self.samples.items())
+            },
+            "samples": sum(len(v) for v in self.samples.values()),
+        }
+
+
+def fit_service(rows: pd.DataFrame, seed: int = 1) -> MeasuredService:
+    """The service model of one server from its rows (``package_bytes``, ``work_bytes``,
+    ``service_ms`` of successful requests)."""
+    fit = fit_cost_model(rows["work_bytes"], rows["package_bytes"], rows["service_ms"])
+    rng = np.random.default_rng(seed)
+    samples: dict[Cell, tuple[float, ...]] = {}
+    for (package, work), group in rows.groupby(["package_bytes", "work_bytes"], sort=True):
+        seconds = group["service_ms"].to_numpy(dtype=float) / 1000.0
+        if len(seconds) > MAX_SAMPLES_PER_CELL:
+            seconds = rng.choice(seconds, MAX_SAMPLES_PER_CELL, replace=False)
+        samples[(int(package), int(work))] = tuple(float(s) for s in seconds)
+    predicted = (
+        fit.model.a
+        + fit.model.b * rows["work_bytes"].to_numpy(dtype=float)
+        + fit.model.c * rows["package_bytes"].to_numpy(dtype=float)
+    )
+    ratio = rows["service_ms"].to_numpy(dtype=float) / 1000.0 / np.maximum(predicted, 1e-9)
+    if len(ratio) > MAX_SAMPLES_PER_CELL:
+        ratio = rng.choice(ratio, MAX_SAMPLES_PER_CELL, replace=False)
+    return MeasuredService(fit.model, samples, tuple(float(r) for r in ratio), fit.r2)
+
+
+# ------------------------------------------------------------------ the run, described
+
+
+@dataclass(frozen=True, slots=True)
+class TwinServer:
+    id: str
+    weight: float
+    workers: int
+    capacity: int | None
+    cpu_quota: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TwinScenario:
+    name: str
+    cells: tuple[Cell, ...]
+    closed: bool
+    users: int = 0
+    rate: float = 0.0
+    poisson: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Testbed:
+    """What the twin copies from the run: servers, load, matrix, settings."""
+
+    servers: tuple[TwinServer, ...]
+    strategies: tuple[str, ...]
+    strategy_options: Mapping[str, Mapping[str, str]]
+    scenarios: tuple[TwinScenario, ...]
+    replications: int
+    seed: int
+    deadline: float | None
+    report_period: float
+    warmup_fraction: float
+    notes: tuple[str, ...]
+    live: bool = True
+    """Live servers do work outside their slot; a simulated run's servers do none."""
+
+
+def _live_testbed(manifest: Mapping[str, Any]) -> Testbed:
+    from lblab.loadtests.runconfig import build
+
+    config = build(manifest["config"])
+    facts = manifest.get("testbed", {}).get("servers", {})
+    servers = []
+    for spec in config.servers:
+        started = facts.get(spec.id, {})
+        servers.append(
+            TwinServer(
+                id=spec.id,
+                weight=float(config.weights.get(spec.id, 1.0)),
+                workers=int(started.get("workers") or spec.workers or 1),
+                capacity=started.get("max_inflight") or spec.max_inflight,
+                cpu_quota=spec.cpu_quota,
+            )
+        )
+    scenarios = []
+    for s in config.scenarios:
+        load = config.loads[s.name]
+        cells = tuple((c.package_bytes, c.work_bytes) for c in s.cells)
+        if load.model == "closed":
+            scenarios.append(TwinScenario(s.name, cells, True, users=load.users))
+        else:
+            scenarios.append(
+                TwinScenario(
+                    s.name, cells, False, rate=load.rate, poisson=load.arrival == "poisson"
+                )
+            )
+    notes = []
+    if config.timeline:
+        notes.append("the run's timeline events (kill, drain, add...) are not modelled")
+    length = config.warmup + config.duration
+    return Testbed(
+        servers=tuple(servers),
+        strategies=config.strategies,
+        strategy_options=config.strategy_options,
+        scenarios=tuple(scenarios),
+        replications=config.replications,
+        seed=config.seed,
+        deadline=config.request_timeout,
+        report_period=config.testbed.agent_interval,
+        warmup_fraction=config.warmup / length if length > 0 else 0.0,
+        notes=tuple(notes),
+    )
+
+
+def _simulated_testbed(manifest: Mapping[str, Any]) -> Testbed:
+    configs = manifest.get("config")
+    if not isinstance(configs, list) or not configs:
+        raise ConfigError("the simulated run's manifest has no config list; re-run lblab simulate")
+    first = configs[0]
+    servers: list[TwinServer] = []
+    for group in first["servers"]:
+        for _ in range(int(group["count"])):
+            servers.append(
+                TwinServer(
+                    id=f"s{len(servers) + 1}",
+                    weight=float(group["weight"]),
+                    workers=int(group["workers"]),
+                    capacity=group.get("capacity"),
+                    cpu_quota=None,
+                )
+            )
+    scenarios: dict[str, TwinScenario] = {}
+    options: dict[str, dict[str, str]] = {}
+    for c in configs:
+        options[c["strategy"]] = dict(c.get("strategy_options") or {})
+        arrivals = c["arrivals"]
+        closed = arrivals["model"] == "ClosedUsers"
+        scenarios.setdefault(
+            c["scenario"],
+            TwinScenario(
+                c["scenario"],
+                tuple((int(p), int(w)) for p, w in c["cells"]),
+                closed,
+                users=int(arrivals.get("users", 0)),
+                rate=float(arrivals.get("rate", 0.0)),
+                poisson=bool(arrivals.get("poisson", False)),
+            ),
+        )
+    return Testbed(
+        servers=tuple(servers),
+        strategies=tuple(dict.fromkeys(c["strategy"] for c in configs)),
+        strategy_options=options,
+        scenarios=tuple(scenarios.values()),
+        replications=len({c["replication"] for c in configs}),
+        seed=int(min(c["seed"] - c["replication"] for c in configs)),
+        deadline=first.get("deadline"),
+        report_period=float(first["report_period"]),
+        warmup_fraction=0.0,
+        notes=(),
+        live=False,
+    )
+
+
+# ------------------------------------------------------------------ measured figures
+
+
+@dataclass(frozen=True)
+class Measured:
+    units: pd.DataFrame
+    """One row per unit: the analysis's unit metrics plus ``front_ms``."""
+    pooled: pd.DataFrame
+    """strategy, scenario, the mean of each of FIGURES over replications and its 95 %
+    interval (``<figure>_lo``, ``_hi``; NaN with one replication)."""
+    rows: pd.DataFrame
+    """Successful requests with the service columns (for fitting)."""
+    servers: pd.DataFrame
+    """One row per unit and server inside the window: ``ok_per_s``, ``slot_ms`` (mean
+    service time), ``front_ms`` and ``cpu_percent`` (mean share of its CPU allowance)."""
+
+
+def measure(run_dir: Path) -> Measured:
+    """The run's figures by the report's own definitions (analysis.metrics)."""
+    from lblab.analysis.load import KEY, open_results
+    from lblab.analysis.metrics import REQUEST_COLUMNS, pool, unit_metrics
+
+    results = open_results(run_dir)
+    windows = results.windows()
+    columns = list(
+        dict.fromkeys([*REQUEST_COLUMNS, "package_bytes", "work_bytes", "service_ms", "queue_ms"])
+    )
+    requests = results.table("requests", columns)
+    if requests.empty:
+        raise ConfigError(f"{run_dir} has no measured requests; give a finished run")
+    if "service_ms" not in requests.columns or requests["service_ms"].notna().sum() == 0:
+        raise ConfigError(
+            f"{run_dir}: the requests table has no service_ms (servers' own service times, "
+            "recorded by lblab runs since the twin exists); re-run the experiment with this "
+            "lblab to build its twin"
+        )
+    units = unit_metrics(requests, None, windows)
+    ok = requests[requests["ok"].fillna(False).astype(bool) & requests["service_ms"].notna()]
+    ok = ok.assign(front_ms=ok["latency_ms"] - ok["queue_ms"].fillna(0.0) - ok["service_ms"])
+    front = ok.groupby(KEY, observed=True)["front_ms"].mean().reset_index()
+    front["replication"] = front["replication"].astype(int)
+    for col in ("run_id", "strategy", "scenario"):
+        front[col] = front[col].astype(str)
+    units = units.merge(front, on=KEY, how="left")
+    servers = _per_server(results, ok, windows)
+    long = pool(units, list(FIGURES))
+    pooled = long.pivot_table(
+        index=["strategy", "scenario"],
+        columns="metric",
+        values=["mean", "lo", "hi"],
+        observed=True,
+        dropna=False,
+    )
+    pooled.columns = [m if v == "mean" else f"{m}_{v}" for v, m in pooled.columns]
+    return Measured(units=units, pooled=pooled.reset_index(), rows=ok, servers=servers)
+
+
+def _per_server(results: Any, ok: pd.DataFrame, windows: Mapping[Any, Window]) -> pd.DataFrame:
+    """Per unit and server: answers per second, slot time, front end and CPU share."""
+    from lblab.analysis.load import KEY
+
+    inside = ok[ok["window"].astype(str) == "inside"] if "window" in ok.columns else ok
+    frame = (
+        inside.groupby([*KEY, "server"], observed=True)
+        .agg(
+            ok=("service_ms", "size"), slot_ms=("service_ms", "mean"), front_ms=("front_ms", "mean")
+        )
+        .reset_index()
+    )
+    frame = frame[frame["ok"] > 0]
+    seconds = [
+        windows[(str(r.run_id), str(r.scenario), str(r.strategy), int(r.replication))].seconds
+        if (str(r.run_id), str(r.scenario), str(r.strategy), int(r.replication)) in windows
+        else math.nan
+        for r in frame.itertuples()
+    ]
+    frame = frame.assign(ok_per_s=frame["ok"] / np.asarray(seconds, dtype=float))
+    cpu = results.table("cpu", ["server", "cpu_percent"])
+    if cpu.empty:
+        return frame.assign(cpu_percent=math.nan)
+    if "window" in cpu.columns:
+        cpu = cpu[cpu["window"].astype(str) == "inside"]
+    share = cpu.groupby([*KEY, "server"], observed=True)["cpu_percent"].mean().reset_index()
+    for col in (*KEY, "server"):
+        frame[col] = frame[col].astype(str)
+        share[col] = share[col].astype(str)
+    return frame.merge(share, on=[*KEY, "server"], how="left")
+
+
+# ------------------------------------------------------------------ building the twin
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioModel:
+    """The per-scenario part of the model that is measured from the run."""
+
+    front_ms: float
+    think_ms: float
+    requests: int
+    demand_scale: Mapping[str, float]
+    """Per server: its CPU demand per request over its slot time (``_demand_scale``)."""
+    quota_binds: Mapping[str, bool]
+    """Per server: whether its CPU quota was its limit in the scenario (``_quota_binds``)."""
+
+
+def _median(values: pd.Series) -> float:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(values.median()) if len(values) else 0.0
+
+
+def scenario_models(testbed: Testbed, measured: Measured) -> dict[str, ScenarioModel]:
+    out = {}
+    units = measured.units
+    for s in testbed.scenarios:
+        mine = units[units["scenario"] == s.name]
+        if mine.empty:
+            raise ConfigError(f"scenario {s.name}: the run has no measured requests for it")
+        sent_rate = mine["throughput_rps"] * mine["requests"] / mine["ok"].clip(lower=1)
+        think = 0.0
+        if s.closed:
+            cycle_ms = 1000.0 * s.users / sent_rate.where(sent_rate > 0)
+            think = max(0.0, _median(cycle_ms - mine["latency_mean_ms"]))
+        requests = _median(mine["requests"]) / max(1.0 - testbed.warmup_fraction, 1e-9)
+        per_server = measured.servers[measured.servers["scenario"] == s.name]
+        binds = {
+            srv.id: testbed.live
+            and _quota_binds(per_server[per_server["server"] == srv.id], srv.cpu_quota)
+            for srv in testbed.servers
+        }
+        scales = {
+            srv.id: _demand_scale(
+                per_server[per_server["server"] == srv.id],
+                srv.cpu_quota,
+                _slot_mean(measured.rows, s.name, srv.id),
+            )
+            if binds[srv.id] and srv.cpu_quota is not None
+            else 1.0
+            for srv in testbed.servers
+        }
+        out[s.name] = ScenarioModel(
+            front_ms=max(0.0, _median(mine["front_ms"])),
+            think_ms=think,
+            requests=max(MIN_REQUESTS, round(requests)),
+            demand_scale=scales,
+            quota_binds=binds,
+        )
+    return out
+
+
+MIN_SERVER_ANSWERS = 10
+"""A unit whose server answered fewer requests in the window tells nothing of its cost."""
+QUOTA_REACHED = 90.0
+"""A server whose CPU reached this share (%) of its allowance in a unit hit its quota."""
+
+
+def _quota_binds(rows: pd.DataFrame, quota: float | None) -> bool:
+    """Whether a server's CPU quota (below one core) was its limit in the scenario: its
+    CPU reached ``QUOTA_REACHED`` % of the allowance in at least one unit. Otherwise
+    the machine's other processes held it below its quota (a busy shared machine), its
+    measured slot times already are what it could do, and the twin uses them as they are."""
+    if quota is None or quota >= 1 or rows.empty:
+        return False
+    return bool((rows["cpu_percent"] >= QUOTA_REACHED).any())
+
+
+def _cpu_ms(rows: pd.DataFrame, quota: float) -> pd.Series:
+    """CPU time per answered request (ms), in and out of the slot: the CPU the server
+    used in the window (its share of its allowance times the allowance) over its answers."""
+    return rows["cpu_percent"] / 100.0 * quota * 1000.0 / rows["ok_per_s"]
+
+
+def _slot_mean(rows: pd.DataFrame, scenario: str, server: str) -> float:
+    """Mean slot time (ms) of a server's answers in a scenario, all phases pooled: the
+    mean of what the twin resamples for it there."""
+    mine = rows[(rows["scenario"].astype(str) == scenario) & (rows["server"].astype(str) == server)]
+    return float(mine["service_ms"].mean()) if len(mine) else math.nan
+
+
+def _demand_scale(rows: pd.DataFrame, quota: float, slot_ms: float) -> float:
+    """CPU demand per request over the measured slot time, for a server whose quota binds.
+
+    The slot time misses the server's work outside the slot (frame decoding, the
+    response, the event loop: the same process, the same CPU allowance) and includes
+    the stalls when a period's budget ran out. The twin gives each request ``slot
+    sample * scale`` of CPU and lets ``simulator.quota`` apply the stalls: the median
+    CPU per answer over the scenario's units where the server answered enough, over the
+    mean slot time of its answers in the scenario. Without such units the quota itself
+    (the slot time of a saturated server is its CPU time stretched by 1 / quota).
+    """
+    rows = rows[(rows["ok"] >= MIN_SERVER_ANSWERS) & rows["cpu_percent"].notna()]
+    scale = _median(_cpu_ms(rows, quota)) / slot_ms if not rows.empty else math.nan
+    return scale if math.isfinite(scale) and scale > 0 else quota
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ScaledService:
+    """A measured service model whose times are multiplied by ``scale``."""
+
+    base: MeasuredService
+    scale: float
+
+    @property
+    def mean_s(self) -> float:
+        return self.base.mean_s * self.scale
+
+    def sample(self, rng: random.Random, work_bytes: int, package_bytes: int) -> float:
+        return self.base.sample(rng, work_bytes, package_bytes) * self.scale
+
+    def spec(self) -> str:
+        return f"{self.base.spec()} x{self.scale:.3g}"
+
+
+def _groups(
+    testbed: Testbed,
+    services: Mapping[str, MeasuredService],
+    total: int,
+    model: ScenarioModel,
+) -> tuple[ServerGroup, ...]:
+    """``total`` servers with the run's capacity mix (each server repeated in turn), each
+    request costing its server ``model.demand_scale`` times a measured slot time, under
+    the server's CPU quota as a cgroup enforces it."""
+    n = len(testbed.servers)
+    base, extra = divmod(total, n)
+    groups = []
+    for i, s in enumerate(testbed.servers):
+        count = base + (1 if i < extra else 0)
+        if count:
+            groups.append(
+                ServerGroup(
+                    count=count,
+                    # duck-typed like the others
+                    service=cast(
+                        ServiceModel, ScaledService(services[s.id], model.demand_scale[s.id])
+                    ),
+                    workers=s.workers,
+                    weight=s.weight,
+                    capacity=s.capacity,
+                    cpu_quota=s.cpu_quota if model.quota_binds[s.id] else None,
+                )
+            )
+    return tuple(groups)
+
+
+def _arrivals(scenario: TwinScenario, model: ScenarioModel, factor: float) -> Arrivals:
+    if scenario.closed:
+        return ClosedUsers(
+            users=max(1, round(scenario.users * factor)), think=model.think_ms / 1000.0
+        )
+    return OpenArrivals(rate=scenario.rate * factor, poisson=scenario.poisson)
+
+
+def configs_for(
+    testbed: Testbed,
+    services: Mapping[str, MeasuredService],
+    models: Mapping[str, ScenarioModel],
+    servers: int,
+    replications: int,
+    max_requests: int | None,
+    run_id: str,
+) -> list[SimConfig]:
+    """One SimConfig per scenario x strategy x replication for ``servers`` servers."""
+    factor = servers / len(testbed.servers)
+    out = []
+    for scenario in testbed.scenarios:
+        model = models[scenario.name]
+        groups = _groups(testbed, services, servers, model)
+        requests = round(model.requests * factor)
+        if max_requests is not None:
+            requests = min(requests, max_requests)
+        for strategy in testbed.strategies:
+            for rep in range(replications):
+                out.append(
+                    SimConfig(
+                        strategy=strategy,
+                        strategy_options=tuple(
+                            (str(k), str(v))
+                            for k, v in testbed.strategy_options.get(strategy, {}).items()
+                        ),
+                        servers=groups,
+                        requests=max(requests, 1),
+                        arrivals=_arrivals(scenario, model, factor),
+                        scenario=scenario.name,
+                        cells=scenario.cells,
+                        report_period=testbed.report_period,
+                        client_delay=model.front_ms / 2000.0,
+                        deadline=testbed.deadline,
+                        seed=testbed.seed + rep,
+                        replication=rep,
+                        run_id=run_id,
+                    )
+                )
+    return out
+
+
+def _simulate_all(configs: Sequence[SimConfig], warmup_fraction: float, out: Path) -> None:
+    """Run every config and write it with measured windows as the live runner does
+    (``lblab/windows.py``): the first ``warmup_fraction`` of the sends is warm-up, the
+    window ends at the last send."""
+    from lblab.simulator.output import write_run
+    from lblab.simulator.run import simulate
+
+    results, windows = [], []
+    for cfg in configs:
+        r = simulate(cfg)
+        last_send = pc.max(r.requests["t_sent"]).as_py()
+        windows.append(Window(EPOCH + warmup_fraction * (last_send - EPOCH), last_send))
+        results.append(r)
+    write_run(out, results, extra={"twin": True}, windows=windows)
+
+
+# ------------------------------------------------------------------ comparing
+
+
+def _rel_error(simulated: float, measured: float) -> float | None:
+    if not (math.isfinite(simulated) and math.isfinite(measured)) or measured == 0:
+        return None
+    return (simulated - measured) / measured
+
+
+def _number(value: Any) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return round(v, 4) if math.isfinite(v) else None
+
+
+def _figures(
+    pooled: pd.DataFrame, strategy: str, scenario: str, suffix: str = ""
+) -> dict[str, float | None]:
+    row = pooled[(pooled["strategy"] == strategy) & (pooled["scenario"] == scenario)]
+    return {
+        f: _number(row[f + suffix].iloc[0]) if len(row) and f + suffix in row else None
+        for f in FIGURES
+    }
+
+
+def _inside(value: float | None, lo: float | None, hi: float | None) -> bool | None:
+    if value is None or lo is None or hi is None:
+        return None
+    return lo <= value <= hi
+
+
+def _ranking(
+    pooled: pd.DataFrame, scenario: str, strategies: Sequence[str], metric: str
+) -> list[float]:
+    return [
+        _figures(pooled, s, scenario)[metric] or float("nan") for s in strategies
+    ]  # nan: a strategy without figures ranks nowhere (tau skips it below)
+
+
+def _order(strategies: Sequence[str], values: Sequence[float], higher: bool) -> list[str]:
+    pairs = [(v, s) for s, v in zip(strategies, values, strict=True) if math.isfinite(v)]
+    return [s for v, s in sorted(pairs, key=lambda p: -p[0] if higher else p[0])]
+
+
+def _tau(a: Sequence[float], b: Sequence[float]) -> float | None:
+    keep = [i for i in range(len(a)) if math.isfinite(a[i]) and math.isfinite(b[i])]
+    tau = kendall_tau([a[i] for i in keep], [b[i] for i in keep], TIE)
+    return None if tau is None else round(tau, 4)
+
+
+def measure_simulated(run_dir: Path) -> pd.DataFrame:
+    """Pooled FIGURES of a twin's simulated run, by the same definitions."""
+    return measure(run_dir).pooled
+
+
+def compare(
+    testbed: Testbed, measured: pd.DataFrame, simulated: pd.DataFrame
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per cell: both figures and the relative errors; per scenario: rankings and tau."""
+    cells = []
+    for scenario in testbed.scenarios:
+        for strategy in testbed.strategies:
+            m = _figures(measured, strategy, scenario.name)
+            lo = _figures(measured, strategy, scenario.name, "_lo")
+            hi = _figures(measured, strategy, scenario.name, "_hi")
+            s = _figures(simulated, strategy, scenario.name)
+            cells.append(
+                {
+                    "strategy": strategy,
+                    "scenario": scenario.name,
+                    "measured": m,
+                    "measured_ci95": {f: [lo[f], hi[f]] for f in FIGURES},
+                    "simulated": s,
+                    "error": {
+                        f: _number(_rel_error(s[f] or math.nan, m[f] or math.nan)) for f in FIGURES
+                    },
+                    "inside_measured_ci": {f: _inside(s[f], lo[f], hi[f]) for f in FIGURES},
+                }
+            )
+    ranks: dict[str, Any] = {}
+    for scenario in testbed.scenarios:
+        ranks[scenario.name] = {}
+        for name, metric in RANKED.items():
+            higher = metric == "throughput_rps"
+            mv = _ranking(measured, scenario.name, testbed.strategies, metric)
+            sv = _ranking(simulated, scenario.name, testbed.strategies, metric)
+            ranks[scenario.name][name] = {
+                "measured": _order(testbed.strategies, mv, higher),
+                "simulated": _order(testbed.strategies, sv, higher),
+                "tau": _tau(mv, sv),
+            }
+    return cells, ranks
+
+
+def _scale_ranks(
+    testbed: Testbed, base: pd.DataFrame, measured: pd.DataFrame, scaled: pd.DataFrame
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for scenario in testbed.scenarios:
+        out[scenario.name] = {}
+        for name, metric in RANKED.items():
+            higher = metric == "throughput_rps"
+            sv = _ranking(scaled, scenario.name, testbed.strategies, metric)
+            out[scenario.name][name] = {
+                "simulated": _order(testbed.strategies, sv, higher),
+                "tau_vs_twin": _tau(_ranking(base, scenario.name, testbed.strategies, metric), sv),
+                "tau_vs_measured": _tau(
+                    _ranking(measured, scenario.name, testbed.strategies, metric), sv
+                ),
+            }
+    return out
+
+
+def _median_halfwidth(cells: list[dict[str, Any]]) -> float | None:
+    """Median over cells of the measured throughput's 95 % half-width, relative: how
+    finely the run itself can tell two figures apart."""
+    widths = [
+        (hi - lo) / 2 / c["measured"]["throughput_rps"]
+        for c in cells
+        for lo, hi in [c["measured_ci95"]["throughput_rps"]]
+        if lo is not None and hi is not None and c["measured"]["throughput_rps"]
+    ]
+    return round(float(np.median(widths)), 4) if widths else None
+
+
+def _summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, Any]:
+    errors = [c["error"]["throughput_rps"] for c in cells]
+    finite = [abs(e) for e in errors if e is not None]
+    return {
+        "max_abs_throughput_error": max(finite) if finite else None,
+        "throughput_misses": [
+            f"{c['strategy']} / {c['scenario']}"
+            for c in cells
+            if c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS
+        ],
+        "throughput_misses_outside_ci": [
+            f"{c['strategy']} / {c['scenario']}"
+            for c in cells
+            if (c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS)
+            and c["inside_measured_ci"]["throughput_rps"] is False
+        ],
+        "median_measured_ci_halfwidth": _median_halfwidth(cells),
+        "tau_below_target": [
+            name
+            for name, r in ranks.items()
+            if r["throughput"]["tau"] is not None and r["throughput"]["tau"] < TAU_TARGET
+        ],
+        "tau_undefined": [name for name, r in ranks.items() if r["throughput"]["tau"] is None],
+        "miss_threshold": MISS,
+        "tau_target": TAU_TARGET,
+    }
+
+
+# ------------------------------------------------------------------ the whole twin
+
+
+def make_twin(
+    run_dir: str | Path,
+    scales: Sequence[int] = (),
+    *,
+    scale_replications: int = 1,
+    scale_requests: int = 60_000,
+    echo: Any = None,
+) -> Path:
+    """Build the twin of ``run_dir``; returns ``run_dir/twin/twin.json``.
+
+    ``lblab run --twin`` calls this at the end of a run. Raises ``ConfigError`` (one
+    line for the user) when the run cannot be twinned.
+    """
+    from lblab.analysis.load import open_run
+
+    say = echo or (lambda _msg: None)
+    run_dir = Path(run_dir)
+    run = open_run(run_dir)
+    for n in scales:
+        if not 1 <= n <= MAX_SCALE:
+            raise ConfigError(f"--scale {n}: give a server count from 1 to {MAX_SCALE}")
+    testbed = _simulated_testbed(run.manifest) if run.simulated else _live_testbed(run.manifest)
+    measured = measure(run_dir)
+    services = {}
+    for s in testbed.servers:
+        rows = measured.rows[measured.rows["server"].astype(str) == s.id]
+        if len(rows) < 3:
+            raise ConfigError(
+                f"server {s.id} answered {len(rows)} requests in the run: too few to fit its "
+                "service model; give a run where every server served (e.g. a longer one)"
+            )
+        services[s.id] = fit_service(rows)
+    models = scenario_models(testbed, measured)
+    out = run_dir / TWIN_DIR
+    if out.is_dir():
+        shutil.rmtree(out)  # rebuilt whole: no part of an earlier twin may linger in it
+    t0 = time.perf_counter()
+    n = len(testbed.servers)
+    base_configs = configs_for(
+        testbed, services, models, n, testbed.replications, None, f"twin-{run.run_id}"
+    )
+    say(f"twin: simulating {len(base_configs)} phases on {n} servers")
+    _simulate_all(base_configs, testbed.warmup_fraction, out)
+    simulated = measure_simulated(out)
+    cells, ranks = compare(testbed, measured.pooled, simulated)
+    scaled_out = []
+    for total in scales:
+        configs = configs_for(
+            testbed,
+            services,
+            models,
+            total,
+            scale_replications,
+            scale_requests,
+            f"twin-{run.run_id}-x{total}",
+        )
+        say(f"twin: simulating {len(configs)} phases on {total} servers")
+        folder = out / f"scale-{total}"
+        _simulate_all(configs, testbed.warmup_fraction, folder)
+        pooled = measure_simulated(folder)
+        scaled_out.append(
+            {
+                "servers": total,
+                "dir": str(folder.relative_to(run_dir)),
+                "replications": scale_replications,
+                "requests_per_phase": configs[0].requests if configs else 0,
+                "figures": [
+                    {"strategy": st, "scenario": sc.name, **_figures(pooled, st, sc.name)}
+                    for sc in testbed.scenarios
+                    for st in testbed.strategies
+                ],
+                "rank": _scale_ranks(testbed, simulated, measured.pooled, pooled),
+            }
+        )
+    report = {
+        "run": str(run_dir),
+        "run_id": run.run_id,
+        "simulated_input": run.simulated,
+        "created": time.time(),
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "model": {
+            "servers": [
+                {
+                    "id": s.id,
+                    "weight": s.weight,
+                    "workers": s.workers,
+                    "capacity": s.capacity,
+                    "cpu_quota": s.cpu_quota,
+                    **services[s.id].describe(),
+                }
+                for s in testbed.servers
+            ],
+            "scenarios": {
+                name: {
+                    "front_ms": round(m.front_ms, 3),
+                    "think_ms": round(m.think_ms, 3),
+                    "demand_scale": {k: round(v, 3) for k, v in m.demand_scale.items()},
+                    "quota_binds": dict(m.quota_binds),
+                    "requests_per_phase": m.requests,
+                }
+                for name, m in models.items()
+            },
+            "deadline_s": testbed.deadline,
+            "replications": testbed.replications,
+            "notes": list(testbed.notes),
+        },
+        "cells": cells,
+        "rank": ranks,
+        "scales": scaled_out,
+        "summary": _summary(cells, ranks),
+    }
+    path = out / TWIN_JSON
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
