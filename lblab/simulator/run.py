@@ -36,7 +36,13 @@ import pyarrow as pa
 import simpy
 
 from lblab.balancer.pool import BackendSpec, Pool
-from lblab.balancer.strategies.base import Interaction, Outcome, RequestView, Strategy
+from lblab.balancer.strategies.base import (
+    Interaction,
+    Outcome,
+    RequestView,
+    Strategy,
+    next_attempt,
+)
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.loadreport import LoadReport
 from lblab.simulator.clock import GRID, LATE, at, run_events
@@ -168,9 +174,9 @@ class Simulation:
             )
         self.strategy = strategy
         self.pool = Pool(specs, strategy, now=0.0)
-        self._response_reports = bool(getattr(strategy, "uses_response_reports", False))
-        self._push_reports = bool(getattr(strategy, "uses_push_reports", False))
-        self._agent_reports = bool(getattr(strategy, "uses_agent_reports", False))
+        self._response_reports = strategy.uses_response_reports
+        self._push_reports = strategy.uses_push_reports
+        self._agent_reports = strategy.uses_agent_reports
 
         self.rows = RequestRows()
         self.picks = SampleRows("i")
@@ -405,12 +411,12 @@ class Simulation:
             else:
                 self._client_done(req, True, NO_ERROR)  # _reply, inlined: once per request
             return
-        req.tries += 1
-        if req.tries < self._max_tries:
-            req.exclude = req.exclude | {view.id}
-            self._route(req)
-        else:
+        retry = next_attempt(req.request, view.id, self._max_tries)  # the balancer's policy
+        if retry is None:
             self._reply(req, False, _REJECTED)
+        else:
+            req.exclude, req.tries = retry.exclude, retry.attempt
+            self._route(req)
 
     # ---- agents, health clock -------------------------------------------------------
 
@@ -492,7 +498,7 @@ class Simulation:
             "strategy": cfg.strategy,
             "replication": cfg.replication,
         }
-        counters = getattr(self.pool, "counters", {})
+        counters = self.pool.counters
         return SimResult(
             config=cfg,
             requests=self.rows.table(key, self.names),
