@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -158,20 +157,12 @@ def register(app: typer.Typer) -> None:
             if print_config:
                 sys.stdout.write(cfg.to_toml())
                 return
-            run_dir = Path(cfg.out or f"results/{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-            if (run_dir / "manifest.json").exists():
-                raise ConfigError(
-                    f"{run_dir} already holds a run; continue it with --resume --out {run_dir} "
-                    "or choose another --out"
-                )
-            try:
-                run_dir.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise ConfigError(
-                    f"run directory {run_dir} cannot be created ({exc.strerror or exc}); "
-                    "choose another --out"
-                ) from None
-            cfg = runconfig.with_out(cfg, str(run_dir))
+            cfg = runconfig.with_new_run_dir(
+                cfg,
+                cfg.name,
+                "continue it with --resume --out {run_dir} or choose another --out",
+            )
+            run_dir = Path(cfg.out or "")
         # The config is checked: only now the heavy parts load.
         from lblab.loadtests import summary
         from lblab.loadtests.runner import EXIT_PHASE_FAILED, Manifest, Runner, new_manifest

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from lblab.config import (
@@ -681,6 +683,23 @@ def resolve(
 
 def with_out(config: RunConfig, out: str) -> RunConfig:
     return replace(config, out=out, raw=merge(config.raw, {"run": {"out": out}}))
+
+
+def with_new_run_dir(config: RunConfig, prefix: str, when_taken: str) -> RunConfig:
+    """``config`` writing to a new run folder: ``--out``, else ``results/PREFIX-<time>``,
+    created now. A folder that already holds a run is refused (``when_taken`` says what
+    to do instead; ``{run_dir}`` in it names the folder), as is one that cannot be created."""
+    run_dir = Path(config.out or f"results/{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if (run_dir / "manifest.json").exists():
+        raise ConfigError(f"{run_dir} already holds a run; {when_taken.format(run_dir=run_dir)}")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"run directory {run_dir} cannot be created ({exc.strerror or exc}); "
+            "choose another --out"
+        ) from None
+    return with_out(config, str(run_dir))
 
 
 # ------------------------------------------------------------------ TOML output

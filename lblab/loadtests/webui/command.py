@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -84,17 +83,8 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         cfg = ui_config(preset, config, warmup, out)
         check_port_free(web_port)
-        run_dir = Path(cfg.out or f"results/ui-{time.strftime('%Y%m%d-%H%M%S')}")
-        if (run_dir / "manifest.json").exists():
-            raise ConfigError(f"{run_dir} already holds a run; choose another --out")
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"run directory {run_dir} cannot be created ({exc.strerror or exc}); "
-                "choose another --out"
-            ) from None
-        cfg = runconfig.with_out(cfg, str(run_dir))
+        cfg = runconfig.with_new_run_dir(cfg, "ui", "choose another --out")
+        run_dir = Path(cfg.out or "")
         given = {
             "command": "ui",
             "preset": preset,

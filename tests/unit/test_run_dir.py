@@ -1,0 +1,32 @@
+"""A run's folder: made new for every run, never over another run's results."""
+
+from __future__ import annotations
+
+import pytest
+
+from lblab.errors import ConfigError
+from lblab.loadtests import runconfig
+from lblab.loadtests.presets import load_preset
+
+
+def _config(out: str) -> runconfig.RunConfig:
+    return runconfig.resolve(load_preset("tiny"), {}, {"run": {"out": out}})
+
+
+def test_the_folder_is_made_and_recorded_in_the_config(tmp_path):
+    cfg = runconfig.with_new_run_dir(_config(str(tmp_path / "a" / "b")), "tiny", "-")
+    assert (tmp_path / "a" / "b").is_dir()
+    assert cfg.out == str(tmp_path / "a" / "b")
+    assert cfg.raw["run"]["out"] == cfg.out
+
+
+def test_a_folder_holding_a_run_is_refused_with_what_to_do(tmp_path):
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(ConfigError, match=rf"{tmp_path} already holds a run; resume {tmp_path}"):
+        runconfig.with_new_run_dir(_config(str(tmp_path)), "tiny", "resume {run_dir}")
+
+
+def test_a_folder_that_cannot_be_made_is_refused(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match=r"cannot be created .*choose another --out"):
+        runconfig.with_new_run_dir(_config(str(tmp_path / "file" / "run")), "tiny", "-")
