@@ -134,6 +134,17 @@ class LoadConfig:
             raise ConfigError("load.rate: the open model needs a rate above 0 requests/s")
         check_range("load.count", self.count, minimum=0, maximum=MAX_COUNT)
 
+    def facts(self) -> dict[str, Any]:
+        """The load model as a phase's manifest entry records it (``count`` aside)."""
+        return {
+            "model": self.model,
+            "users": self.users,
+            "spawn_rate": self.spawn_rate,
+            "think_time": list(self.think_time),
+            "rate": self.rate,
+            "arrival": self.arrival,
+        }
+
     @classmethod
     def from_table(cls, raw: Mapping[str, Any], where: str) -> LoadConfig:
         """A [load] table (or a scenario's, with its overrides merged in)."""

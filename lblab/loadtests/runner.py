@@ -172,12 +172,7 @@ def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Man
 def _load_dict(config: RunConfig, scenario: str) -> dict[str, Any]:
     load = config.loads[scenario]
     return {
-        "model": load.model,
-        "users": load.users,
-        "spawn_rate": load.spawn_rate,
-        "think_time": list(load.think_time),
-        "rate": load.rate,
-        "arrival": load.arrival,
+        **load.facts(),
         "count": load.count,
         "duration_s": config.duration,
         "warmup_s": config.warmup,

@@ -150,14 +150,7 @@ class SwarmPhases:
             "strategy_options": options,
             "replication": phase.replication,
             "seed": spec.seed,
-            "load": {
-                "model": load.model,
-                "users": load.users,
-                "spawn_rate": load.spawn_rate,
-                "think_time": list(load.think_time),
-                "rate": load.rate,
-                "arrival": load.arrival,
-            },
+            "load": load.facts(),
             "start": time.time(),
             "end": None,
         }
