@@ -82,48 +82,70 @@ def start(tmp_path: Path, name: str, *args: str) -> Child:
     )
 
 
-@pytest.fixture(scope="module")
-def unlimited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[float, float]]:
-    """(responses/s, CPUs) of a saturated server without a quota."""
-    child = start(tmp_path_factory.mktemp("unlimited"), "free")
+@pytest.fixture
+def unlimited(tmp_path: Path) -> Iterator[Child]:
+    """A server without a quota, saturated alongside the limited one as its reference."""
+    child = start(tmp_path, "free")
     try:
-        yield asyncio.run(saturate(child.ready["port"], child.pid))
+        yield child
     finally:
         stop(child)
 
 
-def check_limited(rate: float, cpus: float, unlimited: tuple[float, float]) -> None:
+Measured = tuple[tuple[float, float], tuple[float, float]]
+
+
+def saturate_both(limited: Child, free: Child) -> Measured:
+    """Saturate the limited server and the unlimited reference in the same window.
+
+    This VM's throughput per CPU-second drifts by up to 1.8x between windows seconds
+    apart (an unlimited server measured 153-287 responses/s at 0.98 CPU, 2026-11-23), so
+    a reference measured in another window cannot be compared with; one measured at the
+    same time shares the drift.
+    """
+
+    async def both() -> Measured:
+        limited_run = saturate(limited.ready["port"], limited.pid)
+        free_run = saturate(free.ready["port"], free.pid)
+        return await asyncio.gather(limited_run, free_run)
+
+    return asyncio.run(both())
+
+
+def check_limited(measured: Measured) -> None:
     """The quota holds, and the rate follows the CPU.
 
-    On an idle machine an unlimited server gets a whole CPU and the limited one serves
-    about a quarter of its rate. Other test runs share these 2 cores, so the unlimited
-    server may get much less; what holds regardless is that the rate per CPU-second is
-    the same for both (the work is the same), so the rate is cut in proportion to the CPU.
+    On an idle machine the unlimited server gets a whole CPU and the limited one serves
+    about a quarter of its rate. The rate per CPU-second is lower under a quota than
+    without: a throttled server resumes on cold caches every 10 ms period. Measured side
+    by side on a quiet machine (2026-11-23) the ratio was 0.57-0.85 for the cgroup; a
+    server that burnt its quota without serving (spinning, waiting on the wrong clock)
+    would be far below 0.45, one whose CPU is mismeasured far above 1.6.
     """
-    free_rate, free_cpus = unlimited
+    (rate, cpus), (free_rate, free_cpus) = measured
     assert 0.15 <= cpus <= 0.30, f"{cpus:.3f} CPU used under a {QUOTA} quota"
     ratio = (rate / cpus) / (free_rate / free_cpus)
-    assert 0.6 <= ratio <= 1.6, (
+    assert 0.45 <= ratio <= 1.6, (
         f"{rate:.0f}/s on {cpus:.2f} CPU vs {free_rate:.0f}/s on {free_cpus:.2f} CPU unlimited"
     )
     if free_cpus >= 0.8:  # a whole CPU for the unlimited one: the 1/4 shows directly
         assert 0.12 <= rate / free_rate <= 0.4
 
 
-def test_duty_cycle_limits_cpu_and_rate(tmp_path: Path, unlimited: tuple[float, float]) -> None:
+def test_duty_cycle_limits_cpu_and_rate(tmp_path: Path, unlimited: Child) -> None:
     child = start(tmp_path, "dc", "--cpu-quota", str(QUOTA), "--cpu-limit", "duty-cycle")
     try:
         assert child.ready["cpu_limit"] == "duty-cycle" and child.ready["cgroup"] is None
-        rate, cpus = asyncio.run(saturate(child.ready["port"], child.pid))
+        measured = saturate_both(child, unlimited)
     finally:
         stop(child)
-    check_limited(rate, cpus, unlimited)
+    check_limited(measured)
 
 
 @pytest.mark.root
 @pytest.mark.skipif(not cgroup_available(), reason="needs root and cgroup v1 cpu")
 def test_cgroup_limits_cpu_and_rate_and_the_agent_reads_100_percent(
-    tmp_path: Path, unlimited: tuple[float, float]
+    tmp_path: Path, unlimited: Child
 ) -> None:
     child = start(tmp_path, "cg", "--cpu-quota", str(QUOTA))
     agent: Child | None = None
@@ -146,13 +168,13 @@ def test_cgroup_limits_cpu_and_rate_and_the_agent_reads_100_percent(
         )  # fmt: skip
         assert agent.ready["allowance"] == QUOTA  # learnt from the cgroup
         t0 = time.time()
-        rate, cpus = asyncio.run(saturate(child.ready["port"], child.pid))
+        measured = saturate_both(child, unlimited)
         t1 = time.time()
     finally:
         if agent is not None:
             stop(agent)
         stop(child)
-    check_limited(rate, cpus, unlimited)
+    check_limited(measured)
     assert not group.exists(), "the server must remove its cgroup on exit"
     window = [
         s["cpu_percent"]
