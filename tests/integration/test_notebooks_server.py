@@ -123,12 +123,27 @@ def wait_for_chart(page: DevTools) -> dict[str, Any]:
         time.sleep(0.5)
 
 
+def command_line(process: psutil.Process) -> str:
+    """Its command line, or "" once it has exited (short-lived helpers come and go)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.NoSuchProcess:  # ZombieProcess too
+        return ""
+
+
+def descendants(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return process.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
 def jupyter_processes(lblab: psutil.Process) -> list[psutil.Process]:
-    return [p for p in lblab.children(recursive=True) if "jupyterlab" in " ".join(p.cmdline())]
+    return [p for p in descendants(lblab) if "jupyterlab" in command_line(p)]
 
 
 def kernels_of(servers: list[psutil.Process]) -> list[psutil.Process]:
-    return [k for s in servers for k in s.children(recursive=True)]
+    return [k for s in servers for k in descendants(s)]
 
 
 @pytest.fixture(scope="module")
@@ -151,10 +166,11 @@ def lblab_notebooks(*args: str, err: Path) -> Iterator[subprocess.Popen[bytes]]:
         yield popen
     finally:
         if popen.poll() is None:
-            tree = psutil.Process(popen.pid).children(recursive=True)
+            tree = descendants(psutil.Process(popen.pid))
             popen.kill()
             for process in tree:
-                process.kill()
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.kill()
             popen.wait(timeout=10)
         if popen.stdout is not None:
             popen.stdout.close()
