@@ -109,9 +109,12 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
         second = _playbook("site.yml", *extra)
         assert {h: r[1] for h, r in second.items()} == dict.fromkeys(first, 0), second
 
+        # tiny with one strategy: its two scenarios are two phases, enough to show that
+        # the hosts' records join phase by phase (each phase costs ~10 s of start-up).
         _playbook(
             "experiment.yml", *extra, "-e", "loader_preset=tiny", "-e", f"lblab_results_dir={results}",
-            "-e", "loader_workers_per_host=1", timeout=600,
+            "-e", "loader_workers_per_host=1", "-e", "loader_poll_interval=1",
+            "-e", json.dumps({"loader_run_args": ["--strategies", "rr"]}), timeout=600,
         )  # fmt: skip
         (run,) = results.iterdir()
         for table in TABLES:
@@ -124,6 +127,7 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
         assert manifest["testbed"]["kind"] == "external"
         assert manifest["config"]["run"]["expect_workers"] == 2
         requests = pq.read_table(run / "requests.parquet").to_pandas()
+        assert [p["strategy"] for p in manifest["phases"]] == ["rr", "rr"]
         for phase in manifest["phases"]:
             assert phase["status"] == "done", phase
             rows = requests[requests.strategy.eq(phase["strategy"])
