@@ -21,13 +21,15 @@ What the twin takes from the run, all measured or configured, nothing tuned to f
   request (CPU samples in the window: share of the allowance x allowance / answers per
   second; median over the scenario's phases) over its mean slot time there, and runs
   them under its quota as the kernel enforces it (``simulator.quota``: full speed until
-  the 100 ms period's budget is spent, then a stall): a lone request is fast, a loaded
-  server caps at quota / CPU per request. A server that never reached its quota was
+  the budget of the live server's period, 10 ms, is spent, then a stall): a lone
+  request is fast, a loaded server caps at quota / CPU per request. A server that never reached its quota was
   held below it by the machine's other processes; its slot times are used as measured.
 - **Front end**: ``latency - queue_ms - service_ms`` of each request is the time spent
   outside the server's slot (generator, balancer, links, the server's event loop). Its
-  mean per phase, median over the scenario's phases, becomes the twin's round-trip
-  client<->balancer delay: one figure per scenario, the same for every strategy.
+  mean per phase over the servers whose quota did not bind, median over the scenario's
+  phases, becomes the twin's round-trip client<->balancer delay: one figure per
+  scenario, the same for every strategy. (A throttled server's event loop waits out its
+  stalls too; its CPU per answer under its quota already prices that.)
 - **Load**: the closed model's users, and as think time the loop's measured time
   outside the request (``users / sent-rate - mean latency``, Little's law: the configured
   think time plus the generator's own time between a response and the next send),
@@ -58,6 +60,7 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from lblab.errors import ConfigError
+from lblab.servers.cpulimit import quota_for
 from lblab.simulator.config import EPOCH, ServerGroup, SimConfig
 from lblab.simulator.service import JsonCost, ServiceModel, fit_cost_model
 from lblab.simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals
@@ -190,6 +193,8 @@ class TwinServer:
     workers: int
     capacity: int | None
     cpu_quota: float | None
+    quota_period: float = 0.1
+    """Seconds per quota period: the live server's own (``servers.cpulimit.quota_for``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +240,7 @@ def _live_testbed(manifest: Mapping[str, Any]) -> Testbed:
                 workers=int(started.get("workers") or spec.workers or 1),
                 capacity=started.get("max_inflight") or spec.max_inflight,
                 cpu_quota=spec.cpu_quota,
+                quota_period=quota_for(spec.cpu_quota)[0] / 1e6 if spec.cpu_quota else 0.1,
             )
         )
     scenarios = []
@@ -456,13 +462,29 @@ def scenario_models(testbed: Testbed, measured: Measured) -> dict[str, ScenarioM
             for srv in testbed.servers
         }
         out[s.name] = ScenarioModel(
-            front_ms=max(0.0, _median(mine["front_ms"])),
+            front_ms=max(0.0, _front_ms(mine, per_server, binds)),
             think_ms=think,
             requests=max(MIN_REQUESTS, round(requests)),
             demand_scale=scales,
             quota_binds=binds,
         )
     return out
+
+
+def _front_ms(units: pd.DataFrame, per_server: pd.DataFrame, binds: Mapping[str, bool]) -> float:
+    """The scenario's time outside the server's slot, from the servers whose quota did
+    not bind: a throttled server's own event-loop work waits out its stalls too, which
+    the twin already gives it (its CPU per answer, under its quota), so counting its
+    front end would charge that twice, and to every server. Median over the units of
+    those servers' mean; all servers' when every quota bound."""
+    from lblab.analysis.load import KEY
+
+    free = per_server[~per_server["server"].astype(str).map(binds).fillna(False).astype(bool)]
+    if free.empty:
+        return _median(units["front_ms"])
+    weighted = free.assign(weighted=free["front_ms"] * free["ok"])
+    by_unit = weighted.groupby(KEY, observed=True)[["weighted", "ok"]].sum()
+    return _median(by_unit["weighted"] / by_unit["ok"].where(by_unit["ok"] > 0))
 
 
 MIN_SERVER_ANSWERS = 10
@@ -554,6 +576,7 @@ def _groups(
                     weight=s.weight,
                     capacity=s.capacity,
                     cpu_quota=s.cpu_quota if model.quota_binds[s.id] else None,
+                    quota_period=s.quota_period,
                 )
             )
     return tuple(groups)
@@ -872,6 +895,7 @@ def make_twin(
                     "workers": s.workers,
                     "capacity": s.capacity,
                     "cpu_quota": s.cpu_quota,
+                    "quota_period_s": s.quota_period if s.cpu_quota else None,
                     **services[s.id].describe(),
                 }
                 for s in testbed.servers

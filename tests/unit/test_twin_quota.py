@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from lblab.simulator.twin import _demand_scale, _quota_binds
+from lblab.loadtests.runconfig import resolve
+from lblab.simulator.twin import _demand_scale, _front_ms, _live_testbed, _quota_binds
 
 
 def _units(cpu_percent: list[float], ok_per_s: list[float]) -> pd.DataFrame:
@@ -30,3 +31,31 @@ def test_demand_is_cpu_per_answer_over_the_slot_time() -> None:
 def test_without_enough_answers_the_quota_itself_is_the_scale() -> None:
     units = _units([100.0], [342.0]).assign(ok=[3])
     assert _demand_scale(units, 0.25, 1.16) == 0.25
+
+
+def _per_server(rows: list[tuple[str, str, int, float]]) -> pd.DataFrame:
+    """(strategy, server, answers, mean front_ms) rows of one scenario, replication 1."""
+    frame = pd.DataFrame(rows, columns=["strategy", "server", "ok", "front_ms"])
+    return frame.assign(run_id="run", scenario="sp+sr", replication=1)
+
+
+def test_the_front_end_comes_from_the_servers_whose_quota_did_not_bind() -> None:
+    # s1 throttled: its requests wait out stalls outside the slot too (9 ms); s3 free.
+    per_server = _per_server(
+        [("r", "s1", 300, 9.0), ("r", "s3", 300, 2.0),
+         ("rr", "s1", 300, 8.0), ("rr", "s3", 100, 1.0), ("rr", "s3b", 300, 3.0)]
+    )  # fmt: skip
+    units = pd.DataFrame({"front_ms": [5.5, 4.0]})
+    binds = {"s1": True, "s3": False, "s3b": False}
+    # r: 2.0; rr: (100 * 1 + 300 * 3) / 400 = 2.5; the median of the two units.
+    assert _front_ms(units, per_server, binds) == pytest.approx(2.25)
+    # Every quota bound: all servers' front end, as measured per unit.
+    assert _front_ms(units, per_server[per_server.server.eq("s1")], {"s1": True}) == 4.75
+
+
+def test_the_twin_uses_the_live_servers_quota_period() -> None:
+    servers = [{"id": "s1", "cpu_quota": 0.25}, {"id": "s2"}]
+    config = resolve(None, {"servers": servers, "weights": {"s1": 1, "s2": 1}}, {})
+    s1, s2 = _live_testbed({"config": config.raw}).servers
+    assert (s1.cpu_quota, s1.quota_period) == (0.25, 0.01)  # cgroup and duty cycle: 10 ms
+    assert s2.cpu_quota is None
