@@ -57,9 +57,12 @@ def _cells_table(data: dict[str, Any]) -> str:
             if f == "throughput_rps":
                 inside = c.get("inside_measured_ci", {}).get(f)
                 tds.append(f"<td>{_YES_NO.get(inside, 'n/a')}</td>")
+        flags = c.get("harness_checks")
+        tds.append(f"<td>{_esc(', '.join(flags) or 'held') if flags is not None else 'n/a'}</td>")
         rows.append(
             f"<tr><td>{_esc(c['scenario'])}</td><td>{_esc(c['strategy'])}</td>{''.join(tds)}</tr>"
         )
+    head += "<th>harness checks</th>"
     return f"<table><tr><th>scenario</th><th>strategy</th>{head}</tr>{''.join(rows)}</table>"
 
 
@@ -164,6 +167,18 @@ def _plain_words(data: dict[str, Any]) -> str:
     ]
     if misses:
         parts.append(f"It misses by more than that in: {_esc(', '.join(misses))}.")
+        held = s.get("throughput_misses_where_the_harness_held")
+        if held is not None and len(held) < len(misses):
+            parts.append(
+                f"{len(misses) - len(held)} of the misses are in cells where the run's own "
+                "checks found the load generator, the balancer or the machine short of CPU "
+                "(the cells' harness checks below), which the twin does not model; "
+                + (
+                    f"where the harness held it misses {_esc(', '.join(held))}."
+                    if held
+                    else "where the harness held it misses none."
+                )
+            )
         outside = s.get("throughput_misses_outside_ci")
         if outside is not None and s.get("median_measured_ci_halfwidth") is not None:
             parts.append(

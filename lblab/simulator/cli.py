@@ -201,7 +201,9 @@ def twin(
         f"wrote {path}: worst throughput error "
         f"{'n/a' if worst is None else f'{worst:.0%}'}, "
         f"{len(summary['throughput_misses'])} of {len(data['cells'])} cells above "
-        f"{MISS:.0%}, tau < {TAU_TARGET} in: {', '.join(summary['tau_below_target']) or 'none'}"
+        f"{MISS:.0%} ({len(summary['throughput_misses_where_the_harness_held'])} where the run's "
+        f"harness checks held), "
+        f"tau < {TAU_TARGET} in: {', '.join(summary['tau_below_target']) or 'none'}"
     )
 
 

@@ -41,6 +41,11 @@ What the twin takes from the run, all measured or configured, nothing tuned to f
 A scaled twin (``--scale N``) gives N servers the same capacity mix (each measured
 server repeated N / n times), and users or rate times N / n; the front end and think
 time stay per request (a balancer and generator scaled out with the servers).
+
+Each compared cell carries the run's harness checks (generator, balancer, machine) that
+warned or failed in its phases: the twin gives the generator and the balancer no CPU,
+so a miss where they were short of it is the harness's; the summary lists the misses
+where the harness held apart.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ from lblab.servers.cpulimit import quota_for
 from lblab.simulator.config import EPOCH, ServerGroup, SimConfig
 from lblab.simulator.service import JsonCost, ServiceModel, fit_cost_model
 from lblab.simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals
+from lblab.verdicts import FAIL, WARN
 from lblab.windows import Window
 
 TWIN_DIR = "twin"
@@ -76,6 +82,9 @@ TAU_TARGET = 0.8
 TIE = 0.01
 """Strategies whose figures are within 1 % of each other tie in the rankings: an open
 load gives every strategy the offered rate, and such differences are no order."""
+HARNESS_CHECKS = ("generator", "balancer", "machine")
+"""The run's checks (``lblab/verdicts.py``) that say the harness, which the twin does not
+model, was short of CPU: a miss in such a cell is the harness's, not the simulator's."""
 MAX_SAMPLES_PER_CELL = 5000
 MIN_REQUESTS = 2000
 MAX_SCALE = 100_000
@@ -776,6 +785,19 @@ def _median_halfwidth(cells: list[dict[str, Any]]) -> float | None:
     return round(float(np.median(widths)), 4) if widths else None
 
 
+def harness_flags(manifest: Mapping[str, Any]) -> dict[tuple[str, str], list[str]]:
+    """Per (strategy, scenario): the harness checks that warned or failed in any of its
+    phases, as "machine fail" (sorted, each once); empty where the harness held."""
+    flags: dict[tuple[str, str], set[str]] = {}
+    for phase in manifest.get("phases") or []:
+        key = (str(phase.get("strategy")), str(phase.get("scenario")))
+        found = flags.setdefault(key, set())
+        for check in phase.get("verdicts") or []:
+            if check.get("name") in HARNESS_CHECKS and check.get("level") in (WARN, FAIL):
+                found.add(f"{check['name']} {check['level']}")
+    return {key: sorted(found) for key, found in flags.items()}
+
+
 def _summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, Any]:
     errors = [c["error"]["throughput_rps"] for c in cells]
     finite = [abs(e) for e in errors if e is not None]
@@ -791,6 +813,12 @@ def _summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, An
             for c in cells
             if (c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS)
             and c["inside_measured_ci"]["throughput_rps"] is False
+        ],
+        "throughput_misses_where_the_harness_held": [
+            f"{c['strategy']} / {c['scenario']}"
+            for c in cells
+            if (c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS)
+            and not c.get("harness_checks")
         ],
         "median_measured_ci_halfwidth": _median_halfwidth(cells),
         "tau_below_target": [
@@ -852,6 +880,9 @@ def make_twin(
     _simulate_all(base_configs, testbed.warmup_fraction, out)
     simulated = measure_simulated(out)
     cells, ranks = compare(testbed, measured.pooled, simulated)
+    flags = harness_flags(run.manifest)
+    for cell in cells:
+        cell["harness_checks"] = flags.get((cell["strategy"], cell["scenario"]), [])
     scaled_out = []
     for total in scales:
         configs = configs_for(

@@ -120,5 +120,16 @@ def test_twin_of_a_live_tiny_run(tiny_run_dir: Path) -> None:
     assert {(f["strategy"], f["scenario"]) for f in scaled["figures"]} == {
         (st, sc) for st in ("rr", "lc") for sc in ("sp+sr", "mp+mr")
     }
+    # Each cell carries the harness checks its phases flagged, as the manifest has them.
+    phases = json.loads((tiny_run_dir / "manifest.json").read_text())["phases"]
+    for c in data["cells"]:
+        flagged = {
+            f"{v['name']} {v['level']}"
+            for p in phases
+            if (p["strategy"], p["scenario"]) == (c["strategy"], c["scenario"])
+            for v in p["verdicts"]
+            if v["name"] in ("generator", "balancer", "machine") and v["level"] in ("warn", "fail")
+        }
+        assert c["harness_checks"] == sorted(flagged), c
     section = twin_section(tiny_run_dir)
-    assert section is not None and "sp+sr" in section
+    assert section is not None and "sp+sr" in section and "harness checks" in section

@@ -1,0 +1,47 @@
+"""The twin marks the cells whose phases the run's own harness checks flagged
+(``simulator/twin.py``): a miss there is the harness's, not the simulator's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lblab.simulator.twin import _summary, harness_flags
+
+
+def _phase(strategy: str, *checks: tuple[str, str]) -> dict[str, Any]:
+    verdicts = [{"name": n, "level": lvl, "figure": "-", "why": "-"} for n, lvl in checks]
+    return {"strategy": strategy, "scenario": "sp+sr", "verdicts": verdicts}
+
+
+def test_only_the_harness_checks_that_warned_or_failed_count_once_per_cell() -> None:
+    manifest = {
+        "phases": [
+            _phase("wrr", ("machine", "fail"), ("generator", "pass"), ("steady state", "warn")),
+            _phase("wrr", ("machine", "fail"), ("balancer", "warn")),  # replication 2
+            _phase("rr", ("machine", "pass"), ("warm-up", "fail"), ("generator", "n/a")),
+        ]
+    }
+    assert harness_flags(manifest) == {
+        ("wrr", "sp+sr"): ["balancer warn", "machine fail"],
+        ("rr", "sp+sr"): [],  # steady state and warm-up are not the harness's CPU
+    }
+    assert harness_flags({}) == {}
+
+
+def _cell(strategy: str, error: float, flags: list[str]) -> dict[str, Any]:
+    return {
+        "strategy": strategy,
+        "scenario": "sp+sr",
+        "error": {"throughput_rps": error},
+        "inside_measured_ci": {"throughput_rps": False},
+        "measured_ci95": {"throughput_rps": [None, None]},
+        "measured": {"throughput_rps": 100.0},
+        "harness_checks": flags,
+    }
+
+
+def test_the_summary_lists_the_misses_where_the_harness_held_apart() -> None:
+    cells = [_cell("r", -0.16, []), _cell("lc", 0.26, ["machine warn"]), _cell("wrr", 0.05, [])]
+    summary = _summary(cells, {})
+    assert summary["throughput_misses"] == ["r / sp+sr", "lc / sp+sr"]
+    assert summary["throughput_misses_where_the_harness_held"] == ["r / sp+sr"]
