@@ -157,7 +157,7 @@ def stop(server: NotebookServer) -> None:
     """
     previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        kernels = _descendants(server.popen.pid)
+        kernels = descendants(server.popen.pid)
         stop_child(Child("jupyterlab", server.popen), timeout=STOP_TIMEOUT_S)
         _, alive = psutil.wait_procs(kernels, timeout=5)
         for process in alive:
@@ -170,7 +170,8 @@ def stop(server: NotebookServer) -> None:
             signal.signal(sig, handler)
 
 
-def _descendants(pid: int) -> list[psutil.Process]:
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every process below ``pid``, or none once it has exited."""
     try:
         return list(psutil.Process(pid).children(recursive=True))
     except psutil.NoSuchProcess:

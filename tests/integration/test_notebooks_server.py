@@ -29,6 +29,7 @@ import psutil
 import pytest
 import websocket
 
+from lblab.analysis.nbserver import descendants
 from lblab.procs import lblab_command
 from tests.integration.test_report import CHROMIUM_FLAGS, simulate
 from tests.run_fixture import run_lblab
@@ -131,19 +132,12 @@ def command_line(process: psutil.Process) -> str:
         return ""
 
 
-def descendants(process: psutil.Process) -> list[psutil.Process]:
-    try:
-        return process.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
 def jupyter_processes(lblab: psutil.Process) -> list[psutil.Process]:
-    return [p for p in descendants(lblab) if "jupyterlab" in command_line(p)]
+    return [p for p in descendants(lblab.pid) if "jupyterlab" in command_line(p)]
 
 
 def kernels_of(servers: list[psutil.Process]) -> list[psutil.Process]:
-    return [k for s in servers for k in descendants(s)]
+    return [k for s in servers for k in descendants(s.pid)]
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +160,7 @@ def lblab_notebooks(*args: str, err: Path) -> Iterator[subprocess.Popen[bytes]]:
         yield popen
     finally:
         if popen.poll() is None:
-            tree = descendants(psutil.Process(popen.pid))
+            tree = descendants(popen.pid)
             popen.kill()
             for process in tree:
                 with contextlib.suppress(psutil.NoSuchProcess):
