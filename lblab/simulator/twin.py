@@ -22,8 +22,9 @@ What the twin takes from the run, all measured or configured, nothing tuned to f
   second; median over the scenario's phases) over its mean slot time there, and runs
   them under its quota as the kernel enforces it (``simulator.quota``: full speed until
   the budget of the live server's period, 10 ms, is spent, then a stall): a lone
-  request is fast, a loaded server caps at quota / CPU per request. A server that never reached its quota was
-  held below it by the machine's other processes; its slot times are used as measured.
+  request is fast, a loaded server caps at quota / CPU per request. A server that never
+  reached its quota was held below it by the machine's other processes; its slot times
+  are used as measured.
 - **Front end**: ``latency - queue_ms - service_ms`` of each request is the time spent
   outside the server's slot (generator, balancer, links, the server's event loop). Its
   mean per phase over the servers whose quota did not bind, median over the scenario's
@@ -202,8 +203,12 @@ class TwinServer:
     workers: int
     capacity: int | None
     cpu_quota: float | None
-    quota_period: float = 0.1
-    """Seconds per quota period: the live server's own (``servers.cpulimit.quota_for``)."""
+
+    @property
+    def quota_period(self) -> float:
+        """Seconds per quota period, the live server's own (``servers.cpulimit.quota_for``;
+        a whole core's without a quota, where it is unused)."""
+        return quota_for(self.cpu_quota or 1.0)[0] / 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +254,6 @@ def _live_testbed(manifest: Mapping[str, Any]) -> Testbed:
                 workers=int(started.get("workers") or spec.workers or 1),
                 capacity=started.get("max_inflight") or spec.max_inflight,
                 cpu_quota=spec.cpu_quota,
-                quota_period=quota_for(spec.cpu_quota)[0] / 1e6 if spec.cpu_quota else 0.1,
             )
         )
     scenarios = []
@@ -798,28 +802,32 @@ def harness_flags(manifest: Mapping[str, Any]) -> dict[tuple[str, str], list[str
     return {key: sorted(found) for key, found in flags.items()}
 
 
+def _misses(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cells whose throughput error is unknown or above ``MISS``."""
+    return [
+        c
+        for c in cells
+        if c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS
+    ]
+
+
+def _names(cells: list[dict[str, Any]]) -> list[str]:
+    return [f"{c['strategy']} / {c['scenario']}" for c in cells]
+
+
 def _summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, Any]:
     errors = [c["error"]["throughput_rps"] for c in cells]
     finite = [abs(e) for e in errors if e is not None]
+    misses = _misses(cells)
     return {
         "max_abs_throughput_error": max(finite) if finite else None,
-        "throughput_misses": [
-            f"{c['strategy']} / {c['scenario']}"
-            for c in cells
-            if c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS
-        ],
-        "throughput_misses_outside_ci": [
-            f"{c['strategy']} / {c['scenario']}"
-            for c in cells
-            if (c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS)
-            and c["inside_measured_ci"]["throughput_rps"] is False
-        ],
-        "throughput_misses_where_the_harness_held": [
-            f"{c['strategy']} / {c['scenario']}"
-            for c in cells
-            if (c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS)
-            and not c.get("harness_checks")
-        ],
+        "throughput_misses": _names(misses),
+        "throughput_misses_outside_ci": _names(
+            [c for c in misses if c["inside_measured_ci"]["throughput_rps"] is False]
+        ),
+        "throughput_misses_where_the_harness_held": _names(
+            [c for c in misses if not c.get("harness_checks")]
+        ),
         "median_measured_ci_halfwidth": _median_halfwidth(cells),
         "tau_below_target": [
             name
