@@ -127,7 +127,8 @@ def _model_table(data: dict[str, Any]) -> str:
         for s in data["model"]["servers"]
     )
     scenarios = "".join(
-        f"<tr><td>{_esc(name)}</td><td>{_num(m['front_ms'], '{:.2f}')}</td>"
+        f"<tr><td>{_esc(name)}</td><td>{_num(m['front']['client_ms'], '{:.2f}')}</td>"
+        f"<td>{_num(m['front']['slope_ms'], '{:.2f}')}</td><td>{_esc(_load_terms(m))}</td>"
         f"<td>{_num(m['think_ms'], '{:.2f}')}</td><td>{_esc(_scales(m))}</td>"
         f"<td>{m['requests_per_phase']}</td></tr>"
         for name, m in data["model"]["scenarios"].items()
@@ -137,15 +138,33 @@ def _model_table(data: dict[str, Any]) -> str:
         "<p>Service times: each server's own measured times, resampled per request shape "
         "(the calibrated cost model below prices shapes it never served). A server that "
         "reached 90 % of its CPU quota in the scenario is priced by its CPU instead: the "
-        "times below x its CPU per request over its slot time (CPU demand), run under "
-        "its quota as a cgroup enforces it (a budget per 100 ms period). Front end: the "
-        "time outside the servers' slots (generator, balancer, links, server event "
-        "loop), as a fixed delay. Think: the closed loop's time outside the request.</p>"
+        "slot times of the servers whose quota did not bind (the work without stalls) x "
+        "its CPU per answer where its quota bound over their mean (CPU demand), run under "
+        "its quota as a cgroup enforces it (a budget per period of the live server's, "
+        "10 ms). Front end: the time outside the servers' slots, a round trip of the "
+        "client part (generator, balancer, links) plus, at a server whose quota did not "
+        "bind, slope x u / (1 - u) with u the share of time its slot was busy (its event "
+        "loop waits for the worker), fitted over the scenario's phases and solved for the "
+        "load each strategy's simulation puts on the server. Think: the closed loop's time "
+        "outside the request.</p>"
         "<table><tr><th>server</th><th>CPU quota</th><th>weight</th><th>workers</th>"
         f"<th>cost model</th><th>R&sup2;</th><th>samples</th></tr>{servers}</table>"
-        "<table><tr><th>scenario</th><th>front end (ms, round trip)</th><th>think (ms)</th>"
-        f"<th>CPU demand / slot time</th><th>requests per phase</th></tr>{scenarios}</table>"
+        "<table><tr><th>scenario</th><th>front end, client (ms, round trip)</th>"
+        "<th>load slope (ms)</th><th>load term per strategy (ms)</th><th>think (ms)</th>"
+        f"<th>CPU demand / work time</th><th>requests per phase</th></tr>{scenarios}</table>"
         "</details>"
+    )
+
+
+def _load_terms(model: dict[str, Any]) -> str:
+    terms = model["front"].get("server_ms") or {}
+    return (
+        "; ".join(
+            f"{strategy}: " + ", ".join(f"{k} {v:.1f}" for k, v in servers.items())
+            for strategy, servers in terms.items()
+            if servers and any(servers.values())
+        )
+        or "none"
     )
 
 

@@ -5,7 +5,8 @@ writes ``RESULTS_DIR/twin/``: the simulated run (the tables ``lblab simulate`` w
 one ``scale-N/`` folder per ``--scale`` and ``twin.json`` with measured vs simulated
 figures, prediction errors and rank agreement (Kendall tau-b).
 
-What the twin takes from the run, all measured or configured, nothing tuned to fit:
+What the twin takes from the run, all measured or configured; what it fits are measured
+quantities (service times, time outside the slot), never the figures it is compared on:
 
 - **Servers**: the run's servers in order, with their weights, workers and max-inflight
   (capacity). Each server's service time is what that server reported per request
@@ -14,23 +15,28 @@ What the twin takes from the run, all measured or configured, nothing tuned to f
   times per request shape (``MeasuredService``); a shape the server never served is
   priced by the JSON-work cost model that ``lblab calibrate`` fits to the same rows.
 - **CPU quotas**: a server whose CPU reached 90 % of its quota (below one core) in a
-  phase of the scenario had its quota as its limit. A request costs it more CPU than
-  its slot shows (frame decoding, the response, the event loop: same process, same
-  allowance), and its slot times include the stalls when a period's budget ran out. For
-  such a server the twin multiplies the resampled slot times by its CPU per answered
-  request (CPU samples in the window: share of the allowance x allowance / answers per
-  second; median over the scenario's phases) over its mean slot time there, and runs
-  them under its quota as the kernel enforces it (``simulator.quota``: full speed until
-  the budget of the live server's period, 10 ms, is spent, then a stall): a lone
-  request is fast, a loaded server caps at quota / CPU per request. A server that never
-  reached its quota was held below it by the machine's other processes; its slot times
-  are used as measured.
-- **Front end**: ``latency - queue_ms - service_ms`` of each request is the time spent
-  outside the server's slot (generator, balancer, links, the server's event loop). Its
-  mean per phase over the servers whose quota did not bind, median over the scenario's
-  phases, becomes the twin's round-trip client<->balancer delay: one figure per
-  scenario, the same for every strategy. (A throttled server's event loop waits out its
-  stalls too; its CPU per answer under its quota already prices that.)
+  phase of the scenario had its quota as its limit. Its own slot times include the
+  stalls when a period's budget ran out mid-request, and miss its work outside the slot
+  (frame decoding, the response, the event loop: same process, same allowance). The
+  twin gives it the slot times of the scenario's servers whose quota did not bind (the
+  same work without stalls, ``_work_model``) times its CPU per answered request where
+  its quota bound (CPU samples in the window: share of the allowance x allowance /
+  answers per second; median over those phases) over their mean, and runs them under
+  its quota as the kernel enforces it (``simulator.quota``: full speed until the budget
+  of the live server's period, 10 ms, is spent, then a stall): a lone request is fast,
+  a loaded server caps at quota / CPU per request. A server that never reached its quota
+  was held below it by the machine's other processes; its slot times are used as
+  measured.
+- **Front end** (``FrontEnd``): ``latency - queue_ms - service_ms`` of each request is
+  the time spent outside the server's slot (generator, balancer, links, the server's
+  event loop). Over the scenario's phases and the servers whose quota did not bind, it
+  is fitted as a client part (a round trip client<->balancer, the same for every
+  request) plus a load term ``slope * u / (1 - u)`` at the server, with ``u`` the share
+  of time its slot was busy: the server's event loop waits for the worker that runs the
+  slot. The load term is charged between the balancer and the server (so it counts as
+  in flight, as it does live) and solved per strategy for the utilisation the twin's
+  own simulation gives the server (``solve_fronts``). A throttled server's event loop
+  waits out its stalls instead, which its CPU per answer under its quota prices.
 - **Load**: the closed model's users, and as think time the loop's measured time
   outside the request (``users / sent-rate - mean latency``, Little's law: the configured
   think time plus the generator's own time between a response and the next send),
@@ -40,8 +46,9 @@ What the twin takes from the run, all measured or configured, nothing tuned to f
   share of warm-up), so both sides' figures come from ``analysis.metrics`` alike.
 
 A scaled twin (``--scale N``) gives N servers the same capacity mix (each measured
-server repeated N / n times), and users or rate times N / n; the front end and think
-time stay per request (a balancer and generator scaled out with the servers).
+server repeated N / n times), and users or rate times N / n; the front end (with each
+strategy's solved load terms) and think time stay per request (a balancer and
+generator scaled out with the servers).
 
 Each compared cell carries the run's harness checks (generator, balancer, machine) that
 warned or failed in its phases: the twin gives the generator and the balancer no CPU,
@@ -57,7 +64,7 @@ import random
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -148,6 +155,16 @@ class MeasuredService:
     def mean_s(self) -> float:
         pooled = [s for values in self.samples.values() for s in values]
         return float(np.mean(pooled)) if pooled else self.fit.mean_s
+
+    def shape_mean_s(self, work_bytes: int, package_bytes: int) -> float:
+        """Mean seconds of one request shape: its samples', else the fit's times the
+        mean measured ratio (what ``sample`` draws from, on average)."""
+        measured = self.samples.get((package_bytes, work_bytes))
+        if measured:
+            return float(np.mean(measured))
+        ratio = float(np.mean(self.ratios)) if self.ratios else 1.0
+        fit = self.fit
+        return (fit.a + fit.b * work_bytes + fit.c * package_bytes) * ratio
 
     def sample(self, rng: random.Random, work_bytes: int, package_bytes: int) -> float:
         measured = self.samples.get((package_bytes, work_bytes))
@@ -427,17 +444,56 @@ def _per_server(results: Any, ok: pd.DataFrame, windows: Mapping[Any, Window]) -
 # ------------------------------------------------------------------ building the twin
 
 
+U_MAX = 0.95
+"""The front end's load term stops growing at this slot utilisation: a server busy
+all the time measures u = 0.98-1.0, where u / (1 - u) would be all noise."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrontEnd:
+    """The time a request spends outside its server's slot (ms, round trip).
+
+    ``client_ms`` whatever the load (the generator, the balancer, the links), plus, at a
+    server whose quota did not bind, ``slope_ms * u / (1 - u)`` with ``u`` the share of
+    time its slot was busy. The server's event loop receives the request and sends the
+    answer in the process whose worker runs the slot, and waits for it (the GIL, the
+    process's CPU) the more the busier the worker is: measured, the unthrottled s3's
+    requests spent 6 ms outside its slot at u = 0.28 and 75-103 ms at u = 0.99 (lp+lr),
+    1.5 ms at 0.19 and 4.6 ms at 0.67 (sp+sr). A throttled server's event loop waits out
+    its stalls instead, which its CPU per answer under its quota prices. Fitted over the
+    scenario's units (``_fit_front``); the twin solves for the u its own simulation of
+    each strategy gives (``solve_fronts``).
+    """
+
+    client_ms: float
+    slope_ms: float = 0.0
+
+    def server_ms(self, u: float) -> float:
+        u = min(max(u, 0.0), U_MAX)
+        return self.slope_ms * u / (1.0 - u)
+
+
 @dataclass(frozen=True, slots=True)
 class ScenarioModel:
     """The per-scenario part of the model that is measured from the run."""
 
-    front_ms: float
+    front: FrontEnd
     think_ms: float
     requests: int
     demand_scale: Mapping[str, float]
     """Per server: its CPU demand per request over its slot time (``_demand_scale``)."""
     quota_binds: Mapping[str, bool]
     """Per server: whether its CPU quota was its limit in the scenario (``_quota_binds``)."""
+    work: MeasuredService | None = None
+    """The slot times, in this scenario, of the servers whose quota did not bind: the
+    work of a request without the stalls a throttled server's own slot times include
+    (``_work_model``). None when every quota bound (or none did)."""
+    work_servers: tuple[str, ...] = ()
+
+    def service_of(self, server: str, own: MeasuredService) -> MeasuredService:
+        """What the twin resamples for ``server`` (before ``demand_scale``): the
+        scenario's unthrottled work where the server's quota bound, else its own times."""
+        return self.work if self.quota_binds[server] and self.work is not None else own
 
 
 def _median(values: pd.Series) -> float:
@@ -445,7 +501,11 @@ def _median(values: pd.Series) -> float:
     return float(values.median()) if len(values) else 0.0
 
 
-def scenario_models(testbed: Testbed, measured: Measured) -> dict[str, ScenarioModel]:
+def scenario_models(
+    testbed: Testbed, measured: Measured, services: Mapping[str, MeasuredService]
+) -> dict[str, ScenarioModel]:
+    """Per scenario, the measured part of the model (``services``: each server's own
+    service model, ``fit_service``)."""
     out = {}
     units = measured.units
     for s in testbed.scenarios:
@@ -464,44 +524,77 @@ def scenario_models(testbed: Testbed, measured: Measured) -> dict[str, ScenarioM
             and _quota_binds(per_server[per_server["server"] == srv.id], srv.cpu_quota)
             for srv in testbed.servers
         }
+        free = tuple(srv.id for srv in testbed.servers if not binds[srv.id])
+        work = _work_model(measured.rows, s.name, free) if any(binds.values()) else None
+        model = ScenarioModel(
+            front=_fit_front(mine, per_server, binds) if testbed.live else _flat_front(mine),
+            think_ms=think,
+            requests=max(MIN_REQUESTS, round(requests)),
+            demand_scale={},
+            quota_binds=binds,
+            work=work,
+            work_servers=free if work is not None else (),
+        )
         scales = {
             srv.id: _demand_scale(
                 per_server[per_server["server"] == srv.id],
                 srv.cpu_quota,
-                _slot_mean(measured.rows, s.name, srv.id),
+                _work_mean(
+                    measured.rows, s.name, srv.id, model.service_of(srv.id, services[srv.id])
+                ),
             )
             if binds[srv.id] and srv.cpu_quota is not None
             else 1.0
             for srv in testbed.servers
         }
-        out[s.name] = ScenarioModel(
-            front_ms=max(0.0, _front_ms(mine, per_server, binds)),
-            think_ms=think,
-            requests=max(MIN_REQUESTS, round(requests)),
-            demand_scale=scales,
-            quota_binds=binds,
-        )
+        out[s.name] = replace(model, demand_scale=scales)
     return out
-
-
-def _front_ms(units: pd.DataFrame, per_server: pd.DataFrame, binds: Mapping[str, bool]) -> float:
-    """The scenario's time outside the server's slot, from the servers whose quota did
-    not bind: a throttled server's own event-loop work waits out its stalls too, which
-    the twin already gives it (its CPU per answer, under its quota), so counting its
-    front end would charge that twice, and to every server. Median over the units of
-    those servers' mean; all servers' when every quota bound."""
-    from lblab.analysis.load import KEY
-
-    free = per_server[~per_server["server"].astype(str).map(binds).fillna(False).astype(bool)]
-    if free.empty:
-        return _median(units["front_ms"])
-    weighted = free.assign(weighted=free["front_ms"] * free["ok"])
-    by_unit = weighted.groupby(KEY, observed=True)[["weighted", "ok"]].sum()
-    return _median(by_unit["weighted"] / by_unit["ok"].where(by_unit["ok"] > 0))
 
 
 MIN_SERVER_ANSWERS = 10
 """A unit whose server answered fewer requests in the window tells nothing of its cost."""
+
+
+def _flat_front(units: pd.DataFrame) -> FrontEnd:
+    """A simulated run's front end: its fixed client and server delays, whatever the load."""
+    return FrontEnd(max(0.0, _median(units["front_ms"])))
+
+
+def utilisation(rows: pd.DataFrame) -> pd.Series:
+    """Share of the window a server's slot was busy: answers per second x mean slot time."""
+    return rows["ok_per_s"] * rows["slot_ms"] / 1000.0
+
+
+def _fit_front(
+    units: pd.DataFrame, per_server: pd.DataFrame, binds: Mapping[str, bool]
+) -> FrontEnd:
+    """``FrontEnd`` by least squares over the scenario's units of the servers whose quota
+    did not bind (each unit and server one point: its requests' mean time outside the
+    slot against its slot utilisation). Their front end only: a throttled server's own
+    out-of-slot time is its stalls, which the quota model gives it (counting it here
+    would charge it twice, and to every server). Without such servers, or without a
+    spread of utilisations to fit a slope on, the median front end of all requests with
+    no load term; a negative slope (noise) likewise; a negative intercept is held at 0."""
+    free = per_server[
+        ~per_server["server"].astype(str).map(binds).fillna(False).astype(bool)
+        & (per_server["ok"] >= MIN_SERVER_ANSWERS)
+    ]
+    free = free[free["front_ms"].notna() & free["slot_ms"].notna()]
+    if free.empty:
+        return _flat_front(units)
+    u = utilisation(free).clip(0.0, U_MAX).to_numpy(dtype=float)
+    x = u / (1.0 - u)
+    y = free["front_ms"].to_numpy(dtype=float)
+    if len(x) < 3 or np.ptp(x) < 0.1:
+        return FrontEnd(max(0.0, float(np.median(y))))
+    slope, intercept = np.polyfit(x, y, 1)
+    if slope <= 0:
+        return FrontEnd(max(0.0, float(np.median(y))))
+    if intercept < 0:
+        return FrontEnd(0.0, float(np.dot(x, y) / np.dot(x, x)))
+    return FrontEnd(float(intercept), float(slope))
+
+
 QUOTA_REACHED = 90.0
 """A server whose CPU reached this share (%) of its allowance in a unit hit its quota."""
 
@@ -522,11 +615,33 @@ def _cpu_ms(rows: pd.DataFrame, quota: float) -> pd.Series:
     return rows["cpu_percent"] / 100.0 * quota * 1000.0 / rows["ok_per_s"]
 
 
-def _slot_mean(rows: pd.DataFrame, scenario: str, server: str) -> float:
-    """Mean slot time (ms) of a server's answers in a scenario, all phases pooled: the
-    mean of what the twin resamples for it there."""
+def _work_model(rows: pd.DataFrame, scenario: str, free: Sequence[str]) -> MeasuredService | None:
+    """The slot times of the servers in ``free`` (whose quota did not bind) in a scenario.
+
+    A throttled server's own slot times include the stalls when its period's budget ran
+    out mid-request (in sp+sr 6 % of its slots last 3-10 ms, its median 0.5 ms); the
+    twin's quota model stalls the requests again, so resampling them would stall twice
+    and give the server a long tail it does not have at full speed. The same work on a
+    server that was not throttled is the request's work without stalls; the scale to
+    the throttled server's own CPU per answer (``_demand_scale``) then prices its
+    framing and event loop. None without such a server's answers."""
+    mine = rows[
+        (rows["scenario"].astype(str) == scenario) & rows["server"].astype(str).isin(list(free))
+    ]
+    return fit_service(mine) if len(mine) >= 3 else None
+
+
+def _work_mean(rows: pd.DataFrame, scenario: str, server: str, service: MeasuredService) -> float:
+    """Mean (ms) of what the twin resamples for a server's answers in a scenario, over
+    the request shapes that server answered there (all phases pooled)."""
     mine = rows[(rows["scenario"].astype(str) == scenario) & (rows["server"].astype(str) == server)]
-    return float(mine["service_ms"].mean()) if len(mine) else math.nan
+    if mine.empty:
+        return math.nan
+    shapes = mine.groupby(["package_bytes", "work_bytes"], observed=True).size()
+    total = sum(
+        n * service.shape_mean_s(int(work), int(package)) for (package, work), n in shapes.items()
+    )
+    return 1000.0 * total / len(mine)
 
 
 def _demand_scale(rows: pd.DataFrame, quota: float, slot_ms: float) -> float:
@@ -541,6 +656,8 @@ def _demand_scale(rows: pd.DataFrame, quota: float, slot_ms: float) -> float:
     (the slot time of a saturated server is its CPU time stretched by 1 / quota).
     """
     rows = rows[(rows["ok"] >= MIN_SERVER_ANSWERS) & rows["cpu_percent"].notna()]
+    if (rows["cpu_percent"] >= QUOTA_REACHED).any():
+        rows = rows[rows["cpu_percent"] >= QUOTA_REACHED]
     scale = _median(_cpu_ms(rows, quota)) / slot_ms if not rows.empty else math.nan
     return scale if math.isfinite(scale) and scale > 0 else quota
 
@@ -568,10 +685,12 @@ def _groups(
     services: Mapping[str, MeasuredService],
     total: int,
     model: ScenarioModel,
+    server_ms: Mapping[str, float],
 ) -> tuple[ServerGroup, ...]:
     """``total`` servers with the run's capacity mix (each server repeated in turn), each
     request costing its server ``model.demand_scale`` times a measured slot time, under
-    the server's CPU quota as a cgroup enforces it."""
+    the server's CPU quota as a cgroup enforces it, and spending ``server_ms`` (round
+    trip) between the balancer and its server (its event loop)."""
     n = len(testbed.servers)
     base, extra = divmod(total, n)
     groups = []
@@ -583,13 +702,17 @@ def _groups(
                     count=count,
                     # duck-typed like the others
                     service=cast(
-                        ServiceModel, ScaledService(services[s.id], model.demand_scale[s.id])
+                        ServiceModel,
+                        ScaledService(
+                            model.service_of(s.id, services[s.id]), model.demand_scale[s.id]
+                        ),
                     ),
                     workers=s.workers,
                     weight=s.weight,
                     capacity=s.capacity,
                     cpu_quota=s.cpu_quota if model.quota_binds[s.id] else None,
                     quota_period=s.quota_period,
+                    delay=server_ms.get(s.id, 0.0) / 2000.0,
                 )
             )
     return tuple(groups)
@@ -611,17 +734,25 @@ def configs_for(
     replications: int,
     max_requests: int | None,
     run_id: str,
+    server_ms: Mapping[tuple[str, str], Mapping[str, float]],
+    only: Sequence[tuple[str, str]] | None = None,
 ) -> list[SimConfig]:
-    """One SimConfig per scenario x strategy x replication for ``servers`` servers."""
+    """One SimConfig per scenario x strategy x replication for ``servers`` servers
+    (``only``: these (scenario, strategy) cells); ``server_ms[(scenario, strategy)]``
+    gives each server's front-end load term (``solve_fronts``)."""
     factor = servers / len(testbed.servers)
     out = []
     for scenario in testbed.scenarios:
         model = models[scenario.name]
-        groups = _groups(testbed, services, servers, model)
         requests = round(model.requests * factor)
         if max_requests is not None:
             requests = min(requests, max_requests)
         for strategy in testbed.strategies:
+            if only is not None and (scenario.name, strategy) not in only:
+                continue
+            groups = _groups(
+                testbed, services, servers, model, server_ms.get((scenario.name, strategy), {})
+            )
             for rep in range(replications):
                 out.append(
                     SimConfig(
@@ -636,7 +767,7 @@ def configs_for(
                         scenario=scenario.name,
                         cells=scenario.cells,
                         report_period=testbed.report_period,
-                        client_delay=model.front_ms / 2000.0,
+                        client_delay=model.front.client_ms / 2000.0,
                         deadline=testbed.deadline,
                         seed=testbed.seed + rep,
                         replication=rep,
@@ -644,6 +775,94 @@ def configs_for(
                     )
                 )
     return out
+
+
+FRONT_ROUNDS = 12
+"""At most this many rounds of ``solve_fronts`` (each simulates one replication of the
+cells not settled yet)."""
+FRONT_SETTLED = 0.02
+"""A load term is settled when the one its utilisation asks for is within 2 % of it
+(or within ``FRONT_FLOOR_MS``)."""
+FRONT_FLOOR_MS = 0.05
+
+
+def solve_fronts(
+    testbed: Testbed,
+    services: Mapping[str, MeasuredService],
+    models: Mapping[str, ScenarioModel],
+    start: Mapping[tuple[str, str], float],
+) -> dict[tuple[str, str], dict[str, float]]:
+    """Per (scenario, strategy): each server's front-end load term (ms, round trip) at
+    the slot utilisation the twin's own simulation of that strategy gives it.
+
+    The load term slows the strategy's server, which lowers its utilisation: a fixed
+    point ``x = g(x)`` with ``g`` falling. Each round simulates the first replication of
+    every cell not settled, reads each server's utilisation and moves its load term a
+    step towards what that asks for: half the way at first, and half as far again each
+    time the residual changes sign (a steep ``g`` would make plain steps oscillate).
+    It starts from ``start[(scenario, server)]``, the server's median utilisation in the
+    scenario's live units (the same start for every strategy). Servers whose quota bound
+    get none (``FrontEnd``), nor does a scenario without a slope.
+    """
+    from lblab.simulator.run import simulate
+
+    n = len(testbed.servers)
+    solved: dict[tuple[str, str], dict[str, float]] = {}
+    todo = []
+    for scenario in testbed.scenarios:
+        model = models[scenario.name]
+        for strategy in testbed.strategies:
+            key = (scenario.name, strategy)
+            solved[key] = {
+                s.id: model.front.server_ms(start.get((scenario.name, s.id), 0.0))
+                for s in testbed.servers
+                if not model.quota_binds[s.id]
+            }
+            if model.front.slope_ms > 0 and solved[key]:
+                todo.append(key)
+    step = {(key, sid): 0.5 for key in todo for sid in solved[key]}
+    last_sign: dict[tuple[tuple[str, str], str], float] = {}
+    for _ in range(FRONT_ROUNDS):
+        if not todo:
+            break
+        configs = configs_for(testbed, services, models, n, 1, None, "solve", solved, todo)
+        todo = []
+        for cfg in configs:
+            key = (cfg.scenario, cfg.strategy)
+            front = models[cfg.scenario].front
+            result = simulate(cfg)
+            busy = _slot_utilisation(result, testbed.warmup_fraction)
+            # the n-server twin's servers are the run's, in order (``_groups``)
+            ids = {name: testbed.servers[i].id for i, name in enumerate(result.servers)}
+            busy = {ids[name]: u for name, u in busy.items()}
+            settled = True
+            for sid, old in solved[key].items():
+                residual = front.server_ms(busy.get(sid, 0.0)) - old
+                if abs(residual) <= max(FRONT_SETTLED * old, FRONT_FLOOR_MS):
+                    continue
+                settled = False
+                sign = math.copysign(1.0, residual)
+                if last_sign.get((key, sid), sign) != sign:
+                    step[(key, sid)] /= 2.0
+                last_sign[(key, sid)] = sign
+                solved[key][sid] = old + step[(key, sid)] * residual
+            if not settled:
+                todo.append(key)
+    return solved
+
+
+def _slot_utilisation(result: Any, warmup_fraction: float) -> dict[str, float]:
+    """Per server of a simulated phase: the share of the measured window its slot was
+    busy (``utilisation``, over the answers sent in the window)."""
+    q = result.requests.select(["t_sent", "ok", "server", "service_ms"]).to_pandas()
+    last = float(q["t_sent"].max())
+    first = EPOCH + warmup_fraction * (last - EPOCH)
+    inside = q[(q["t_sent"] >= first) & q["ok"]]
+    seconds = max(last - first, 1e-9)
+    return {
+        str(server): float(group["service_ms"].sum()) / 1000.0 / seconds
+        for server, group in inside.groupby("server", observed=True)
+    }
 
 
 def _simulate_all(configs: Sequence[SimConfig], warmup_fraction: float, out: Path) -> None:
@@ -875,14 +1094,26 @@ def make_twin(
                 "service model; give a run where every server served (e.g. a longer one)"
             )
         services[s.id] = fit_service(rows)
-    models = scenario_models(testbed, measured)
+    models = scenario_models(testbed, measured, services)
     out = run_dir / TWIN_DIR
     if out.is_dir():
         shutil.rmtree(out)  # rebuilt whole: no part of an earlier twin may linger in it
     t0 = time.perf_counter()
     n = len(testbed.servers)
+    live_busy = (
+        measured.servers.assign(u=utilisation(measured.servers))
+        .groupby(["scenario", "server"], observed=True)["u"]
+        .median()
+    )
+    say("twin: solving each strategy's front end for the load it puts on its servers")
+    fronts = solve_fronts(
+        testbed,
+        services,
+        models,
+        {(str(sc), str(sv)): float(u) for (sc, sv), u in live_busy.items()},
+    )
     base_configs = configs_for(
-        testbed, services, models, n, testbed.replications, None, f"twin-{run.run_id}"
+        testbed, services, models, n, testbed.replications, None, f"twin-{run.run_id}", fronts
     )
     say(f"twin: simulating {len(base_configs)} phases on {n} servers")
     _simulate_all(base_configs, testbed.warmup_fraction, out)
@@ -901,6 +1132,7 @@ def make_twin(
             scale_replications,
             scale_requests,
             f"twin-{run.run_id}-x{total}",
+            fronts,
         )
         say(f"twin: simulating {len(configs)} phases on {total} servers")
         folder = out / f"scale-{total}"
@@ -941,10 +1173,18 @@ def make_twin(
             ],
             "scenarios": {
                 name: {
-                    "front_ms": round(m.front_ms, 3),
+                    "front": {
+                        "client_ms": round(m.front.client_ms, 3),
+                        "slope_ms": round(m.front.slope_ms, 3),
+                        "server_ms": {
+                            strategy: {k: round(v, 3) for k, v in fronts[(name, strategy)].items()}
+                            for strategy in testbed.strategies
+                        },
+                    },
                     "think_ms": round(m.think_ms, 3),
                     "demand_scale": {k: round(v, 3) for k, v in m.demand_scale.items()},
                     "quota_binds": dict(m.quota_binds),
+                    "quota_bound_work_from": list(m.work_servers),
                     "requests_per_phase": m.requests,
                 }
                 for name, m in models.items()

@@ -71,7 +71,9 @@ def test_twin_of_a_simulated_run_reproduces_it_and_scales(sim_run: Path) -> None
     for c in data["cells"]:
         assert abs(c["error"]["throughput_rps"]) < 0.05, c
     assert data["rank"]["variation"]["throughput"]["tau"] == 1.0
-    assert data["model"]["scenarios"]["variation"]["front_ms"] == pytest.approx(2.0, abs=0.01)
+    # A simulation's front end is its fixed delays (1 ms each way): no load term.
+    front = data["model"]["scenarios"]["variation"]["front"]
+    assert front["client_ms"] == pytest.approx(2.0, abs=0.01) and front["slope_ms"] == 0
     # The weaker two servers were given 4x the service time of the strong one.
     means = [s["service_ms_mean"]["100B+10000B"] for s in data["model"]["servers"]]
     assert means[0] == pytest.approx(4 * means[2], rel=0.01)
@@ -114,7 +116,9 @@ def test_twin_of_a_live_tiny_run(tiny_run_dir: Path) -> None:
     assert [s["id"] for s in data["model"]["servers"]] == ["s1", "s2", "s3"]
     assert [s["cpu_quota"] for s in data["model"]["servers"]] == [0.25, 0.25, 1.0]
     for model in data["model"]["scenarios"].values():
-        assert model["front_ms"] > 0  # a live request spends time outside the server
+        front = model["front"]  # a live request spends time outside the server
+        assert front["client_ms"] > 0 or front["slope_ms"] > 0
+        assert set(front["server_ms"]) == {"rr", "lc"}
     (scaled,) = data["scales"]
     assert scaled["servers"] == 30
     assert {(f["strategy"], f["scenario"]) for f in scaled["figures"]} == {

@@ -6,7 +6,16 @@ import pandas as pd
 import pytest
 
 from lblab.loadtests.runconfig import resolve
-from lblab.simulator.twin import _demand_scale, _front_ms, _live_testbed, _quota_binds
+from lblab.simulator.twin import (
+    U_MAX,
+    FrontEnd,
+    _demand_scale,
+    _fit_front,
+    _live_testbed,
+    _quota_binds,
+    _work_mean,
+    _work_model,
+)
 
 
 def _units(cpu_percent: list[float], ok_per_s: list[float]) -> pd.DataFrame:
@@ -33,24 +42,62 @@ def test_without_enough_answers_the_quota_itself_is_the_scale() -> None:
     assert _demand_scale(units, 0.25, 1.16) == 0.25
 
 
-def _per_server(rows: list[tuple[str, str, int, float]]) -> pd.DataFrame:
-    """(strategy, server, answers, mean front_ms) rows of one scenario, replication 1."""
-    frame = pd.DataFrame(rows, columns=["strategy", "server", "ok", "front_ms"])
+def _per_server(rows: list[tuple[str, str, int, float, float, float]]) -> pd.DataFrame:
+    """(strategy, server, answers, answers/s, mean slot ms, mean front_ms) rows of one
+    scenario, replication 1."""
+    columns = ["strategy", "server", "ok", "ok_per_s", "slot_ms", "front_ms"]
+    frame = pd.DataFrame(rows, columns=columns)
     return frame.assign(run_id="run", scenario="sp+sr", replication=1)
 
 
-def test_the_front_end_comes_from_the_servers_whose_quota_did_not_bind() -> None:
-    # s1 throttled: its requests wait out stalls outside the slot too (9 ms); s3 free.
+def _front(u: float) -> float:
+    return 1.0 + 2.0 * u / (1.0 - u)
+
+
+def test_the_front_end_grows_with_the_free_servers_load_and_ignores_the_throttled() -> None:
+    # s3 free at utilisations 0.2, 0.5, 0.8 (answers/s x slot), front = 1 + 2 u / (1 - u);
+    # the throttled s1's 9 ms are its stalls, priced by its quota: not in the fit.
     per_server = _per_server(
-        [("r", "s1", 300, 9.0), ("r", "s3", 300, 2.0),
-         ("rr", "s1", 300, 8.0), ("rr", "s3", 100, 1.0), ("rr", "s3b", 300, 3.0)]
+        [("r", "s3", 300, 400.0, 0.5, _front(0.2)), ("lc", "s3", 300, 1000.0, 0.5, _front(0.5)),
+         ("wrr", "s3", 300, 1600.0, 0.5, _front(0.8)), ("r", "s1", 300, 340.0, 1.0, 9.0)]
     )  # fmt: skip
+    front = _fit_front(pd.DataFrame({"front_ms": [5.0]}), per_server, {"s1": True, "s3": False})
+    assert (front.client_ms, front.slope_ms) == (pytest.approx(1.0), pytest.approx(2.0))
+    assert front.server_ms(0.5) == pytest.approx(2.0)
+    assert front.server_ms(1.0) == front.server_ms(U_MAX) == pytest.approx(2.0 * 0.95 / 0.05)
+
+
+def test_without_a_spread_of_load_or_with_a_falling_fit_the_front_end_is_flat() -> None:
     units = pd.DataFrame({"front_ms": [5.5, 4.0]})
-    binds = {"s1": True, "s3": False, "s3b": False}
-    # r: 2.0; rr: (100 * 1 + 300 * 3) / 400 = 2.5; the median of the two units.
-    assert _front_ms(units, per_server, binds) == pytest.approx(2.25)
-    # Every quota bound: all servers' front end, as measured per unit.
-    assert _front_ms(units, per_server[per_server.server.eq("s1")], {"s1": True}) == 4.75
+    same_load = _per_server(
+        [(st, "s3", 300, 1000.0, 0.5, f) for st, f in (("r", 2.0), ("rr", 3.0), ("lc", 4.0))]
+    )
+    assert _fit_front(units, same_load, {"s3": False}) == FrontEnd(3.0)
+    falling = _per_server([("r", "s3", 300, 400.0, 0.5, 6.0), ("rr", "s3", 300, 1000.0, 0.5, 4.0),
+                           ("lc", "s3", 300, 1600.0, 0.5, 2.0)])  # fmt: skip
+    assert _fit_front(units, falling, {"s3": False}) == FrontEnd(4.0)
+    # Every quota bound: the median front end of all requests, as measured per unit.
+    assert _fit_front(units, same_load, {"s3": True}) == FrontEnd(4.75)
+
+
+def test_a_throttled_server_is_priced_by_an_unthrottled_servers_work() -> None:
+    # s1's own slots include stalls (a tenth of them 9 ms); s3 did the same work in 0.5 ms.
+    rows = pd.DataFrame(
+        [("sp+sr", "s1", 100, 100, 9.0 if i % 10 == 0 else 0.5) for i in range(100)]
+        + [("sp+sr", "s3", 100, 100, 0.5)] * 100
+        + [("mp+mr", "s3", 100, 100, 7.0)] * 100,
+        columns=["scenario", "server", "package_bytes", "work_bytes", "service_ms"],
+    )
+    work = _work_model(rows, "sp+sr", ["s3"])
+    assert work is not None and set(work.samples[(100, 100)]) == {0.0005}
+    assert _work_mean(rows, "sp+sr", "s1", work) == pytest.approx(0.5)
+    assert _work_model(rows, "sp+sr", []) is None
+
+
+def test_the_cpu_per_answer_comes_from_the_units_where_the_quota_bound() -> None:
+    # Below its quota (76 %) a server's CPU per answer is higher (less batching): not the cap.
+    units = _units([76.0, 100.0, 100.0], [200.0, 342.0, 342.0])
+    assert _demand_scale(units, 0.25, 0.5) == pytest.approx(0.25 / 342 * 1000 / 0.5)
 
 
 def test_the_twin_uses_the_live_servers_quota_period() -> None:

@@ -1,0 +1,82 @@
+"""The twin solves each strategy's front end for the load its own simulation puts on the
+servers (``simulator/twin.py``, ``solve_fronts``): a fixed point, checked here."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from lblab.simulator.run import simulate
+from lblab.simulator.twin import (
+    FrontEnd,
+    ScenarioModel,
+    TwinScenario,
+    TwinServer,
+    _slot_utilisation,
+    configs_for,
+    fit_service,
+    solve_fronts,
+)
+from lblab.simulator.twin import (
+    Testbed as RunTestbed,
+)
+
+
+def _testbed(users: int) -> RunTestbed:
+    return RunTestbed(
+        servers=(TwinServer("a", 1.0, 1, None, None), TwinServer("b", 1.0, 1, None, 0.5)),
+        strategies=("rr",),
+        strategy_options={},
+        scenarios=(TwinScenario("sp+sr", ((100, 100),), True, users=users),),
+        replications=1,
+        seed=3,
+        deadline=10.0,
+        report_period=0.25,
+        warmup_fraction=0.2,
+        notes=(),
+    )
+
+
+def test_each_strategys_front_end_matches_the_load_it_gives_its_servers() -> None:
+    testbed = _testbed(users=3)
+    one_ms = fit_service(
+        pd.DataFrame({"package_bytes": [100] * 50, "work_bytes": [100] * 50, "service_ms": 1.0})
+    )
+    services = {"a": one_ms, "b": one_ms}
+    # b's quota bound: it gets no load term; a's grows as 1.5 u / (1 - u).
+    model = ScenarioModel(
+        front=FrontEnd(1.0, 1.5),
+        think_ms=0.0,
+        requests=4000,
+        demand_scale={"a": 1.0, "b": 1.0},
+        quota_binds={"a": False, "b": True},
+    )
+    models = {"sp+sr": model}
+    solved = solve_fronts(testbed, services, models, {("sp+sr", "a"): 0.9})
+    server_ms = solved[("sp+sr", "rr")]
+    assert set(server_ms) == {"a"}
+    (cfg,) = configs_for(testbed, services, models, 2, 1, None, "check", solved)
+    assert cfg.servers[0].delay == pytest.approx(server_ms["a"] / 2000.0)
+    assert cfg.servers[1].delay == 0.0
+    u = _slot_utilisation(simulate(cfg), testbed.warmup_fraction)["s1"]
+    # A fixed point: the load term the solution charges is the one its load asks for.
+    assert 0.1 < u < 0.95
+    assert server_ms["a"] == pytest.approx(model.front.server_ms(u), rel=0.1)
+    # And not merely the start: 0.9 would have asked for 13.5 ms.
+    assert server_ms["a"] < 5.0
+
+
+def test_without_a_slope_nothing_is_solved() -> None:
+    testbed = _testbed(users=2)
+    one_ms = fit_service(
+        pd.DataFrame({"package_bytes": [100] * 5, "work_bytes": [100] * 5, "service_ms": 1.0})
+    )
+    model = ScenarioModel(
+        front=FrontEnd(2.0),
+        think_ms=0.0,
+        requests=2000,
+        demand_scale={"a": 1.0, "b": 1.0},
+        quota_binds={"a": False, "b": False},
+    )
+    solved = solve_fronts(testbed, {"a": one_ms, "b": one_ms}, {"sp+sr": model}, {})
+    assert solved == {("sp+sr", "rr"): {"a": 0.0, "b": 0.0}}
