@@ -77,13 +77,25 @@ def _rank_table(data: dict[str, Any]) -> str:
             tds.append(
                 f"<td>{_esc(' > '.join(r[key]['measured']))}</td>"
                 f"<td>{_esc(' > '.join(r[key]['simulated']))}</td><td{style}>{_tau(tau)}</td>"
+                f"<td>{_esc(_contradicted(r[key]))}</td>"
             )
         rows.append(f"<tr><td>{_esc(scenario)}</td>{''.join(tds)}</tr>")
+    pairs = "<th>resolved pairs contradicted</th>"
     return (
         "<table><tr><th>scenario</th><th>by throughput: measured</th><th>simulated</th>"
-        "<th>tau</th><th>by mean latency: measured</th><th>simulated</th><th>tau</th></tr>"
-        f"{''.join(rows)}</table>"
+        f"<th>tau</th>{pairs}<th>by mean latency: measured</th><th>simulated</th><th>tau</th>"
+        f"{pairs}</tr>{''.join(rows)}</table>"
     )
+
+
+def _contradicted(rank: dict[str, Any]) -> str:
+    """'0 of 7' (pairs whose measured intervals are apart, and how many the twin
+    reverses, named); 'n/a' without intervals."""
+    resolved = rank.get("resolved_pairs")
+    if resolved is None:
+        return "n/a"
+    bad = rank.get("contradicted_pairs") or []
+    return f"{len(bad)} of {resolved}" + (f" ({', '.join(bad)})" if bad else "")
 
 
 def _scale_table(data: dict[str, Any]) -> str:
@@ -216,6 +228,21 @@ def _plain_words(data: dict[str, Any]) -> str:
             f"The ranking of the strategies by throughput agrees poorly (Kendall tau below "
             f"{s['tau_target']}) in: {_esc(', '.join(low))}; there the simulator's ranking "
             "(and so its answers at scale) should not be taken for the testbed's."
+        )
+        contradicted = s.get("resolved_pairs_contradicted") or {}
+        clean = [name for name in low if name not in contradicted]
+        if clean and "resolved_pairs_contradicted" in s:
+            parts.append(
+                f"In {_esc(', '.join(clean))} it reverses no pair of strategies whose "
+                "measured 95 % intervals are apart: the disagreement is among strategies "
+                "this run cannot tell apart."
+            )
+    contradicted = s.get("resolved_pairs_contradicted") or {}
+    if contradicted:
+        parts.append(
+            "It reverses measured differences the run resolves (intervals apart) in: "
+            + _esc("; ".join(f"{name}: {', '.join(pairs)}" for name, pairs in contradicted.items()))
+            + "."
         )
     else:
         parts.append(

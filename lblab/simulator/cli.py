@@ -203,7 +203,9 @@ def twin(
         f"{len(summary['throughput_misses'])} of {len(data['cells'])} cells above "
         f"{MISS:.0%} ({len(summary['throughput_misses_where_the_harness_held'])} where the run's "
         f"harness checks held), "
-        f"tau < {TAU_TARGET} in: {', '.join(summary['tau_below_target']) or 'none'}"
+        f"tau < {TAU_TARGET} in: {', '.join(summary['tau_below_target']) or 'none'}, "
+        "measured differences reversed (intervals apart) in: "
+        f"{', '.join(summary['resolved_pairs_contradicted']) or 'none'}"
     )
 
 

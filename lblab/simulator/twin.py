@@ -969,12 +969,47 @@ def compare(
             higher = metric == "throughput_rps"
             mv = _ranking(measured, scenario.name, testbed.strategies, metric)
             sv = _ranking(simulated, scenario.name, testbed.strategies, metric)
+            resolved, contradicted = _resolved_pairs(
+                measured, scenario.name, testbed.strategies, metric, sv
+            )
             ranks[scenario.name][name] = {
                 "measured": _order(testbed.strategies, mv, higher),
                 "simulated": _order(testbed.strategies, sv, higher),
                 "tau": _tau(mv, sv),
+                "resolved_pairs": resolved,
+                "contradicted_pairs": contradicted,
             }
     return cells, ranks
+
+
+def _resolved_pairs(
+    measured: pd.DataFrame,
+    scenario: str,
+    strategies: Sequence[str],
+    metric: str,
+    simulated: Sequence[float],
+) -> tuple[int | None, list[str]]:
+    """The pairs of strategies the run tells apart (their measured 95 % intervals do not
+    overlap), and those of them the twin orders the other way round, as "a > b" in the
+    measured order (a simulated tie within ``TIE`` is no contradiction). None without
+    intervals (one replication). Tau counts every pair alike, a near-tie the run cannot
+    resolve as much as a clear gap; this says whether the twin contradicts a measured
+    difference."""
+    figures = [_figures(measured, st, scenario) for st in strategies]
+    lows = [_figures(measured, st, scenario, "_lo")[metric] for st in strategies]
+    highs = [_figures(measured, st, scenario, "_hi")[metric] for st in strategies]
+    if any(v is None for v in lows + highs):
+        return None, []
+    lo, hi = cast(list[float], lows), cast(list[float], highs)
+    resolved, contradicted = 0, []
+    for i in range(len(strategies)):
+        for j in range(len(strategies)):
+            if figures[i][metric] is None or figures[j][metric] is None or not lo[i] > hi[j]:
+                continue
+            resolved += 1  # i measured above j, intervals apart
+            if _beyond(simulated[i], simulated[j], TIE) < 0:
+                contradicted.append(f"{strategies[i]} > {strategies[j]}")
+    return resolved, contradicted
 
 
 def _scale_ranks(
@@ -1054,6 +1089,11 @@ def _summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, An
             if r["throughput"]["tau"] is not None and r["throughput"]["tau"] < TAU_TARGET
         ],
         "tau_undefined": [name for name, r in ranks.items() if r["throughput"]["tau"] is None],
+        "resolved_pairs_contradicted": {
+            name: r["throughput"]["contradicted_pairs"]
+            for name, r in ranks.items()
+            if r["throughput"]["contradicted_pairs"]
+        },
         "miss_threshold": MISS,
         "tau_target": TAU_TARGET,
     }

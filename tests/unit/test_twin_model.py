@@ -8,7 +8,7 @@ import random
 import pandas as pd
 import pytest
 
-from lblab.simulator.twin import fit_service, kendall_tau
+from lblab.simulator.twin import _resolved_pairs, fit_service, kendall_tau
 
 
 def test_tau_is_one_for_the_same_order_and_minus_one_for_the_reverse() -> None:
@@ -63,3 +63,32 @@ def test_measured_service_resamples_measured_shapes_and_prices_others_by_the_fit
     assert 0.018 < sum(unseen) / len(unseen) < 0.024
     assert model.describe()["samples"] == 400
     assert model.r2 > 0.9
+
+
+def _pooled(rows: list[tuple[str, float, float, float]]) -> pd.DataFrame:
+    """(strategy, throughput, 95 % low, high) of one scenario."""
+    frame = pd.DataFrame(rows, columns=["strategy", "throughput_rps", "lo", "hi"])
+    return frame.rename(columns={"lo": "throughput_rps_lo", "hi": "throughput_rps_hi"}).assign(
+        scenario="lp+lr", latency_mean_ms=1.0, latency_p95_ms=1.0
+    )
+
+
+def test_resolved_pairs_are_those_whose_intervals_are_apart() -> None:
+    # wrr and dwrr overlap (a near-tie); both are apart from r.
+    measured = _pooled([("r", 12, 11, 13), ("wrr", 27.4, 25, 30), ("dwrr", 27.2, 24, 29)])
+    strategies = ("r", "wrr", "dwrr")
+    # The twin swaps the near-tie only: tau drops, no resolved pair is contradicted.
+    assert _resolved_pairs(measured, "lp+lr", strategies, "throughput_rps", [12, 26, 27]) == (2, [])
+    # Putting r above dwrr reverses a difference the run resolves.
+    assert _resolved_pairs(measured, "lp+lr", strategies, "throughput_rps", [28, 29, 27]) == (
+        2,
+        ["dwrr > r"],
+    )
+    # A simulated tie (within 1 %) reverses nothing.
+    assert _resolved_pairs(measured, "lp+lr", strategies, "throughput_rps", [27, 29, 27.1]) == (
+        2,
+        [],
+    )
+    # One replication has no intervals.
+    one = measured.assign(throughput_rps_lo=math.nan, throughput_rps_hi=math.nan)
+    assert _resolved_pairs(one, "lp+lr", strategies, "throughput_rps", [1, 2, 3]) == (None, [])
