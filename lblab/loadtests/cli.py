@@ -187,6 +187,18 @@ def register(app: typer.Typer) -> None:
                 console.print(f"twin: {make_twin(run_dir, twin_scale or [], echo=console.print)}")
             except ConfigError as exc:
                 console.print(f"twin skipped: {exc}", style="yellow")
+            except KeyboardInterrupt:
+                console.print(
+                    f"twin interrupted; the run is complete (build the twin with: lblab twin "
+                    f"{run_dir})",
+                    style="yellow",
+                )
+            except Exception as exc:  # a bug in the twin must not cost the run its report
+                console.print(
+                    f"twin failed ({type(exc).__name__}: {exc}); the run is complete "
+                    f"(retry with: lblab twin {run_dir})",
+                    style="red",
+                )
         if code == 130:
             console.print(f"interrupted; continue with: lblab run --resume --out {run_dir}")
         elif no_report:

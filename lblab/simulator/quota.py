@@ -74,10 +74,9 @@ class CpuQuota:
 
     def sample(self, rng: random.Random, work_bytes: int, package_bytes: int) -> float:
         demand = self.base.sample(rng, work_bytes, package_bytes)
-        start = max(self.env._now, self._until)
-        t = start
+        t = max(self.env._now, self._until)
+        index = self._period_of(t)
         while demand > EPS:
-            index = math.floor(t / self.period + EPS)
             if index != self._period_index:
                 self._period_index, self._left = index, self.quota * self.period
             end = (index + 1) * self.period
@@ -92,9 +91,17 @@ class CpuQuota:
             demand -= run
             self._left -= run
             if demand > EPS and (self._left <= EPS or t >= end - EPS):
-                t = end  # budget spent (or period over): wait for the next period
+                # budget spent (or period over): wait for the next period. The index
+                # moves on with t: recomputed from t it can round back to this period
+                # (at t = 256.02 s, t / 0.01 = 25601.999999999996), which never ends.
+                t, index = end, index + 1
         self._until = t
         return t - self.env._now
+
+    def _period_of(self, t: float) -> int:
+        """The period ``t`` falls in; a time within rounding of a period's start is in it."""
+        index = math.floor(t / self.period)
+        return index + 1 if (index + 1) * self.period - t <= EPS else index
 
     def spec(self) -> str:
         return f"{self.base.spec()} under a CPU quota of {self.quota:g} per {self.period:g}s"

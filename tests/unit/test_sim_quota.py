@@ -55,3 +55,22 @@ def test_no_quota_means_no_cap() -> None:
     )
     r = simulate(cfg)
     assert 2000 / r.sim_seconds == pytest.approx(1000.0, rel=0.02)
+
+
+def test_a_request_crossing_a_period_start_that_rounds_back_ends() -> None:
+    # At t = 256.02 s, t / 0.01 rounds to 25601.999999999996: a budget recomputed from t
+    # landed back in the spent period and the loop never ended (a twin hung on it).
+    import random
+
+    from simpy import Environment
+
+    from lblab.simulator.quota import CpuQuota
+    from lblab.simulator.service import Fixed
+
+    for start in (255.721224529, 256.02, 1e4 + 0.0299999999, 86_399.99):
+        env = Environment(initial_time=start)
+        quota = CpuQuota(Fixed(0.10379366706933507), env, 0.25, 0.01)
+        wall = quota.sample(random.Random(1), 100, 100)
+        # 0.104 s of CPU at 2.5 ms per 10 ms: about 41.5 periods, whatever the start.
+        assert 0.40 <= wall <= 0.42, (start, wall)
+        assert quota.used(start + wall) == pytest.approx(0.10379366706933507, rel=1e-9)
