@@ -644,21 +644,23 @@ def _work_mean(rows: pd.DataFrame, scenario: str, server: str, service: Measured
     return 1000.0 * total / len(mine)
 
 
-def _demand_scale(rows: pd.DataFrame, quota: float, slot_ms: float) -> float:
-    """CPU demand per request over the measured slot time, for a server whose quota binds.
+def _demand_scale(rows: pd.DataFrame, quota: float, work_ms: float) -> float:
+    """CPU demand per request over the mean of the times the twin resamples for a server
+    whose quota binds (``work_ms``, ``_work_mean``).
 
-    The slot time misses the server's work outside the slot (frame decoding, the
-    response, the event loop: the same process, the same CPU allowance) and includes
-    the stalls when a period's budget ran out. The twin gives each request ``slot
-    sample * scale`` of CPU and lets ``simulator.quota`` apply the stalls: the median
-    CPU per answer over the scenario's units where the server answered enough, over the
-    mean slot time of its answers in the scenario. Without such units the quota itself
-    (the slot time of a saturated server is its CPU time stretched by 1 / quota).
+    Those times (the unthrottled servers' slots, ``_work_model``) miss the server's
+    work outside the slot (frame decoding, the response, the event loop: the same
+    process, the same CPU allowance). The twin gives each request ``sample * scale`` of
+    CPU and lets ``simulator.quota`` apply the stalls: the median CPU per answer over
+    the scenario's units where the server answered enough and its quota bound (below its
+    quota it batches less and spends more per answer, which is not what caps it), over
+    ``work_ms``. Without such units the quota itself (the slot time of a saturated
+    server is its CPU time stretched by 1 / quota).
     """
     rows = rows[(rows["ok"] >= MIN_SERVER_ANSWERS) & rows["cpu_percent"].notna()]
     if (rows["cpu_percent"] >= QUOTA_REACHED).any():
         rows = rows[rows["cpu_percent"] >= QUOTA_REACHED]
-    scale = _median(_cpu_ms(rows, quota)) / slot_ms if not rows.empty else math.nan
+    scale = _median(_cpu_ms(rows, quota)) / work_ms if not rows.empty else math.nan
     return scale if math.isfinite(scale) and scale > 0 else quota
 
 
