@@ -126,7 +126,27 @@ def _scale_table(data: dict[str, Any]) -> str:
         "server kept (users or rate scaled with the servers). Tau vs twin compares with the "
         f"{len(data['model']['servers'])}-server twin's ranking, tau vs measured with the "
         "live ranking.</p>"
-        f"<table><tr><th>scenario</th>{head}</tr>{''.join(rows)}</table>"
+        f"<table><tr><th>scenario</th>{head}</tr>{''.join(rows)}</table>" + _too_short_note(scales)
+    )
+
+
+def _too_short_note(scales: list[dict[str, Any]]) -> str:
+    """Where a scaled phase was too short for the strategies that follow the agents'
+    CPU reports to get any: their place in that ranking is not a finding."""
+    notes = [
+        f"{s['servers']} servers, {scenario}: the window lasted {entry['window_s']:g} "
+        f"simulated s ({entry['agent_periods']:g} agent periods), too short for "
+        f"{', '.join(entry['strategies'])}"
+        for s in scales
+        for scenario, entry in (s.get("too_short_for_agent_reports") or {}).items()
+    ]
+    if not notes:
+        return ""
+    return (
+        "<p>Strategies that follow the agents' CPU reports had too few reports to follow "
+        f"in: {_esc('; '.join(notes))}. Their place in those rankings says nothing about "
+        "them at scale; give <code>--scale-requests</code> enough requests for a few "
+        "seconds of simulated time.</p>"
     )
 
 

@@ -867,20 +867,52 @@ def _slot_utilisation(result: Any, warmup_fraction: float) -> dict[str, float]:
     }
 
 
-def _simulate_all(configs: Sequence[SimConfig], warmup_fraction: float, out: Path) -> None:
+def _simulate_all(
+    configs: Sequence[SimConfig], warmup_fraction: float, out: Path
+) -> dict[tuple[str, str], float]:
     """Run every config and write it with measured windows as the live runner does
     (``lblab/windows.py``): the first ``warmup_fraction`` of the sends is warm-up, the
-    window ends at the last send."""
+    window ends at the last send. Returns each (scenario, strategy)'s shortest window
+    in simulated seconds."""
     from lblab.simulator.output import write_run
     from lblab.simulator.run import simulate
 
     results, windows = [], []
+    shortest: dict[tuple[str, str], float] = {}
     for cfg in configs:
         r = simulate(cfg)
         last_send = pc.max(r.requests["t_sent"]).as_py()
-        windows.append(Window(EPOCH + warmup_fraction * (last_send - EPOCH), last_send))
+        window = Window(EPOCH + warmup_fraction * (last_send - EPOCH), last_send)
+        windows.append(window)
         results.append(r)
+        key = (cfg.scenario, cfg.strategy)
+        shortest[key] = min(shortest.get(key, math.inf), window.seconds)
     write_run(out, results, extra={"twin": True}, windows=windows)
+    return shortest
+
+
+MIN_AGENT_REPORTS = 8
+"""A scaled phase whose window holds fewer agent periods than this gives a strategy that
+follows the agents' CPU reports (``uses_agent_reports``: dwrr and kin) too few to follow:
+at 1000 servers a phase of 60 000 requests lasts about 0.1 simulated seconds."""
+
+
+def _too_short(
+    windows: Mapping[tuple[str, str], float], report_period: float
+) -> dict[str, dict[str, Any]]:
+    """Per scenario: the strategies that follow agent reports and had fewer than
+    ``MIN_AGENT_REPORTS`` agent periods in their window, with the window's length."""
+    from lblab.balancer.strategies.registry import strategy_class
+
+    out: dict[str, dict[str, Any]] = {}
+    for (scenario, strategy), seconds in windows.items():
+        periods = seconds / report_period if report_period > 0 else math.inf
+        if periods < MIN_AGENT_REPORTS and strategy_class(strategy).uses_agent_reports:
+            entry = out.setdefault(scenario, {"window_s": seconds, "strategies": []})
+            entry["window_s"] = round(min(entry["window_s"], seconds), 4)
+            entry["agent_periods"] = round(entry["window_s"] / report_period, 2)
+            entry["strategies"].append(strategy)
+    return out
 
 
 # ------------------------------------------------------------------ comparing
@@ -1178,14 +1210,23 @@ def make_twin(
         )
         say(f"twin: simulating {len(configs)} phases on {total} servers")
         folder = out / f"scale-{total}"
-        _simulate_all(configs, testbed.warmup_fraction, folder)
+        windows = _simulate_all(configs, testbed.warmup_fraction, folder)
         pooled = measure_simulated(folder)
+        short = _too_short(windows, testbed.report_period)
+        for scenario, entry in short.items():
+            say(
+                f"twin: at {total} servers a {scenario} window lasted {entry['window_s']:g} "
+                f"simulated s ({entry['agent_periods']:g} agent periods): too short for "
+                f"{', '.join(entry['strategies'])}, which follow the agents' reports; "
+                "raise --scale-requests"
+            )
         scaled_out.append(
             {
                 "servers": total,
                 "dir": str(folder.relative_to(run_dir)),
                 "replications": scale_replications,
                 "requests_per_phase": configs[0].requests if configs else 0,
+                "too_short_for_agent_reports": short,
                 "figures": [
                     {"strategy": st, "scenario": sc.name, **_figures(pooled, st, sc.name)}
                     for sc in testbed.scenarios
