@@ -26,9 +26,11 @@ def run_lblab(args: list[str], timeout: float) -> subprocess.CompletedProcess[st
 
 @pytest.fixture(scope="session")
 def tiny_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished run of the ``tiny`` preset: requests, cpu, picks, manifest, report."""
+    """A finished run of the ``tiny`` preset: requests, cpu, picks, manifest, its
+    simulated twin (``--twin``) and the report."""
     run_dir = tmp_path_factory.mktemp("runs") / "tiny"
-    result = run_lblab(["run", "--preset", "tiny", "--out", str(run_dir)], TINY_TIMEOUT_S)
+    args = ["run", "--preset", "tiny", "--twin", "--out", str(run_dir)]
+    result = run_lblab(args, TINY_TIMEOUT_S)
     if result.returncode != 0 or not (run_dir / "requests.parquet").exists():
         pytest.fail(
             f"lblab run --preset tiny exited {result.returncode}\n"

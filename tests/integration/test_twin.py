@@ -110,6 +110,10 @@ def test_twin_refuses_bad_input_in_one_line(tmp_path: Path, sim_run: Path) -> No
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # the shared tiny run (up to 240 s on a busy machine), then the twin
 def test_twin_of_a_live_tiny_run(tiny_run_dir: Path) -> None:
+    # `lblab run --twin` (the shared run) built the twin before it wrote the report.
+    report = (tiny_run_dir / "report" / "index.html").read_text()
+    assert json.loads((tiny_run_dir / "twin" / "twin.json").read_text())["cells"]
+    assert "Measured vs simulated" in report and "Rank agreement" in report
     path = make_twin(tiny_run_dir, [30], scale_requests=3000)
     data = json.loads(path.read_text())
     check_shape(data, {"rr", "lc"}, {"sp+sr", "mp+mr"})
