@@ -894,7 +894,7 @@ def _simulate_all(
 MIN_AGENT_REPORTS = 8
 """A scaled phase whose window holds fewer agent periods than this gives a strategy that
 follows the agents' CPU reports (``uses_agent_reports``: dwrr and kin) too few to follow:
-at 1000 servers a phase of 60 000 requests lasts about 0.1 simulated seconds."""
+at 1000 servers the window of a phase of 60 000 sp+sr requests lasts 0.15 simulated s."""
 
 
 def _too_short(

@@ -48,7 +48,7 @@ def test_the_summary_lists_the_misses_where_the_harness_held_apart() -> None:
 
 
 def test_a_scaled_phase_too_short_for_agent_reports_is_named() -> None:
-    # At 1000 servers 60 000 requests last 0.1 simulated s: dwrr, which follows the
+    # At 1000 servers 60 000 requests last ~0.1 simulated s: dwrr, which follows the
     # agents' CPU reports (one per 0.25 s), got none; rr needs none.
     windows = {("sp+sr", "dwrr"): 0.1, ("sp+sr", "rr"): 0.1, ("lp+lr", "dwrr"): 10.0}
     assert _too_short(windows, 0.25) == {
