@@ -243,31 +243,30 @@ def _plain_words(data: dict[str, Any]) -> str:
             f"For scale: the measured throughput's 95 % interval is +-{width:.0%} of the mean "
             "in the median cell, so differences smaller than that are not measured ones."
         )
+    contradicted = s.get("resolved_pairs_contradicted")
     if low:
         parts.append(
             f"The ranking of the strategies by throughput agrees poorly (Kendall tau below "
             f"{s['tau_target']}) in: {_esc(', '.join(low))}; there the simulator's ranking "
             "(and so its answers at scale) should not be taken for the testbed's."
         )
-        contradicted = s.get("resolved_pairs_contradicted") or {}
-        clean = [name for name in low if name not in contradicted]
-        if clean and "resolved_pairs_contradicted" in s:
+        clean = [name for name in low if name not in (contradicted or {})]
+        if clean and contradicted is not None:
             parts.append(
                 f"In {_esc(', '.join(clean))} it reverses no pair of strategies whose "
                 "measured 95 % intervals are apart: the disagreement is among strategies "
                 "this run cannot tell apart."
             )
-    contradicted = s.get("resolved_pairs_contradicted") or {}
+    else:
+        parts.append(
+            "The ranking by throughput agrees wherever there is one "
+            f"(tau at least {s['tau_target']})."
+        )
     if contradicted:
         parts.append(
             "It reverses measured differences the run resolves (intervals apart) in: "
             + _esc("; ".join(f"{name}: {', '.join(pairs)}" for name, pairs in contradicted.items()))
             + "."
-        )
-    else:
-        parts.append(
-            "The ranking by throughput agrees wherever there is one "
-            f"(tau at least {s['tau_target']})."
         )
     undefined = s.get("tau_undefined") or []
     if undefined:
