@@ -181,8 +181,15 @@ def twin(
         int, typer.Option(min=1, max=100, help="Replications of each scaled run.")
     ] = 1,
     scale_requests: Annotated[
-        int, typer.Option(min=100, max=10_000_000, help="Most requests per scaled phase.")
-    ] = 60_000,
+        int | None,
+        typer.Option(
+            min=100,
+            max=10_000_000,
+            help="Most requests per scaled phase (default: enough for 10 agent periods in "
+            "its window at the scaled load, 20 000 to 2 000 000; fewer make dwrr and kin "
+            "rank without CPU reports).",
+        ),
+    ] = None,
 ) -> None:
     """Simulate the run's testbed and compare: RESULTS_DIR/twin/twin.json."""
     from lblab.simulator.twin import MISS, TAU_TARGET, make_twin

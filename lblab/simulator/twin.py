@@ -48,7 +48,8 @@ quantities (service times, time outside the slot), never the figures it is compa
 A scaled twin (``--scale N``) gives N servers the same capacity mix (each measured
 server repeated N / n times), and users or rate times N / n; the front end (with each
 strategy's solved load terms) and think time stay per request (a balancer and
-generator scaled out with the servers).
+generator scaled out with the servers). Its phases are long enough for the agents'
+reports to matter (``_auto_scale_requests``) unless ``scale_requests`` caps them.
 
 Each compared cell carries the run's harness checks (generator, balancer, machine) that
 warned or failed in its phases: the twin gives the generator and the balancer no CPU,
@@ -734,21 +735,23 @@ def configs_for(
     models: Mapping[str, ScenarioModel],
     servers: int,
     replications: int,
-    max_requests: int | None,
+    max_requests: int | Mapping[str, int] | None,
     run_id: str,
     server_ms: Mapping[tuple[str, str], Mapping[str, float]],
     only: Sequence[tuple[str, str]] | None = None,
 ) -> list[SimConfig]:
     """One SimConfig per scenario x strategy x replication for ``servers`` servers
     (``only``: these (scenario, strategy) cells); ``server_ms[(scenario, strategy)]``
-    gives each server's front-end load term (``solve_fronts``)."""
+    gives each server's front-end load term (``solve_fronts``); ``max_requests`` caps a
+    phase's requests, one cap or one per scenario."""
     factor = servers / len(testbed.servers)
     out = []
     for scenario in testbed.scenarios:
         model = models[scenario.name]
         requests = round(model.requests * factor)
-        if max_requests is not None:
-            requests = min(requests, max_requests)
+        cap = max_requests.get(scenario.name) if isinstance(max_requests, Mapping) else max_requests
+        if cap is not None:
+            requests = min(requests, cap)
         for strategy in testbed.strategies:
             if only is not None and (scenario.name, strategy) not in only:
                 continue
@@ -868,7 +871,7 @@ def _slot_utilisation(result: Any, warmup_fraction: float) -> dict[str, float]:
 
 
 def _simulate_all(
-    configs: Sequence[SimConfig], warmup_fraction: float, out: Path
+    configs: Sequence[SimConfig], warmup_fraction: float, out: Path, progress: Any = None
 ) -> dict[tuple[str, str], float]:
     """Run every config and write it with measured windows as the live runner does
     (``lblab/windows.py``): the first ``warmup_fraction`` of the sends is warm-up, the
@@ -879,7 +882,12 @@ def _simulate_all(
 
     results, windows = [], []
     shortest: dict[tuple[str, str], float] = {}
-    for cfg in configs:
+    for i, cfg in enumerate(configs, 1):
+        if progress is not None:
+            progress(
+                f"twin:   {cfg.scenario} {cfg.strategy} ({i}/{len(configs)}, "
+                f"{cfg.requests:,} requests)"
+            )
         r = simulate(cfg)
         last_send = pc.max(r.requests["t_sent"]).as_py()
         window = Window(EPOCH + warmup_fraction * (last_send - EPOCH), last_send)
@@ -889,6 +897,33 @@ def _simulate_all(
         shortest[key] = min(shortest.get(key, math.inf), window.seconds)
     write_run(out, results, extra={"twin": True}, windows=windows)
     return shortest
+
+
+SCALE_AGENT_PERIODS = 10
+"""An automatic scaled phase is long enough for its window to hold this many agent
+periods at the 3-server twin's fastest throughput times the scale."""
+MIN_SCALE_REQUESTS = 20_000
+MAX_SCALE_REQUESTS = 2_000_000
+"""Bounds of an automatic scaled phase (``--scale-requests`` sets one cap instead)."""
+
+
+def _auto_scale_requests(
+    testbed: Testbed, simulated: pd.DataFrame, factor: float
+) -> dict[str, int]:
+    """Per scenario: requests for a scaled phase whose window spans
+    ``SCALE_AGENT_PERIODS`` agent periods, so that strategies following the agents'
+    CPU reports get them (a fixed count lasts ever less simulated time as servers are
+    added: 60 000 sp+sr requests are 0.15 s at 1000 servers). Within
+    ``MIN_SCALE_REQUESTS``..``MAX_SCALE_REQUESTS``; never longer than the live phase
+    (``configs_for`` caps at the run's own length times the scale)."""
+    out = {}
+    seconds = SCALE_AGENT_PERIODS * testbed.report_period / max(1.0 - testbed.warmup_fraction, 0.05)
+    for scenario in testbed.scenarios:
+        rates = simulated.loc[simulated["scenario"] == scenario.name, "throughput_rps"]
+        rate = float(pd.to_numeric(rates, errors="coerce").max()) if len(rates) else math.nan
+        need = rate * factor * seconds if math.isfinite(rate) else MAX_SCALE_REQUESTS
+        out[scenario.name] = int(min(max(math.ceil(need), MIN_SCALE_REQUESTS), MAX_SCALE_REQUESTS))
+    return out
 
 
 MIN_AGENT_REPORTS = 8
@@ -1141,7 +1176,7 @@ def make_twin(
     scales: Sequence[int] = (),
     *,
     scale_replications: int = 1,
-    scale_requests: int = 60_000,
+    scale_requests: int | None = None,
     echo: Any = None,
 ) -> Path:
     """Build the twin of ``run_dir``; returns ``run_dir/twin/twin.json``.
@@ -1198,19 +1233,27 @@ def make_twin(
         cell["harness_checks"] = flags.get((cell["strategy"], cell["scenario"]), [])
     scaled_out = []
     for total in scales:
+        caps = (
+            scale_requests
+            if scale_requests is not None
+            else _auto_scale_requests(testbed, simulated, total / n)
+        )
         configs = configs_for(
             testbed,
             services,
             models,
             total,
             scale_replications,
-            scale_requests,
+            caps,
             f"twin-{run.run_id}-x{total}",
             fronts,
         )
-        say(f"twin: simulating {len(configs)} phases on {total} servers")
+        say(
+            f"twin: simulating {len(configs)} phases on {total} servers "
+            f"({sum(c.requests for c in configs):,} requests)"
+        )
         folder = out / f"scale-{total}"
-        windows = _simulate_all(configs, testbed.warmup_fraction, folder)
+        windows = _simulate_all(configs, testbed.warmup_fraction, folder, say)
         pooled = measure_simulated(folder)
         short = _too_short(windows, testbed.report_period)
         for scenario, entry in short.items():
@@ -1225,7 +1268,7 @@ def make_twin(
                 "servers": total,
                 "dir": str(folder.relative_to(run_dir)),
                 "replications": scale_replications,
-                "requests_per_phase": configs[0].requests if configs else 0,
+                "requests_per_phase": {c.scenario: c.requests for c in configs},
                 "too_short_for_agent_reports": short,
                 "figures": [
                     {"strategy": st, "scenario": sc.name, **_figures(pooled, st, sc.name)}

@@ -78,7 +78,7 @@ def test_twin_of_a_simulated_run_reproduces_it_and_scales(sim_run: Path) -> None
     means = [s["service_ms_mean"]["100B+10000B"] for s in data["model"]["servers"]]
     assert means[0] == pytest.approx(4 * means[2], rel=0.01)
     (scaled,) = data["scales"]
-    assert scaled["servers"] == 12 and scaled["requests_per_phase"] == 3000
+    assert scaled["servers"] == 12 and scaled["requests_per_phase"] == {"variation": 3000}
     assert (sim_run / scaled["dir"] / "requests.parquet").is_file()
     manifest = json.loads((sim_run / scaled["dir"] / "manifest.json").read_text())
     assert sum(g["count"] for g in manifest["config"][0]["servers"]) == 12

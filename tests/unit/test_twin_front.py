@@ -8,10 +8,13 @@ import pytest
 
 from lblab.simulator.run import simulate
 from lblab.simulator.twin import (
+    MAX_SCALE_REQUESTS,
+    MIN_SCALE_REQUESTS,
     FrontEnd,
     ScenarioModel,
     TwinScenario,
     TwinServer,
+    _auto_scale_requests,
     _slot_utilisation,
     configs_for,
     fit_service,
@@ -80,3 +83,14 @@ def test_without_a_slope_nothing_is_solved() -> None:
     )
     solved = solve_fronts(testbed, {"a": one_ms, "b": one_ms}, {"sp+sr": model}, {})
     assert solved == {("sp+sr", "rr"): {"a": 0.0, "b": 0.0}}
+
+
+def test_an_automatic_scaled_phase_spans_ten_agent_periods() -> None:
+    testbed = _testbed(users=3)  # agent period 0.25 s, a fifth of each phase warm-up
+    simulated = pd.DataFrame(
+        {"scenario": ["sp+sr", "sp+sr"], "strategy": ["rr", "lc"], "throughput_rps": [900, 1800.0]}
+    )
+    # 1800/s x 333 = 600 000/s for 2.5 s / 0.8 of window: 1.9 M requests.
+    assert _auto_scale_requests(testbed, simulated, 333.0) == {"sp+sr": 1_873_125}
+    assert _auto_scale_requests(testbed, simulated, 1000.0) == {"sp+sr": MAX_SCALE_REQUESTS}
+    assert _auto_scale_requests(testbed, simulated, 1.0) == {"sp+sr": MIN_SCALE_REQUESTS}
