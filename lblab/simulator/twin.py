@@ -856,14 +856,21 @@ def solve_fronts(
     return solved
 
 
+def _sim_window(result: Any, warmup_fraction: float) -> Window:
+    """A simulated phase's measured window, as the live runner cuts it
+    (``lblab/windows.py``): the first ``warmup_fraction`` of the sends is warm-up, the
+    window ends at the last send."""
+    last_send = pc.max(result.requests["t_sent"]).as_py()
+    return Window(EPOCH + warmup_fraction * (last_send - EPOCH), last_send)
+
+
 def _slot_utilisation(result: Any, warmup_fraction: float) -> dict[str, float]:
     """Per server of a simulated phase: the share of the measured window its slot was
     busy (``utilisation``, over the answers sent in the window)."""
+    window = _sim_window(result, warmup_fraction)
     q = result.requests.select(["t_sent", "ok", "server", "service_ms"]).to_pandas()
-    last = float(q["t_sent"].max())
-    first = EPOCH + warmup_fraction * (last - EPOCH)
-    inside = q[(q["t_sent"] >= first) & q["ok"]]
-    seconds = max(last - first, 1e-9)
+    inside = q[(q["t_sent"] >= window.start) & q["ok"]]
+    seconds = max(window.seconds, 1e-9)
     return {
         str(server): float(group["service_ms"].sum()) / 1000.0 / seconds
         for server, group in inside.groupby("server", observed=True)
@@ -874,9 +881,8 @@ def _simulate_all(
     configs: Sequence[SimConfig], warmup_fraction: float, out: Path, progress: Any = None
 ) -> dict[tuple[str, str], float]:
     """Run every config and write it with measured windows as the live runner does
-    (``lblab/windows.py``): the first ``warmup_fraction`` of the sends is warm-up, the
-    window ends at the last send. Returns each (scenario, strategy)'s shortest window
-    in simulated seconds."""
+    (``_sim_window``). Returns each (scenario, strategy)'s shortest window in simulated
+    seconds."""
     from lblab.simulator.output import write_run
     from lblab.simulator.run import simulate
 
@@ -889,8 +895,7 @@ def _simulate_all(
                 f"{cfg.requests:,} requests)"
             )
         r = simulate(cfg)
-        last_send = pc.max(r.requests["t_sent"]).as_py()
-        window = Window(EPOCH + warmup_fraction * (last_send - EPOCH), last_send)
+        window = _sim_window(r, warmup_fraction)
         windows.append(window)
         results.append(r)
         key = (cfg.scenario, cfg.strategy)
