@@ -489,7 +489,13 @@ class ScenarioModel:
     """The slot times, in this scenario, of the servers whose quota did not bind: the
     work of a request without the stalls a throttled server's own slot times include
     (``_work_model``). None when every quota bound (or none did)."""
-    work_servers: tuple[str, ...] = ()
+
+    @property
+    def work_servers(self) -> tuple[str, ...]:
+        """The servers whose slot times ``work`` holds (none without it)."""
+        if self.work is None:
+            return ()
+        return tuple(server for server, binds in self.quota_binds.items() if not binds)
 
     def service_of(self, server: str, own: MeasuredService) -> MeasuredService:
         """What the twin resamples for ``server`` (before ``demand_scale``): the
@@ -534,7 +540,6 @@ def scenario_models(
             demand_scale={},
             quota_binds=binds,
             work=work,
-            work_servers=free if work is not None else (),
         )
         scales = {
             srv.id: _demand_scale(
@@ -586,11 +591,12 @@ def _fit_front(
     u = utilisation(free).clip(0.0, U_MAX).to_numpy(dtype=float)
     x = u / (1.0 - u)
     y = free["front_ms"].to_numpy(dtype=float)
+    flat = FrontEnd(max(0.0, float(np.median(y))))
     if len(x) < 3 or np.ptp(x) < 0.1:
-        return FrontEnd(max(0.0, float(np.median(y))))
+        return flat
     slope, intercept = np.polyfit(x, y, 1)
     if slope <= 0:
-        return FrontEnd(max(0.0, float(np.median(y))))
+        return flat
     if intercept < 0:
         return FrontEnd(0.0, float(np.dot(x, y) / np.dot(x, x)))
     return FrontEnd(float(intercept), float(slope))
