@@ -120,10 +120,14 @@ class JsonCost:
 
     @property
     def mean_s(self) -> float:
-        return self.a + self.b * self.typical_work_bytes
+        return self.predict(self.typical_work_bytes, 0)
+
+    def predict(self, work_bytes: float, package_bytes: float) -> float:
+        """Seconds for one request of this shape."""
+        return self.a + self.b * work_bytes + self.c * package_bytes
 
     def sample(self, rng: random.Random, work_bytes: int, package_bytes: int) -> float:
-        return self.a + self.b * work_bytes + self.c * package_bytes
+        return self.predict(work_bytes, package_bytes)
 
     def spec(self) -> str:
         return f"json:a={self.a * 1000:g}ms,b={self.b:g},c={self.c:g}"

@@ -164,8 +164,7 @@ class MeasuredService:
         if measured:
             return float(np.mean(measured))
         ratio = float(np.mean(self.ratios)) if self.ratios else 1.0
-        fit = self.fit
-        return (fit.a + fit.b * work_bytes + fit.c * package_bytes) * ratio
+        return self.fit.predict(work_bytes, package_bytes) * ratio
 
     def sample(self, rng: random.Random, work_bytes: int, package_bytes: int) -> float:
         measured = self.samples.get((package_bytes, work_bytes))
