@@ -15,7 +15,7 @@ import sys
 import typer
 
 from lblab import __version__
-from lblab.errors import ConfigError
+from lblab.errors import ConfigError, WriteFailed
 
 COMMAND_MODULES = (
     "lblab.servers.cli",
@@ -65,7 +65,8 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Entry point: bad input becomes one line on stderr and exit code 2.
+    """Entry point: bad input becomes one line on stderr and exit code 2; results that
+    could not be written (a full disk) one line and exit code 74.
 
     This is the only place that does so. Commands raise ``ConfigError`` for bad input,
     and the code that reads a file a person named (``lblab.config.load_toml``,
@@ -78,6 +79,8 @@ def main() -> None:
         code = app(standalone_mode=False)
     except ConfigError as exc:
         _fail(str(exc), 2)
+    except WriteFailed as exc:  # results that could not be written: path, why, what to do
+        _fail(str(exc), WriteFailed.exit_code)
     except typer.TyperException as exc:  # the parser's (Typer's own click) exceptions
         code = getattr(exc, "exit_code", 1)
         if type(exc).__name__ == "NoArgsIsHelpError":  # the help is already shown

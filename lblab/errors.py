@@ -19,6 +19,23 @@ class ConfigError(LblabError, ValueError):
     """A configuration value is wrong; the message names the field, the value and the fix."""
 
 
+class WriteFailed(LblabError):
+    """A file of results could not be written; the message names the path and why.
+
+    ``no_room``: the filesystem was full (or over quota), so freeing space and running
+    again can continue the work. Not an ``OSError``: code that tolerates a failed
+    connection or process must not take a failed write of results for one."""
+
+    exit_code = 74  # sysexits.h EX_IOERR
+
+    def __init__(self, message: str, *, path: object = None, no_room: bool = False) -> None:
+        super().__init__(message)
+        self.path, self.no_room = path, no_room
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class ProtocolError(LblabError):
     """Abstract: an RSocket protocol rule was broken. Use a subclass."""
 

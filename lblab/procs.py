@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
 import selectors
@@ -20,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,30 @@ def _watch_owner(loop: asyncio.AbstractEventLoop, owner: int, stop: asyncio.Even
             loop.call_later(PARENT_CHECK_S, check)
 
     loop.call_later(PARENT_CHECK_S, check)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def dies_with_this_process() -> Callable[[], None]:
+    """A ``preexec_fn`` for ``subprocess.Popen``: the child is SIGKILLed the moment the
+    calling thread's process dies, however it dies (Linux ``PR_SET_PDEATHSIG``).
+
+    For children that cannot watch their owner themselves: Locust runs on gevent and
+    does not notice its parent going, so a runner killed with SIGKILL left it sending
+    to a dead balancer and writing records into the phase a later ``--resume`` reran.
+    A child that has nothing to save once its owner is gone needs no grace. If the
+    owner died between the fork and the ``prctl``, the child exits at once. Call it in
+    the thread that starts the child and outlives it (the signal follows the thread)."""
+    owner = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: nothing to load after
+
+    def preexec() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != owner:
+            os._exit(1)
+
+    return preexec
 
 
 def announce_ready(role: str, **facts: Any) -> None:

@@ -6,14 +6,13 @@ they may not drop or retype these.
 
 Tables are written as they come: each finished unit of work (scenario x strategy x
 replication, or a chunk of one) lands as an immutable part file
-``<run>/parts/<table>/<key>.parquet`` (written to a temporary name, then renamed, so a
-crash never leaves half a file). ``consolidate`` merges the parts into
+``<run>/parts/<table>/<key>.parquet`` (``lblab.files.write_atomically``: a crash or a
+full disk never leaves half a file). ``consolidate`` merges the parts into
 ``<run>/<table>.parquet``; it can run again after a resume.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lblab.failures import ERROR_KINDS, ERROR_ORIGINS
+from lblab.files import write_table_atomically
 
 __all__ = ["ERROR_KINDS", "ERROR_ORIGINS"]
 
@@ -97,10 +97,15 @@ def write_part(run_dir: Path, table: str, key: str, data: pa.Table) -> Path:
     folder = run_dir / "parts" / table
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"{key}.parquet"
-    tmp = folder / f".{key}.parquet.tmp"
-    pq.write_table(data, tmp)
-    os.replace(tmp, final)
+    write_table_atomically(final, data)
     return final
+
+
+def drop_consolidated(run_dir: Path) -> None:
+    """Remove the merged tables of a run about to get new parts: until ``consolidate``
+    runs again, readers read the parts, never a merged table that lacks some."""
+    for table in SCHEMAS:
+        (run_dir / f"{table}.parquet").unlink(missing_ok=True)
 
 
 def consolidate(run_dir: Path) -> dict[str, int]:
@@ -118,8 +123,6 @@ def consolidate(run_dir: Path) -> dict[str, int]:
             )
         else:
             merged = schema.empty_table()
-        tmp = run_dir / f".{table}.parquet.tmp"
-        pq.write_table(merged, tmp)
-        os.replace(tmp, run_dir / f"{table}.parquet")
+        write_table_atomically(run_dir / f"{table}.parquet", merged)
         counts[table] = merged.num_rows
     return counts

@@ -33,6 +33,7 @@ from lblab.analysis.twin_report import twin_section
 from lblab.analysis.validity import validity_section
 from lblab.analysis.views import open_view
 from lblab.analysis.winners import verdict
+from lblab.files import make_folder, write_bytes_atomically
 
 log = logging.getLogger(__name__)
 
@@ -164,9 +165,9 @@ def charts_for(summary: Summary) -> Iterator[Chart]:
         )
 
 
-def _png(figure: Figure) -> bytes:
+def _image(figure: Figure, fmt: str) -> bytes:
     buf = io.BytesIO()
-    figure.savefig(buf, format="png", dpi=_DPI)
+    figure.savefig(buf, format=fmt, dpi=_DPI)
     return buf.getvalue()
 
 
@@ -174,21 +175,18 @@ def build_report(run_dir: str | Path) -> Path:
     """Write ``<run_dir>/report/index.html`` (and its charts); returns the page's path."""
     view = open_view(run_dir)
     out = view.path / "report"
-    chart_dir = out / "charts"
-    chart_dir.mkdir(parents=True, exist_ok=True)
+    chart_dir = make_folder(out / "charts")
     for stale in [*chart_dir.glob("*.png"), *chart_dir.glob("*.svg")]:
         stale.unlink()  # a rebuilt report shows only this build's charts
     shown = []
     for chart in charts_for(view.summary):
-        png = _png(chart.figure)
-        (chart_dir / f"{chart.slug}.png").write_bytes(png)
-        chart.figure.savefig(chart_dir / f"{chart.slug}.svg")
+        png = _image(chart.figure, "png")
+        write_bytes_atomically(chart_dir / f"{chart.slug}.png", png)
+        write_bytes_atomically(chart_dir / f"{chart.slug}.svg", _image(chart.figure, "svg"))
         shown.append(Shown(chart.slug, chart.title, chart.caption, chart.section, png))
     run_id = str(view.manifest.get("run_id") or view.path.name)
     page = _page(run_id, view.manifest, view.summary, view.winners, shown, twin_section(view.path))
-    tmp = out / ".index.html.tmp"
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out / "index.html")
+    write_bytes_atomically(out / "index.html", page.encode("utf-8"))
     log.info("report written to %s", out / "index.html")
     return out / "index.html"
 

@@ -2,15 +2,22 @@
 
 The forwarding path only appends a tuple to a list; the node's periodic timer turns
 the batch into JSON lines and appends them to the file at least once a second and at
-exit, so a slow disk never stalls a request. Lines follow the contract
+exit, so a slow disk never stalls a request; a full disk drops whole batches, counted
+and logged once (``lblab.files.AppendLog``), and forwarding goes on. Lines follow the
+contract
 ``{"t": epoch_s, "server": "s2", "inflight_at_pick": 3, "strategy": "lc"}``.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import orjson
+
+from lblab.files import AppendLog
+
+log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 1.0
 """The contract: picks reach the file at least once a second."""
@@ -23,9 +30,13 @@ class PickLog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "ab")  # noqa: SIM115 - kept open for the node's lifetime
+        self._file = AppendLog(path, log)
         self._pending: list[tuple[float, str, int, str]] = []
+
+    @property
+    def dropped(self) -> int:
+        """Picks a full disk kept out of the file."""
+        return self._file.dropped
 
     def record(self, t: float, server: str, inflight_at_pick: int, strategy: str) -> None:
         pending = self._pending
@@ -38,13 +49,13 @@ class PickLog:
             return
         pending, self._pending = self._pending, []
         dumps = orjson.dumps
-        self._file.write(
+        self._file.append(
             b"".join(
                 dumps({"t": t, "server": s, "inflight_at_pick": n, "strategy": name}) + b"\n"
                 for t, s, n, name in pending
-            )
+            ),
+            len(pending),
         )
-        self._file.flush()
 
     def close(self) -> None:
         self.flush()

@@ -101,7 +101,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run an experiment: every scenario x strategy x replication, then the report.
 
-        Exit codes: 0 ok, 1 a phase failed, 2 bad config, 130 interrupted (Ctrl-C;
+        Exit codes: 0 ok, 1 a phase failed, 2 bad config, 74 results could not be
+        written (a full disk: make room, then --resume), 130 interrupted (Ctrl-C;
         continue with --resume --out DIR).
         """
         from rich.console import Console
@@ -221,7 +222,7 @@ def register(app: typer.Typer) -> None:
         records_root: str = typer.Option(
             ...,
             "--records-root",
-            help="This host's results folder: records go to <it>/<run-id>/raw/phases/<phase>/.",
+            help="This host's results folder: records go to <it>/<run-id>/raw/phases/<phase>/<attempt>/.",
         ),
     ) -> None:
         """Keep Locust workers connected to a master on another host, one per phase.

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.runconfig import LoadConfig
-from lblab.procs import Child, stop
+from lblab.procs import Child, dies_with_this_process, stop
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 _BASE = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
@@ -136,23 +136,23 @@ def start(
     Path(spec.records_dir).mkdir(parents=True, exist_ok=True)
     run = LocustRun()
     if workers + expect <= 0:
-        run.children.append(_popen("locust", command_line(spec, load, host, port, duration), log))
+        run.children.append(launch("locust", command_line(spec, load, host, port, duration), log))
         return run
     bind_host, bind_port = bind or ("127.0.0.1", free_port())
     master = command_line(
         spec, load, host, port, duration, role="master", workers=workers + expect,
         master_host=bind_host, master_port=bind_port,
     )  # fmt: skip
-    run.children.append(_popen("locust master", master, log))
+    run.children.append(launch("locust master", master, log))
     # A wildcard bind is reachable on loopback; local workers connect there.
     connect = "127.0.0.1" if bind_host in ("0.0.0.0", "", "::") else bind_host
     worker = worker_command(connect, bind_port)
     for i in range(workers):
-        run.children.append(_popen(f"locust worker {i}", worker, log))
+        run.children.append(launch(f"locust worker {i}", worker, log))
     return run
 
 
-def _popen(name: str, argv: list[str], log: Path) -> Child:
+def launch(name: str, argv: list[str], log: Path) -> Child:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         popen = subprocess.Popen(
@@ -161,13 +161,16 @@ def _popen(name: str, argv: list[str], log: Path) -> Child:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: stop() kills all of it
+            preexec_fn=dies_with_this_process(),  # and nothing outlives the runner
         )
     return Child(name, popen, log_path=log)
 
 
 def locust_request_count(records_dir: Path) -> int | None:
-    """Locust's own count of requests (its final stats), to check the records against."""
-    path = records_dir / "locust_stats.json"
-    if not path.exists():
+    """Locust's own count of requests (its final stats), to check the records against;
+    None when it wrote none or could not write them whole (a full disk leaves it empty)."""
+    try:
+        stats = json.loads((records_dir / "locust_stats.json").read_bytes())
+        return sum(int(e.get("num_requests", 0)) for e in stats)
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
-    return sum(int(e.get("num_requests", 0)) for e in json.loads(path.read_text()))

@@ -7,9 +7,15 @@ every ``FLUSH_S`` seconds and at stop. A crash loses at most that much. Next to 
 keeps ``progress-<host>-<pid>.json`` (requests and failures so far) for the runner's
 progress bar. The runner merges all chunks of a phase, whoever wrote them.
 
+Each attempt at a phase has a folder of its own, ``raw/phases/<phase>/<attempt>/``, and
+the runner merges only its current attempt's folder: a Locust process of an attempt that
+was killed (and should have died with it) cannot put a row into the attempt that reruns
+the phase, whatever it still writes.
+
 Workers on other loader hosts (``lblab locust-workers``) cannot reach the master's
 folder: they are started with ``LBLAB_RECORDS_ROOT`` (their host's results folder) and
-write to the same place relative to the run, ``<root>/<run-id>/raw/phases/<phase>/``.
+write to the same place relative to the run,
+``<root>/<run-id>/raw/phases/<phase>/<attempt>/``.
 Fetching those folders into the run directory (``infra/experiment.yml`` does) and
 ``lblab run --collect`` merge them. ``LBLAB_LOADER`` names the loader host in the rows
 (default: the hostname, which namespaces on one machine share).
@@ -25,7 +31,9 @@ service model is fitted from them).
 from __future__ import annotations
 
 import json
+import logging
 import os
+import secrets
 import socket
 import time
 from pathlib import Path
@@ -34,9 +42,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lblab.errors import WriteFailed
+from lblab.files import write_bytes_atomically, write_table_atomically
 from lblab.results import SCHEMAS
 
+log = logging.getLogger(__name__)
+
 FLUSH_S = 2.0
+HELD_ROWS_MAX = 1_000_000  # about 150 MB of buffered rows while the disk is full
 LOADER_ENV = "LBLAB_LOADER"
 RECORDS_ROOT_ENV = "LBLAB_RECORDS_ROOT"
 _MEASURED = (
@@ -61,20 +74,27 @@ written) plus ``cell``, ``loader``, ``service_ms``, ``queue_ms`` and ``send_lag_
 COLUMNS = tuple(RECORD_SCHEMA.names)
 
 
-def phase_folder(run_dir: Path, phase_key: str) -> Path:
-    """Where a phase's records go, relative to its run directory."""
-    return run_dir / "raw" / "phases" / phase_key
+def phase_folder(run_dir: Path, phase_key: str, attempt: str) -> Path:
+    """Where one attempt at a phase writes its records, inside its run directory."""
+    return run_dir / "raw" / "phases" / phase_key / attempt
+
+
+def new_attempt(number: int) -> str:
+    """A name for an attempt at a phase that no earlier attempt had: ``a<number>-<hex>``
+    (the number says which run attempt made it; the random part keeps two apart even
+    where a killed attempt never recorded its number)."""
+    return f"a{number}-{secrets.token_hex(3)}"
 
 
 def local_folder(folder: Path) -> Path:
     """The folder this process writes a phase's records to: ``folder`` (the spec's, on
     the master's host) or, with ``LBLAB_RECORDS_ROOT`` set, the same
-    ``<run-id>/raw/phases/<phase>`` under that root on this host."""
+    ``<run-id>/raw/phases/<phase>/<attempt>`` under that root on this host."""
     root = os.environ.get(RECORDS_ROOT_ENV)
     if not root:
         return folder
-    # phase_folder's layout: the last four parts are <run-id>/raw/phases/<phase>.
-    return Path(root).joinpath(*folder.parts[-4:])
+    # phase_folder's layout: the last five parts are <run-id>/raw/phases/<phase>/<attempt>.
+    return Path(root).joinpath(*folder.parts[-5:])
 
 
 def loader_name() -> str:
@@ -92,13 +112,14 @@ class RequestRecorder:
 
     def __init__(self, folder: Path) -> None:
         self.folder = local_folder(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
         self._tag = _writer_tag()
         self._loader = loader_name()
         self._seq = 0
         self._cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
         self.requests = 0
         self.failures = 0
+        self.dropped = 0  # rows a full disk made this process give up
+        self._failing = False
 
     def add(
         self,
@@ -133,32 +154,55 @@ class RequestRecorder:
             self.failures += 1
 
     def flush(self) -> None:
-        """Write buffered rows as a new chunk (atomically) and the progress file."""
-        if self._cols["t_sent"]:
-            table = pa.Table.from_pydict(self._cols, schema=RECORD_SCHEMA)
-            self._cols = {c: [] for c in COLUMNS}
-            name = f"requests-{self._tag}-{self._seq:05d}.parquet"
-            self._seq += 1
-            tmp = self.folder / f".{name}.tmp"
-            pq.write_table(table, tmp)
-            os.replace(tmp, self.folder / name)
-        self.write_progress()
+        """Write buffered rows as a new chunk (atomically) and the progress file.
 
-    def write_progress(self) -> None:
-        tmp = self.folder / f".progress-{self._tag}.tmp"
-        tmp.write_text(json.dumps({"requests": self.requests, "failures": self.failures}))
-        os.replace(tmp, self.folder / f"progress-{self._tag}.json")
+        A write that fails (a full disk) is logged once and the rows are kept for the
+        next flush, so room made in time loses nothing; past ``HELD_ROWS_MAX`` the newest
+        rows are dropped and counted (``dropped`` in the progress file: the runner's
+        ``unaccounted``)."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if self._cols["t_sent"]:
+                table = pa.Table.from_pydict(self._cols, schema=RECORD_SCHEMA)
+                name = f"requests-{self._tag}-{self._seq:05d}.parquet"
+                write_table_atomically(self.folder / name, table)
+                self._seq += 1
+                self._cols = {c: [] for c in COLUMNS}
+            write_bytes_atomically(self.folder / f"progress-{self._tag}.json", self._progress())
+        except (WriteFailed, OSError) as exc:
+            self._write_failed(exc)
+        else:
+            if self._failing:
+                log.warning("records are written again to %s", self.folder)
+                self._failing = False
+
+    def _progress(self) -> bytes:
+        counts = {"requests": self.requests, "failures": self.failures, "dropped": self.dropped}
+        return json.dumps(counts).encode()
+
+    def _write_failed(self, exc: Exception) -> None:
+        held = len(self._cols["t_sent"])
+        if held > HELD_ROWS_MAX:
+            self.dropped += held - HELD_ROWS_MAX
+            self._cols = {c: v[:HELD_ROWS_MAX] for c, v in self._cols.items()}
+        if not self._failing:
+            log.warning(
+                "%s; keeping up to %d rows in memory until it can be written", exc, HELD_ROWS_MAX
+            )
+            self._failing = True
 
 
 def mark_started(folder: Path) -> None:
     """Note when this process starts its users: phase timelines count from the load's
     start, not from the Locust launch (which takes 1-3 s on a busy machine)."""
     folder = local_folder(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    tag = _writer_tag()
-    tmp = folder / f".started-{tag}.tmp"
-    tmp.write_text(json.dumps({"t": time.time()}))
-    os.replace(tmp, folder / f"started-{tag}.json")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        started = json.dumps({"t": time.time()}).encode()
+        write_bytes_atomically(folder / f"started-{_writer_tag()}.json", started)
+    except (WriteFailed, OSError) as exc:
+        # The runner then times the phase's timeline from its own clock.
+        log.warning("%s; the phase's start is not noted", exc)
 
 
 def started_at(folder: Path) -> float | None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from lblab.loadtests.loadgen import worker_command
 from lblab.loadtests.records import LOADER_ENV, RECORDS_ROOT_ENV
+from lblab.procs import dies_with_this_process
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +110,10 @@ def _tend(slot: _Slot, argv: list[str], env: dict[str, str], now: float) -> None
         slot.popen, slot.due = None, now + slot.delay
     if now >= slot.due:
         # Same process group as this keeper: a signal to the group (the supervisor's
-        # stop, Ctrl-C) reaches the workers too, so none outlives it.
-        slot.popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+        # stop, Ctrl-C) reaches the workers too; a keeper killed alone takes them along.
+        slot.popen = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, preexec_fn=dies_with_this_process()
+        )
         slot.started = now
 
 

@@ -51,6 +51,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lblab.errors import WriteFailed
+from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes, write_bytes_atomically
 from lblab.loadtests import loadgen
 from lblab.loadtests.clocks import read_clocks
 from lblab.loadtests.collect import WindowSource
@@ -59,14 +61,22 @@ from lblab.loadtests.local_testbed import ExternalTestbed, LocalTestbed, make_te
 from lblab.loadtests.phase_checks import phase_checks
 from lblab.loadtests.probe import CpuProbe
 from lblab.loadtests.progress import RunProgress
-from lblab.loadtests.records import phase_folder, read_progress, read_records, started_at
+from lblab.loadtests.records import (
+    new_attempt,
+    phase_folder,
+    read_progress,
+    read_records,
+    started_at,
+)
 from lblab.loadtests.runconfig import RunConfig
 from lblab.loadtests.timeline import Timeline
-from lblab.results import MANIFEST, consolidate, to_arrow, write_part
+from lblab.results import MANIFEST, consolidate, drop_consolidated, to_arrow, write_part
 from lblab.verdicts import request_facts
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window
 
 EXIT_OK, EXIT_PHASE_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_WRITE_FAILED = WriteFailed.exit_code
+MIN_PHASE_BYTES = 1 << 20  # room asked for a phase before any phase has shown its size
 TICK_S = 0.25
 FLUSH_GRACE_S = 2.5  # the balancer flushes picks at least once a second, agents per sample
 PHASE_SLACK_S = 30.0  # beyond the expected end (answers, Locust start-up) before "stuck"
@@ -109,9 +119,7 @@ class Manifest:
         self.path, self.data = path, data
 
     def save(self) -> None:
-        tmp = self.path.with_name(".manifest.json.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str))
-        os.replace(tmp, self.path)
+        write_bytes_atomically(self.path, json.dumps(self.data, indent=2, default=str).encode())
 
     def phase(self, p: Phase) -> dict[str, Any]:
         return self.data["phases"][p.index]
@@ -228,8 +236,16 @@ class Runner:
     # ------------------------------------------------------------ the run
 
     def execute(self) -> int:
+        """Run every phase not yet done. Returns the exit code; raises ``WriteFailed``
+        (after stopping everything and saving the manifest) when results could not be
+        written, with what the run needs to continue."""
         m = self.manifest
+        reserve = Reserve(self.run_dir)
+        reserve.hold()  # room for the last manifest, should the disk fill up
+        failure: WriteFailed | None = None
         todo = [p for p in self.phases if m.phase(p)["status"] != "done"]
+        if todo:
+            drop_consolidated(self.run_dir)
         m.data["attempts"].append({"started": time.time(), "phases_to_run": len(todo)})
         m.data["status"] = "running"
         m.save()
@@ -247,6 +263,7 @@ class Runner:
                     m.save()
                 for phase in todo:
                     current = phase
+                    self.check_room()
                     ok = self.run_phase(phase, progress)
                     current = None
                     if not ok:
@@ -257,7 +274,11 @@ class Runner:
         except KeyboardInterrupt:
             code = EXIT_INTERRUPTED
             if current is not None:
-                m.update_phase(current, status="interrupted", end=time.time())
+                m.phase(current).update(status="interrupted", end=time.time())
+        except WriteFailed as exc:
+            failure = exc
+            if current is not None:
+                m.phase(current).update(status="failed", error=str(exc), end=time.time())
         except BaseException:
             code = EXIT_PHASE_FAILED  # e.g. the testbed did not start; the caller reports it
             raise
@@ -266,27 +287,71 @@ class Runner:
                 if self.locust is not None:
                     self.locust.stop()
                 self.testbed.stop()
-                self.collect_all()
-                consolidate(self.run_dir)
+                try:
+                    self.collect_all()
+                    consolidate(self.run_dir)
+                except WriteFailed as exc:
+                    failure = failure or exc
+                reserve.release()  # the last manifest has its room
                 m.data["ended"] = time.time()
                 m.data["attempts"][-1]["ended"] = m.data["ended"]
+                if failure is not None:
+                    code = EXIT_WRITE_FAILED
+                    m.data["attempts"][-1]["error"] = str(failure)
                 m.data["status"] = {
                     EXIT_OK: "done",
                     EXIT_PHASE_FAILED: "failed",
+                    EXIT_WRITE_FAILED: "failed",
                     EXIT_INTERRUPTED: "interrupted",
                 }[code]
                 m.save()
             signal.signal(signal.SIGTERM, previous_sigterm)
+        if failure is not None:
+            raise self._stopped_by(failure)
         return code
+
+    def check_room(self) -> None:
+        """Refuse to start a phase the results filesystem has no room for (about as much
+        as an average phase of this run has written so far, at least 1 MB)."""
+        free = free_bytes(self.run_dir)
+        need = self._bytes_per_phase()
+        if free is not None and free < need:
+            raise WriteFailed(
+                f"{self.run_dir} has {human_bytes(free)} free; a phase of this run writes "
+                f"about {human_bytes(need)}",
+                path=self.run_dir,
+                no_room=True,
+            )
+
+    def _bytes_per_phase(self) -> int:
+        done = sum(self.manifest.phase(p)["status"] == "done" for p in self.phases)
+        return max(MIN_PHASE_BYTES, folder_bytes(self.run_dir) // max(done, 1))
+
+    def _stopped_by(self, failure: WriteFailed) -> WriteFailed:
+        """The run's last word on a failed write: what failed, what is kept, what to do."""
+        left = sum(self.manifest.phase(p)["status"] != "done" for p in self.phases)
+        done = len(self.phases) - left
+        what = (
+            f"free about {human_bytes(self._bytes_per_phase() * left)} there, then"
+            if failure.no_room
+            else "fix that, then"
+        )
+        return WriteFailed(
+            f"{failure}. The run stopped; its {done} finished phases are kept. To run the "
+            f"other {left}, {what} continue with: lblab run --resume --out {self.run_dir}",
+            path=failure.path,
+            no_room=failure.no_room,
+        )
 
     def run_phase(self, phase: Phase, progress: RunProgress) -> bool:
         """Run one phase; True when it produced its records."""
         cfg, m = self.config, self.manifest
         load = cfg.loads[phase.scenario]
-        records = phase_folder(self.run_dir, phase.key)
-        # A rerun after an interruption starts clean: no records or parts of the last try.
-        if records.exists():
-            shutil.rmtree(records)
+        # A rerun after an interruption starts clean: no records or parts of the last
+        # try, and a folder of its own that nothing of the last try can write into.
+        attempt = new_attempt(len(m.data["attempts"]))
+        records = phase_folder(self.run_dir, phase.key, attempt)
+        shutil.rmtree(records.parent, ignore_errors=True)
         for table in ("requests", "picks", "cpu"):
             (self.run_dir / "parts" / table / f"{phase.key}.parquet").unlink(missing_ok=True)
         workers = cfg.locust_workers
@@ -310,7 +375,7 @@ class Runner:
         expected = loadgen.expected_seconds(spec, load, length)
         progress.start_phase(phase.label, expected)
         start = time.time()
-        m.update_phase(phase, status="running", start=start, end=None, error=None)
+        m.update_phase(phase, status="running", attempt=attempt, start=start, end=None, error=None)
         status, error = "done", None
         timeline = Timeline(
             [e for e in cfg.timeline if e.applies_to(phase.scenario)],
@@ -387,7 +452,7 @@ class Runner:
     def _merge_records(self, phase: Phase, start: float) -> dict[str, Any]:
         """Write the phase's requests part from every records chunk in its folder (all
         writers, all hosts delivered so far); returns the manifest's facts about them."""
-        records = phase_folder(self.run_dir, phase.key)
+        records = phase_folder(self.run_dir, phase.key, self.manifest.phase(phase)["attempt"])
         table = read_records(records)
         requests = table.num_rows
         load_start = pc.min(table["t_sent"]).as_py() if requests else start

@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from lblab.errors import WriteFailed
 from lblab.results import MANIFEST
 from lblab.verdicts import summary_lines
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, manifest_windows
@@ -105,6 +106,15 @@ def finish(run_dir: Path, console: Console) -> Path | None:
     else:
         try:
             path = report.build_report(run_dir)
+        except WriteFailed as exc:  # the run is complete; only its report is missing
+            print_summary(run_dir, console)
+            print_checks(run_dir, console)
+            raise WriteFailed(
+                f"{exc}. The run's results are complete; make room, then build the report "
+                f"with: lblab report {run_dir}",
+                path=exc.path,
+                no_room=exc.no_room,
+            ) from exc
         except Exception as exc:  # the run's data stands without its report
             reason = f"build_report failed: {type(exc).__name__}: {exc}"
         else:

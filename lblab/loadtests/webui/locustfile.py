@@ -32,7 +32,7 @@ from lblab.errors import ConfigError
 from lblab.loadtests.admin_client import AdminClient, AdminError
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.locustfile import ClosedLoopUser, OpenLoopUser, new_records
-from lblab.loadtests.records import phase_folder
+from lblab.loadtests.records import new_attempt, phase_folder
 from lblab.loadtests.runconfig import LoadConfig
 from lblab.loadtests.runner import Phase
 from lblab.loadtests.webui import choices
@@ -125,6 +125,7 @@ class SwarmPhases:
         self.replications[key] += 1
         phase = Phase(self.count, swarm.scenario, swarm.strategy, self.replications[key])
         self.count += 1
+        attempt = new_attempt(1)  # a swarm is a phase of its own, never rerun
         spec = LoadSpec(
             run_id=self.run_dir.name,
             scenario=builtin_scenario(swarm.scenario),
@@ -137,7 +138,7 @@ class SwarmPhases:
             duration=OPEN_SCHEDULE_S,
             request_timeout=s.request_timeout,
             seed=s.seed + phase.index,
-            records_dir=str(phase_folder(self.run_dir, phase.key)),
+            records_dir=str(phase_folder(self.run_dir, phase.key, attempt)),
         )
         self.env.parsed_options.lblab_spec = spec.to_json()
         new_records()  # the last phase's rows go to its folder, the next ones to this
@@ -145,6 +146,7 @@ class SwarmPhases:
         self.entry = {
             "index": phase.index,
             "key": phase.key,
+            "attempt": attempt,
             "scenario": phase.scenario,
             "strategy": phase.strategy,
             "strategy_options": options,

@@ -102,6 +102,7 @@ class UiRunner(Runner):
         self.manifest.data["phases"].append(
             {
                 "key": phase.key,
+                "attempt": note["attempt"],
                 "scenario": phase.scenario,
                 "strategy": phase.strategy,
                 "strategy_options": note["strategy_options"],
@@ -126,7 +127,7 @@ class UiRunner(Runner):
         load = LoadConfig(**{**note["load"], "think_time": tuple(note["load"]["think_time"])})
         # The window ends where the load did (Stop pressed, or the switch), not after the
         # users' last answers: duration = load end - first request - warm-up.
-        sent = read_records(phase_folder(self.run_dir, phase.key))["t_sent"]
+        sent = read_records(phase_folder(self.run_dir, phase.key, note["attempt"]))["t_sent"]
         first = pc.min(sent).as_py() if len(sent) else note["start"]
         measured = (note.get("load_end") or end) - first - self.config.warmup
         self._configs[phase.index] = replace(
@@ -218,7 +219,7 @@ def serve(config: RunConfig, run_dir: Path, manifest: Manifest, port: int, conso
             strategy_options={k: dict(v) for k, v in config.strategy_options.items()},
         )
         argv = locust_command(config, session, testbed.address, port)
-        locust = loadgen._popen("locust", argv, run_dir / "logs" / "locust.log")
+        locust = loadgen.launch("locust", argv, run_dir / "logs" / "locust.log")
         runner.locust = loadgen.LocustRun([locust])
         runner.probe.watch(runner._harness_pids())
         wait_ready(locust, url)
