@@ -8,11 +8,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +19,7 @@ import pytest
 
 from lblab.analysis.load import open_results
 from lblab.procs import lblab_command
+from tests.full_disk import fill, needs_root, small_filesystem
 from tests.run_fixture import run_lblab
 
 pytestmark = pytest.mark.slow
@@ -120,33 +119,8 @@ def test_a_killed_run_leaves_no_process_and_its_resume_no_row_of_the_killed_atte
     assert processes_of(run_dir) == []
 
 
-@contextlib.contextmanager
-def small_filesystem(path: Path, megabytes: int) -> Iterator[Path]:
-    path.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(path)],
-                   check=True, timeout=10)  # fmt: skip
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False, timeout=10)
-
-
-def fill(folder: Path) -> Path:
-    """Take every free byte of ``folder``'s filesystem; returns the filler file."""
-    filler = folder / f"filler-{time.monotonic_ns()}"
-    with open(filler, "wb") as out:
-        with contextlib.suppress(OSError):
-            os.posix_fallocate(out.fileno(), 0, shutil.disk_usage(folder).free)
-        chunk = b"\0" * (1 << 16)
-        with contextlib.suppress(OSError):
-            while True:  # whatever fallocate left (bounded: the filesystem is small)
-                out.write(chunk)
-                out.flush()
-    return filler
-
-
 @pytest.mark.root
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+@needs_root
 def test_a_full_results_filesystem_is_one_clear_line_a_readable_folder_and_a_resumable_run(
     tmp_path: Path,
 ) -> None:
@@ -157,7 +131,7 @@ def test_a_full_results_filesystem_is_one_clear_line_a_readable_folder_and_a_res
         time.sleep(1.5)
         filler = fill(fs)
         try:
-            out, err = proc.communicate(timeout=120)
+            _, err = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             pytest.fail(f"the run did not stop on a full disk: {proc.communicate()[1][-3000:]}")

@@ -1,0 +1,99 @@
+"""A full disk under the writers of a run: each says so once, counts what it dropped,
+goes on, and writes again once there is room; no half line or half file is left."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from rsocket.payload import Payload
+
+from lblab.loadtests.records import RequestRecorder, read_progress, read_records
+from lblab.scenarios import request_body
+from lblab.wire.metadata import request_metadata
+from tests.full_disk import fill, needs_root, small_filesystem
+from tests.integration.balancer_testbed import (
+    processes,
+    rsocket_client,
+    start_balancer,
+    start_server,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.root, needs_root]
+
+
+def send(port: int, n: int) -> list[bytes]:
+    async def scenario() -> list[bytes]:
+        async with rsocket_client(port) as client:
+            body, meta = request_body(100, 1000), request_metadata()
+            replies = [await client.request_response(Payload(body, meta)) for _ in range(n)]
+            return [r.data for r in replies]
+
+    return asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def picks_in(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def test_the_balancer_forwards_on_a_full_disk_drops_its_picks_once_and_writes_again(
+    tmp_path: Path,
+) -> None:
+    with small_filesystem(tmp_path / "fs", 1) as fs:
+        picks = fs / "picks.jsonl"
+        server = start_server("s1", tmp_path)
+        with processes(server):
+            balancer = start_balancer([server], tmp_path, "--picks", str(picks))
+            with processes(balancer):
+                port = balancer.ready["port"]
+                assert len(send(port, 20)) == 20
+                wait_for(lambda: len(picks_in(picks)) == 20, 5, "the first picks")
+                filler = fill(fs)
+                assert len(send(port, 50)) == 50  # forwarding goes on
+                log = tmp_path / "balancer.log"
+                wait_for(lambda: "No space left" in log.read_text(), 5, "the warning")
+                filler.unlink()
+                assert len(send(port, 30)) == 30
+                wait_for(lambda: len(picks_in(picks)) >= 50, 5, "the picks written again")
+        text = log.read_text()
+        assert "Traceback" not in text and "tick failed" not in text, text[-3000:]
+        assert text.count("No space left") == 1, text[-3000:]
+        assert "is written again" in text
+        lines = picks_in(picks)  # every line whole: each parses
+        assert len(lines) == 50 and all(p["server"] == "s1" for p in lines)
+        assert "50 lines were dropped for lack of room" in text
+
+
+def test_the_request_recorder_keeps_what_a_full_disk_refused_and_loses_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with small_filesystem(tmp_path / "fs", 1) as fs:
+        folder = fs / "run" / "raw" / "phases" / "r1-000-x" / "a1-000000"
+        recorder = RequestRecorder(folder)
+        filler = fill(fs)
+
+        def add(n: int) -> None:
+            for i in range(n):
+                recorder.add(float(i), 1.0, None, None, 100, 1000, "s1", "sp+sr")
+
+        with caplog.at_level(logging.WARNING):
+            add(300)
+            recorder.flush()
+            add(200)
+            recorder.flush()
+        assert [r.getMessage() for r in caplog.records if "No space left" in r.getMessage()]
+        assert sum("No space left" in r.getMessage() for r in caplog.records) == 1
+        assert read_records(folder).num_rows == 0  # nothing half-written
+        assert not list(folder.glob(".*.tmp"))
+        filler.unlink()
+        recorder.flush()
+        assert read_records(folder).num_rows == 500
+        assert read_progress(folder) == (500, 0)
+        assert recorder.dropped == 0
+        (chunk,) = folder.glob("requests-*.parquet")
+        assert pq.read_table(chunk).num_rows == 500
