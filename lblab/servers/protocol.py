@@ -14,6 +14,12 @@ max-inflight, no valid lease) without waiting; admitted work goes to the service
 ``call_soon_threadsafe``. Nothing here blocks: the loop only decodes, admits and writes.
 
 - request-response: one PAYLOAD(NEXT|COMPLETE) or one ERROR.
+- Work that raises is answered by cause: a ``BadRequest`` (``servers/work.py``: the body
+  alone decided it, whatever its bytes) with an APPLICATION_ERROR that says what was wrong
+  with the request, and no log; anything else is this server's own failure, logged with
+  its traceback and answered ``server fault: ...`` (``lblab/failures.py``), the only
+  APPLICATION_ERROR that counts toward the backend's ejection. Request metadata is never
+  read here (routing keys are the balancer's), so only the data can be a bad request.
 - fire-and-forget: the same work, no answer.
 - request-stream: ``items`` units of the same work (body field, default 3), one at a time,
   each only while the requester's REQUEST_N credit allows; CANCEL stops it.
@@ -53,10 +59,11 @@ from concurrent.futures import Future
 
 import orjson
 
-from lblab.errors import ApplicationError, RemoteProtocolError
+from lblab.errors import RemoteProtocolError
 from lblab.failures import SERVER_FAULT_PREFIX
 from lblab.servers.service import WorkResult
 from lblab.servers.state import ServerState, report_metadata
+from lblab.servers.work import BadRequest
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import MAX_REQUEST_N, ErrorCode, FrameType
 from lblab.wire.connection import Event
@@ -373,17 +380,11 @@ class ServerConnection(AcceptedConnection):
         exc = future.exception()
         if exc is not None:
             self._end(sid, st)
-            self.state.failed += 1
+            message = self._failure_message(exc)
             if st.kind is not FrameType.REQUEST_FNF:
                 self.write(
-                    Error(
-                        stream_id=sid,
-                        error_code=ErrorCode.APPLICATION_ERROR,
-                        message=_message(exc, self.state.id),
-                    )
+                    Error(stream_id=sid, error_code=ErrorCode.APPLICATION_ERROR, message=message)
                 )
-            elif not isinstance(exc, ApplicationError):
-                log.error("fire-and-forget work failed", exc_info=exc)
             return
         result = future.result()
         self.state.record(result)
@@ -406,6 +407,18 @@ class ServerConnection(AcceptedConnection):
                 st.credit -= 1
                 self._answer(sid, result, complete=False, item=st.emitted)
                 self._pump_channel(sid, st)
+
+    def _failure_message(self, exc: BaseException) -> str:
+        """The APPLICATION_ERROR message for work that raised, classified by cause: a
+        ``BadRequest`` is the client's and says what was wrong with the request; anything
+        else is this server's own failure, logged with its traceback and marked
+        ``server fault: `` (the only kind that counts toward the backend's ejection)."""
+        if isinstance(exc, BadRequest):
+            self.state.bad_requests += 1
+            return str(exc)
+        self.state.failed += 1
+        log.error("work failed", exc_info=exc)
+        return f"{SERVER_FAULT_PREFIX}server {self.state.id} failed: {type(exc).__name__}: {exc}"
 
     def _answer(self, sid: int, result: WorkResult, *, complete: bool, item: int = 0) -> None:
         body = {
@@ -526,10 +539,3 @@ def _report_paths(setup: Setup) -> frozenset[str]:
     if not isinstance(reports, list):
         return frozenset()
     return REPORT_PATHS.intersection(r for r in reports if isinstance(r, str))
-
-
-def _message(exc: BaseException, server_id: str) -> str:
-    if isinstance(exc, ApplicationError):
-        return str(exc)
-    log.error("work failed", exc_info=exc)
-    return f"{SERVER_FAULT_PREFIX}server {server_id} failed: {type(exc).__name__}: {exc}"

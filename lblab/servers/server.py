@@ -145,10 +145,11 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
     service.shutdown()
     await _closed(state, CLOSE_GRACE_S)
     log.info(
-        "server %s stopped: %d served, %d rejected, %d failed",
+        "server %s stopped: %d served, %d rejected, %d bad requests, %d failed",
         config.id,
         state.completed,
         state.rejected,
+        state.bad_requests,
         state.failed,
     )
     return code

@@ -56,8 +56,8 @@ class WorkService:
     def submit(self, body: bytes, arrived: float) -> Future[WorkResult]:
         """Queue one request's work; ``arrived`` is its ``time.perf_counter()`` at arrival.
 
-        The future fails with ``ApplicationError`` for a bad body. Cancelling it before a
-        slot takes it skips the work.
+        The future fails with ``BadRequest`` for a bad body; any other exception is the
+        server's own failure. Cancelling it before a slot takes it skips the work.
         """
         return self._pool.submit(self._run, body, arrived)
 

@@ -84,7 +84,10 @@ class ServerState:
         self.lease_connections: set[ConnectionPort] = set()
         self.completed = 0
         self.rejected = 0
+        self.bad_requests = 0
+        """Requests refused for their own content (``servers.work.BadRequest``)."""
         self.failed = 0
+        """Requests whose work failed by this server's own fault (``server fault: ``)."""
         self.mean_service_ms: float | None = None
         self.qps = 0.0
         self._window_start = time.monotonic()

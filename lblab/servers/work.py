@@ -1,10 +1,13 @@
 """The JSON work a server does per request (docs/DESIGN.md, "Wire contract").
 
 A request body is ``{"work_bytes": W, "pad": "..."}`` (a request-stream may add
-``"items": N``). The work is: parse the body, take the document whose JSON encoding is
-exactly W bytes (built once per size and cached), ``json.dumps`` it and ``json.loads``
-the result. The stdlib ``json`` module is the work on purpose: it is what the thesis
-measured; the server's own framing uses orjson.
+``"items": N``); anything else (not UTF-8 JSON, other keys, a field of the wrong type
+or out of range) is a ``BadRequest``, the client's error. The work is: parse the body,
+take the document whose JSON encoding is exactly W bytes (built once per size and
+cached), ``json.dumps`` it and ``json.loads`` the result. Only a checked ``work_bytes``
+reaches the document, so nothing a client sends can make the work itself raise. The
+stdlib ``json`` module is the work on purpose: it is what the thesis measured; the
+server's own framing uses orjson.
 
 The document is a list of small uniform records (ints, floats, strings, a bool, a short
 list) padded to the exact size, so the cost per byte is the same at every size: about
@@ -15,10 +18,13 @@ volume a linear knob.
 from __future__ import annotations
 
 import json
+import math
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from itertools import islice
+from typing import Any, NoReturn
 
 from lblab.errors import ApplicationError
 
@@ -42,6 +48,14 @@ _FRAME_BYTES = len(json.dumps({"records": [], "pad": ""}))  # 26
 _SEPARATOR_BYTES = 2  # ", " between list items with json.dumps' default separators
 
 
+class BadRequest(ApplicationError):
+    """The request's own content is wrong: not UTF-8 JSON, nested past the parser, the
+    wrong shape, a field of the wrong type or out of range. Answered as a client error
+    (an APPLICATION_ERROR that says what was wrong, never ``server fault: ``), so it does
+    not count toward the backend's ejection; the server's own failures are anything else
+    (``servers/protocol.py``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class WorkRequest:
     work_bytes: int
@@ -49,26 +63,68 @@ class WorkRequest:
     """How many items a request-stream emits (ignored by the other interactions)."""
 
 
+FIELDS = frozenset({"work_bytes", "pad", "items"})
+"""The keys a request body may hold; any other is refused, so a typo such as ``itmes``
+is an error rather than a silent default."""
+PREVIEW_CHARS = 40
+"""How much of a value from the request an error message quotes: the value may be a
+megabyte string, a 4000-digit integer or an array nested 900 deep."""
+_SHAPE = 'send {"work_bytes": <int>, "pad": "<string>"}'
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise BadRequest(f"request body has {name}, which is not JSON (RFC 8259); {_SHAPE}")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+"""Python's decoder, refusing the NaN and Infinity literals it would otherwise accept.
+``parse_constant`` is only called for those, so a valid body parses at the same cost."""
+
+
 def parse_work_request(body: bytes) -> WorkRequest:
-    """Parse and check a request body; ``ApplicationError`` names what is wrong."""
+    """Parse and check a request body; ``BadRequest`` names what is wrong.
+
+    The body is parsed with the stdlib decoder on purpose (its cost per package byte is
+    part of the measured work, module docstring). Every failure the body alone can cause
+    is a ``BadRequest``: the parser's ``RecursionError`` too, which nesting deeper than
+    the interpreter's recursion limit (1000) raises, since the stack depth at this call
+    is the same for every request.
+    """
     try:
-        fields = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApplicationError(
-            f'request body is not valid JSON ({exc}); send {{"work_bytes": <int>, "pad": "..."}}'
+        fields = _DECODER.decode(body.decode())
+    except UnicodeDecodeError as exc:
+        raise BadRequest(
+            f"request body is not UTF-8 ({exc.reason} at byte {exc.start}); {_SHAPE}"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON ({exc}); {_SHAPE}") from None
+    except RecursionError:
+        raise BadRequest(
+            f"request body nests arrays or objects deeper than this server parses "
+            f"(about {sys.getrecursionlimit()} levels); {_SHAPE}"
+        ) from None
+    except ValueError as exc:  # an integer past the interpreter's digit limit (4300)
+        reason = str(exc).partition(";")[0]
+        raise BadRequest(
+            f"request body holds a number this server cannot read ({reason})"
         ) from None
     if not isinstance(fields, dict):
-        raise ApplicationError(
-            f"request body must be a JSON object with work_bytes, not {type(fields).__name__}"
+        raise BadRequest(f"request body must be a JSON object, not {_preview(fields)}; {_SHAPE}")
+    if not fields.keys() <= FIELDS:
+        unknown = islice((_preview(k) for k in fields if k not in FIELDS), 3)
+        raise BadRequest(
+            f"request body has keys other than work_bytes, pad and items: {', '.join(unknown)}"
         )
     if "work_bytes" not in fields:
-        raise ApplicationError('work_bytes is missing: send {"work_bytes": <int>, "pad": "..."}')
+        raise BadRequest(f"work_bytes is missing: {_SHAPE}")
     work_bytes = _int_field(fields, "work_bytes", 0, MAX_WORK_BYTES)
+    if not isinstance(fields.get("pad", ""), str):
+        raise BadRequest(f"pad must be a string, got {_preview(fields['pad'])}")
     items = DEFAULT_STREAM_ITEMS
     if "items" in fields:
         items = _int_field(fields, "items", 1, MAX_STREAM_ITEMS)
         if items * work_bytes > MAX_STREAM_WORK_BYTES:
-            raise ApplicationError(
+            raise BadRequest(
                 f"items {items} x work_bytes {work_bytes} exceeds this server's cap of "
                 f"{MAX_STREAM_WORK_BYTES} bytes of work per stream; ask for fewer or smaller items"
             )
@@ -78,12 +134,27 @@ def parse_work_request(body: bytes) -> WorkRequest:
 def _int_field(fields: dict[str, Any], name: str, low: int, high: int) -> int:
     value = fields[name]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ApplicationError(f"{name} must be an integer, got {json.dumps(value)[:40]}")
+        raise BadRequest(f"{name} must be an integer, got {_preview(value)}")
     if value < low:
-        raise ApplicationError(f"{name} must be >= {low}, got {value}")
+        raise BadRequest(f"{name} must be >= {low}, got {_preview(value)}")
     if value > high:
-        raise ApplicationError(f"{name} {value} exceeds this server's cap of {high}")
+        raise BadRequest(f"{name} {_preview(value)} exceeds this server's cap of {high}")
     return value
+
+
+def _preview(value: Any) -> str:
+    """A value from the request as an error message quotes it: scalars as JSON, cut to
+    ``PREVIEW_CHARS``; a number that overflowed, an array or an object by kind only
+    (encoding a container could recurse as deep as the parser did, and cost as much as
+    the body)."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, float) and math.isinf(value):  # 1e400: NaN and Infinity are refused
+        return "a number beyond the range of a double"
+    text = json.dumps(value[: PREVIEW_CHARS + 1] if isinstance(value, str) else value)
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
 
 
 def _record(i: int) -> dict[str, Any]:

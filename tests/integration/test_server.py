@@ -24,6 +24,7 @@ from rsocket.rsocket_client import RSocketClient
 from rsocket.streams.stream_from_generator import StreamFromGenerator
 from rsocket.transports.tcp import TransportTCP
 
+from lblab.failures import SERVER_FAULT_PREFIX
 from lblab.loadreport import LoadReport
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
@@ -199,6 +200,7 @@ def test_response_carries_the_contract_fields(server: Child) -> None:
         (b'{"work_bytes": -5}', "work_bytes must be >= 0, got -5"),
         (b'{"work_bytes": "many"}', "work_bytes must be an integer"),
         (b'{"work_bytes": 100000000000}', "exceeds this server's cap"),
+        (b"[" * 5000 + b"]" * 5000, "nests arrays or objects deeper than this server parses"),
     ],
 )
 def test_bad_requests_get_application_errors_and_the_server_keeps_serving(
@@ -209,6 +211,7 @@ def test_bad_requests_get_application_errors_and_the_server_keeps_serving(
             with pytest.raises(RuntimeError) as info:  # rsocket-py's APPLICATION_ERROR
                 await client.request_response(RPayload(request_body))
             assert message in str(info.value)
+            assert SERVER_FAULT_PREFIX not in str(info.value)  # the client's error
             return body(await client.request_response(RPayload(work(100))))
 
     assert asyncio.run(scenario())["work_bytes"] == 100

@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lblab.errors import ApplicationError
 from lblab.servers.work import (
     DEFAULT_STREAM_ITEMS,
     MAX_WORK_BYTES,
+    PREVIEW_CHARS,
+    BadRequest,
     DocumentCache,
     WorkRequest,
     build_document,
@@ -65,8 +66,33 @@ def test_items_is_read_for_streams() -> None:
     ("body", "expected"),
     [
         (b"{not json", "not valid JSON"),
-        (b"\xff\xfe", "not valid JSON"),
-        (b"[1, 2]", "must be a JSON object"),
+        (b"\xff\xfe", "not UTF-8 (invalid start byte at byte 0)"),
+        (b'{"work_bytes": 1, "pad": "\xed\xa0\x80"}', "not UTF-8"),  # a surrogate
+        (b"[1, 2]", "must be a JSON object, not an array"),
+        (b'"work"', 'must be a JSON object, not "work"'),
+        (b"null", "must be a JSON object, not null"),
+        (b"[" * 5000 + b"]" * 5000, "nests arrays or objects deeper than this server parses"),
+        (
+            b'{"work_bytes": 1, "pad": ' + b'{"a": ' * 5000 + b"0" + b"}" * 5001,
+            "nests arrays or objects deeper",
+        ),
+        (b'{"work_bytes": NaN}', "has NaN, which is not JSON"),
+        (b'{"work_bytes": 1, "pad": [-Infinity]}', "has -Infinity, which is not JSON"),
+        (
+            b'{"work_bytes": 1e400}',
+            "work_bytes must be an integer, got a number beyond the range of a double",
+        ),
+        (b'{"work_bytes": ' + b"9" * 5000 + b"}", "a number this server cannot read"),
+        (
+            b'{"work_bytes": ' + b"9" * 4000 + b"}",
+            f"work_bytes {'9' * PREVIEW_CHARS}... exceeds this server's cap",
+        ),
+        (b'{"work_bytes": -' + b"9" * 4000 + b"}", f"must be >= 0, got -{'9' * 39}..."),
+        (b'{"work_bytes": [[[1]]]}', "work_bytes must be an integer, got an array"),
+        (b'{"work_bytes": {"n": 1}}', "work_bytes must be an integer, got an object"),
+        (b'{"work_bytes": 1, "pad": 7}', "pad must be a string, got 7"),
+        (b'{"work_bytes": 1, "itmes": 7}', 'keys other than work_bytes, pad and items: "itmes"'),
+        (b'{"work_bytes": 1, "items": "x' + b"y" * 10_000 + b'"}', 'got "xyyyyy'),
         (b'{"pad": "x"}', "work_bytes is missing"),
         (b'{"work_bytes": -1}', "work_bytes must be >= 0, got -1"),
         (b'{"work_bytes": 1.5}', "work_bytes must be an integer, got 1.5"),
@@ -80,6 +106,9 @@ def test_items_is_read_for_streams() -> None:
     ],
 )
 def test_bad_requests_name_what_is_wrong(body: bytes, expected: str) -> None:
-    with pytest.raises(ApplicationError) as info:
+    """Each is a ``BadRequest`` (the client's error), with a message of bounded length
+    however long the offending value."""
+    with pytest.raises(BadRequest) as info:
         parse_work_request(body)
     assert expected in str(info.value)
+    assert len(str(info.value)) < 300
