@@ -15,8 +15,8 @@ generator       CPU of each Locust process, share of one core                > 8
 open model      achieved / offered send rate; send lag p99 vs the            < 95 %;
                 inter-arrival interval of one generator (wrk2's idea)        > 10 %
 balancer        its CPU per request and as a share of one core               > 50 %
-machine         generator + balancer + agents vs the cores the servers'     > 90 %
-                quotas leave
+machine         generator + balancer + agents vs the harness's own CPUs      > 90 %
+                (isolated), or what the servers' quotas leave
 accounting      requests a writer counted without a row (fail if any);       > 1 %
                 "no backend" answers and client-deadline errors (harness,
                 not algorithm)
@@ -98,7 +98,9 @@ class PhaseFacts:
     balancer_cores: float | None = None
     agents_cores: float | None = None
     cores_left: float | None = None
-    """The machine's cores less the servers' CPU quotas."""
+    """The cores the harness may use without taking them from the servers: its own CPUs
+    under isolation (``loadtests/isolation.py``), else the machine's cores less the
+    servers' CPU quotas."""
     samples_per_s: Mapping[str, float] | None = None
     expected_samples_per_s: float | None = None
     picks_in_window: int | None = None
@@ -223,7 +225,7 @@ def _machine(f: PhaseFacts) -> Check:
     return _judged(
         "machine",
         level,
-        f"{used:.2f} of {f.cores_left:.2f} cores left ({share:.0%})",
+        f"{used:.2f} of the {f.cores_left:.2f} cores the harness has ({share:.0%})",
         "the harness fit in the cores the servers leave",
         "generator, balancer and agents need more CPU than the servers' quotas leave: "
         "they take it from the servers, so capacity is not what the quotas say",

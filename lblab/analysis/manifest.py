@@ -47,6 +47,28 @@ def _live_servers(manifest: Mapping[str, Any]) -> str | None:
     return ", ".join(parts) or None
 
 
+def _isolation(layout: Mapping[str, Any]) -> str | None:
+    """``servers on CPUs 1, harness on CPUs 0 (cpuset-v1); quotas scaled by 0.667 ...``."""
+    if not layout:
+        return None
+    if layout.get("method") == "off":
+        return "none: servers and harness shared the CPUs"
+
+    def cpus(key: str) -> str:
+        return ",".join(str(c) for c in layout.get(key) or [])
+
+    text = (
+        f"servers on CPUs {cpus('server_cpus')}, harness on CPUs {cpus('harness_cpus')} "
+        f"({layout.get('method')})"
+    )
+    scale = layout.get("quota_scale")
+    if isinstance(scale, int | float) and scale != 1.0:
+        given = _dict(layout.get("quotas_given"))
+        was = ", ".join(f"{k} {v:g}" for k, v in given.items() if isinstance(v, int | float))
+        text += f"; quotas scaled by {scale:.3g} to fit, ratios kept (given: {was})"
+    return text
+
+
 def _simulated_servers(manifest: Mapping[str, Any]) -> str | None:
     """``3 x exp:10ms, 1 worker`` from the first simulated config."""
     configs = manifest.get("config")
@@ -87,6 +109,7 @@ def run_facts(manifest: Mapping[str, Any]) -> dict[str, str]:
         ),
         "servers": _simulated_servers(manifest) if simulated else _live_servers(manifest),
         "CPU limit method": manifest.get("cpu_limit_method") or manifest.get("cpu_limit"),
+        "CPU isolation": _isolation(_dict(testbed.get("cpu_layout"))),
         "testbed": testbed.get("kind") or _dict(config.get("testbed")).get("kind"),
         "host": ", ".join(
             str(v)

@@ -158,6 +158,10 @@ def register(app: typer.Typer) -> None:
             if print_config:
                 sys.stdout.write(cfg.to_toml())
                 return
+            if cfg.testbed.kind == "local":  # the preflight, before anything is written
+                from lblab.loadtests.local_testbed import cpu_layout
+
+                console.print(cpu_layout(cfg).describe())
             cfg = runconfig.with_new_run_dir(
                 cfg,
                 cfg.name,

@@ -11,6 +11,10 @@ playbooks): the runner only switches its strategy and drives load at it.
 Files each local process writes, under the run directory:
 ``raw/picks-local.jsonl`` (balancer ``--picks``), ``raw/cpu-<server>.jsonl`` (agent
 ``--out``), ``logs/<name>.log`` (stderr and stdout after the ready line).
+
+The servers run on CPUs of their own and the harness on the others
+(``loadtests/isolation.py``); the layout, and the factor the servers' quotas were
+scaled by to fit theirs, are in ``facts()["cpu_layout"]``.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ import os
 import signal
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from lblab.loadtests.admin_client import AdminClient
+from lblab.loadtests.isolation import CpuLayout, Isolation, plan_layout
 from lblab.loadtests.runconfig import RunConfig, ServerSpec
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.servers.slowdown import NORMAL, Slowdown, request_slowdown
@@ -48,6 +53,17 @@ class ServerProcess:
         return dict(self.server.ready) if self.server else {}
 
 
+def cpu_layout(config: RunConfig) -> CpuLayout:
+    """The local testbed's CPU layout for ``config``: the preflight, which refuses (a
+    ``ConfigError`` saying what would fit) a testbed this machine cannot isolate."""
+    tb = config.testbed
+    return plan_layout(
+        {s.id: s.cpu_quota for s in config.servers},
+        method=tb.isolation,
+        harness_cpus=tb.harness_cpus or None,
+    )
+
+
 @dataclass
 class LocalTestbed:
     config: RunConfig
@@ -58,8 +74,27 @@ class LocalTestbed:
     address: tuple[str, int] = ("127.0.0.1", 0)
     agent_port: int = 0
     changed: bool = False  # a timeline event altered the pool since the last restore
+    layout: CpuLayout = field(init=False)
+    isolation: Isolation = field(init=False)
 
     kind = "local"
+
+    def __post_init__(self) -> None:
+        self.layout = cpu_layout(self.config)
+        self.isolation = Isolation(self.layout)
+
+    def running_spec(self, spec: ServerSpec) -> ServerSpec:
+        """The spec a server runs with: its quota scaled to fit the servers' CPUs."""
+        if spec.cpu_quota is None or self.layout.quota_scale == 1.0:
+            return spec
+        return replace(spec, cpu_quota=spec.cpu_quota * self.layout.quota_scale)
+
+    def harness_cores(self) -> float:
+        """The cores the harness may use without taking them from the servers."""
+        if self.layout.isolated:
+            return float(len(self.layout.harness_cpus))
+        quotas = [s.cpu_quota for s in self.config.servers]
+        return float(len(self.layout.machine_cpus)) - sum(q or 1.0 for q in quotas)
 
     @property
     def logs(self) -> Path:
@@ -73,8 +108,11 @@ class LocalTestbed:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.raw.mkdir(parents=True, exist_ok=True)
         for spec in self.config.servers:
-            self.servers[spec.id] = ServerProcess(spec, self.config.weights.get(spec.id, 1.0))
+            weight = self.config.weights.get(spec.id, 1.0)
+            self.servers[spec.id] = ServerProcess(self.running_spec(spec), weight)
         try:
+            # This process first: all it starts is born on the harness's CPUs.
+            self.isolation.enter_harness()
             # Each start waits for a ready line (about 1 s of interpreter start-up): start
             # the servers together, then the balancer, then the agents together.
             _all(self._start_server, self.servers.values())
@@ -96,6 +134,7 @@ class LocalTestbed:
             log_path=self.logs / f"server-{proc.spec.id}.log",
         )
         proc.port = int(proc.server.ready["port"])
+        self.isolation.place_server(proc.server.pid)
 
     def _start_agent(self, proc: ServerProcess) -> None:
         assert proc.server is not None
@@ -209,7 +248,7 @@ class LocalTestbed:
         if proc is None:
             if spec is None:
                 raise ValueError(f"cannot add {sid!r}: no server spec")
-            proc = self.servers[sid] = ServerProcess(spec, weight, in_pool=False)
+            proc = self.servers[sid] = ServerProcess(self.running_spec(spec), weight, in_pool=False)
         if proc.server is None or not proc.server.alive():
             self._start_server(proc)
             self._start_agent(proc)
@@ -273,6 +312,7 @@ class LocalTestbed:
                 if proc.paused and proc.server.alive():
                     os.killpg(proc.server.pid, signal.SIGCONT)  # else SIGTERM waits
                 stop(proc.server, timeout=STOP_TIMEOUT_S)
+        self.isolation.release()
 
     def facts(self) -> dict[str, Any]:
         servers = {sid: p.facts for sid, p in self.servers.items()}
@@ -282,6 +322,7 @@ class LocalTestbed:
             "balancer": self.balancer.ready if self.balancer else None,
             "servers": servers,
             "cpu_limit_method": methods[0] if len(methods) == 1 else methods,
+            "cpu_layout": self.layout.facts(),
         }
 
 
@@ -316,6 +357,10 @@ class ExternalTestbed:
 
     def stop(self) -> None:
         """Nothing to stop: the runner started nothing."""
+
+    def harness_cores(self) -> None:
+        """Not known: the harness here is only Locust, on a machine someone else runs."""
+        return None
 
     def facts(self) -> dict[str, Any]:
         return {

@@ -7,7 +7,6 @@ picks) and what the runner measured of its own processes, and evaluates the chec
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,23 +15,17 @@ from lblab.verdicts import judge, phase_facts
 from lblab.windows import Window
 
 
-def cores_left(config: RunConfig) -> float | None:
-    """The machine's cores less the servers' quotas (None if a server has no quota)."""
-    quotas = [s.cpu_quota for s in config.servers]
-    if config.testbed.kind == "external" or any(q is None for q in quotas):
-        return None
-    return float(os.cpu_count() or 1) - sum(q or 0.0 for q in quotas)
-
-
 def phase_checks(
     entry: Mapping[str, Any],
     config: RunConfig,
     load: LoadConfig,
     cpu_servers: Sequence[str],
     picks_inside: int,
+    harness_cores: float | None,
 ) -> dict[str, Any]:
     """The manifest's ``verdicts`` and ``verdict`` of a phase; ``cpu_servers`` names the
-    server of each CPU sample inside its window."""
+    server of each CPU sample inside its window; ``harness_cores`` is what the harness
+    may use without taking it from the servers (None: not known)."""
     window = Window.from_dict(entry.get("window"))
     if window is None:
         return {"verdicts": [], "verdict": "n/a"}
@@ -51,7 +44,7 @@ def phase_checks(
         generator_cores=harness.get("locust") or None,
         balancer_cores=sum(harness["balancer"]) if harness.get("balancer") else None,
         agents_cores=sum(harness["agents"]) if harness.get("agents") else None,
-        cores_left=cores_left(config),
+        cores_left=harness_cores,
         samples_per_s={s: n / window.seconds for s, n in samples.items()}
         if window.seconds > 0 and cpu_servers
         else None,

@@ -18,7 +18,8 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
     [load]     model = "closed"|"open", users, spawn_rate, think_time = [min, max],
                rate, arrival = "constant"|"poisson", count
     [testbed]  kind = "local"|"external", balancer = "HOST:PORT", admin = "HOST:PORT",
-               agent_interval, balancer_args = [...]
+               agent_interval, balancer_args = [...],
+               isolation = "auto"|"cpuset"|"affinity"|"off", harness_cpus (0: a third)
     [[servers]]           id, cpu_quota, workers, delay_ms, max_inflight
     [weights]             s1 = 1, ...
     [strategy_options.lc] tie = "random"
@@ -49,6 +50,7 @@ from lblab.config import (
     parse_size,
 )
 from lblab.errors import ConfigError
+from lblab.loadtests.isolation import ISOLATION_METHODS
 from lblab.loadtests.openloop import ARRIVALS
 from lblab.scenarios import BUILTIN_SCENARIOS, CELLS, Cell, Scenario, builtin_scenario
 from lblab.servers.slowdown import Slowdown
@@ -98,6 +100,8 @@ DEFAULTS: dict[str, Any] = {
         "admin": "",
         "agent_interval": 0.25,
         "balancer_args": [],
+        "isolation": "auto",
+        "harness_cpus": 0,
     },
     "servers": [
         {"id": "s1", "cpu_quota": 0.25},
@@ -295,9 +299,15 @@ class TestbedConfig:
     admin: tuple[str, int] | None = None
     agent_interval: float = 0.25
     balancer_args: tuple[str, ...] = ()
+    isolation: str = "auto"
+    """How the local testbed keeps servers and harness on their own CPUs
+    (``loadtests/isolation.py``)."""
+    harness_cpus: int = 0
+    """CPUs the harness gets under isolation; 0: a third of the machine, at least one."""
 
     def __post_init__(self) -> None:
         _one_of("testbed.kind", self.kind, TESTBEDS)
+        _one_of("testbed.isolation", self.isolation, ISOLATION_METHODS)
         if self.kind == "external" and self.balancer is None:
             raise ConfigError(
                 "testbed.kind = external needs testbed.balancer = HOST:PORT (or --balancer)"
@@ -317,6 +327,10 @@ class TestbedConfig:
             agent_interval=parse_float(raw.get("agent_interval", 0.25), "testbed.agent_interval"),
             balancer_args=tuple(
                 str(a) for a in _list("testbed.balancer_args", raw.get("balancer_args", []))
+            ),
+            isolation=str(raw.get("isolation", "auto")),
+            harness_cpus=parse_int(
+                raw.get("harness_cpus", 0), "testbed.harness_cpus", minimum=0, maximum=4096
             ),
         )
 

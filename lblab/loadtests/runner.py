@@ -578,6 +578,7 @@ class Runner:
                 cfg.loads[p.scenario],
                 cpu_inside["server"].to_pylist() if cpu_inside is not None else [],
                 picks_inside.num_rows if picks_inside is not None else 0,
+                self.testbed.harness_cores(),
             )
             self.manifest.update_phase(
                 p, picks=counts["picks"], cpu_samples=counts["cpu"], **checks

@@ -261,6 +261,8 @@ def _live_testbed(manifest: Mapping[str, Any]) -> Testbed:
 
     config = build(manifest["config"])
     facts = manifest.get("testbed", {}).get("servers", {})
+    # The quotas the servers ran with: scaled to fit their CPUs (loadtests/isolation.py).
+    running = (manifest.get("testbed", {}).get("cpu_layout") or {}).get("quotas") or {}
     servers = []
     for spec in config.servers:
         started = facts.get(spec.id, {})
@@ -270,7 +272,7 @@ def _live_testbed(manifest: Mapping[str, Any]) -> Testbed:
                 weight=float(config.weights.get(spec.id, 1.0)),
                 workers=int(started.get("workers") or spec.workers or 1),
                 capacity=started.get("max_inflight") or spec.max_inflight,
-                cpu_quota=spec.cpu_quota,
+                cpu_quota=running.get(spec.id, spec.cpu_quota),
             )
         )
     scenarios = []
