@@ -143,7 +143,7 @@ def endurance_testbed(log_dir: Path) -> Iterator[tuple[list[Child], Child, list[
 
 
 @pytest.mark.slow
-def test_soak_keeps_memory_bounded_and_files_at_baseline(tmp_path):
+def test_soak_keeps_memory_bounded_and_files_at_baseline(tmp_path: Path) -> None:
     """16 s at 300 req/s: RSS grows little after the warm-up, fds return, nothing held."""
     with endurance_testbed(tmp_path) as (servers, balancer, _):
         port = balancer.ready["port"]
@@ -173,7 +173,7 @@ def test_soak_keeps_memory_bounded_and_files_at_baseline(tmp_path):
 
 
 @pytest.mark.slow
-def test_short_connections_cost_a_long_lived_client_nothing(tmp_path):
+def test_short_connections_cost_a_long_lived_client_nothing(tmp_path: Path) -> None:
     """Two threads of up to 300 short connections each beside one long-lived client at
     100 req/s."""
     with endurance_testbed(tmp_path) as (servers, balancer, _):
@@ -208,7 +208,7 @@ def test_short_connections_cost_a_long_lived_client_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_balancer_replaced_under_load_leaves_nothing_hanging(tmp_path):
+def test_a_balancer_replaced_under_load_leaves_nothing_hanging(tmp_path: Path) -> None:
     """Stop the balancer 1.5 s into the load and start a new one on the same ports."""
     with endurance_testbed(tmp_path) as (servers, old, kids):
         port, admin_port = old.ready["port"], old.ready["admin_port"]
