@@ -41,6 +41,7 @@ from lblab.wire.codec import NEED_DATA
 from lblab.wire.connection import Connection, ConnectionFailed, PeerClosed
 from lblab.wire.frames import RequestFnf, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
+from lblab.wire_asyncio import within
 
 log = logging.getLogger(__name__)
 
@@ -155,12 +156,12 @@ class ReportLink:
         self.sent += 1
 
     async def run(self) -> None:
-        """Keep a connection up until cancelled."""
+        """Keep a connection up until cancelled; a cancel always ends it (``within``)."""
         failures = 0
         while True:
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S
+                reader, writer = await within(
+                    CONNECT_TIMEOUT_S, asyncio.open_connection(self.host, self.port)
                 )
             except (OSError, TimeoutError) as exc:
                 log.debug("balancer %s:%d unreachable: %s", self.host, self.port, exc)
@@ -246,7 +247,7 @@ async def _run(config: AgentConfig, source: CpuSource, allowance: float) -> int:
         next_at = prev_wall + config.interval_s
         while prev_cpu is not None:
             try:
-                await asyncio.wait_for(stop.wait(), max(0.0, next_at - time.monotonic()))
+                await within(max(0.0, next_at - time.monotonic()), stop.wait())
                 break
             except TimeoutError:
                 pass

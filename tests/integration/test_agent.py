@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -140,6 +141,33 @@ def test_agent_reports_reconnects_and_exits_when_the_server_dies(tmp_path: Path)
     assert len(rows) >= 4
     assert all(set(row) == {"t", "server", "cpu_percent"} for row in rows)
     assert all(row["server"] == "s1" for row in rows)
+
+
+def test_agents_whose_server_goes_while_their_link_reconnects_exit(tmp_path: Path) -> None:
+    """The link is cancelled while connects are refused and retried: each agent exits.
+
+    A cancel that coincided with a failed connect was once lost (the link went on
+    reconnecting and the agent never finished stopping); tests/integration/
+    test_cancel_race.py hits that moment hundreds of times, this checks whole agents."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        refused = sock.getsockname()[1]
+    with process("import time; time.sleep(60)") as server:
+        agents = []
+        try:
+            for i in range(3):
+                (tmp_path / str(i)).mkdir()
+                agents.append(
+                    start_agent(tmp_path / str(i), server.pid, refused, "--interval", "0.01")
+                )
+            server.kill()
+            server.wait(timeout=5)
+            assert [a.popen.wait(timeout=DEADLINE_S) for a in agents] == [0, 0, 0]
+        finally:
+            for agent in agents:
+                stop(agent)
+    assert all("server s1 is gone; agent exits" in (tmp_path / str(i) / "agent.log").read_text()
+               for i in range(3))  # fmt: skip
 
 
 def test_agent_reads_cpu_as_percent_of_the_allowance(tmp_path: Path) -> None:
