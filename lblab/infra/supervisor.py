@@ -114,11 +114,12 @@ class Supervisor:
         return True
 
     def stop(self, name: str) -> bool:
-        child = self.children.pop(name, None)
+        child = self.children.get(name)
         if child is None:
             return False
         was_running = child.alive()
         stop(child, timeout=STOP_TIMEOUT_S)
+        del self.children[name]  # only once stopped: a stop cut short leaves it for stop_all
         return was_running
 
     def running(self, name: str) -> bool:
@@ -203,8 +204,10 @@ class _Server(socketserver.UnixStreamServer):
         super().__init__(str(path), _Handler)
 
 
-class _Stop(Exception):
-    pass
+class _Stop(BaseException):
+    """SIGTERM/SIGINT, raised wherever the main thread is. Not an ``Exception``:
+    socketserver catches ``Exception`` around each request and serves on, so a signal
+    that arrived during a ``start`` or ``stop`` was lost and the supervisor never exited."""
 
 
 def serve(folder: Path) -> None:
@@ -218,6 +221,8 @@ def serve(folder: Path) -> None:
     supervisor = Supervisor(folder)
 
     def on_signal(signum: int, frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):  # once: a second must not cut stop_all short
+            signal.signal(sig, signal.SIG_IGN)
         raise _Stop
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -250,7 +255,7 @@ def request(
         while not data.endswith(b"\n"):
             chunk = sock.recv(65536)
             if not chunk:
-                break
+                raise ConnectionError("the supervisor closed the connection without an answer")
             data += chunk
     return json.loads(data)
 

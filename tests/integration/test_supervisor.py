@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,3 +82,45 @@ def test_bad_definitions_are_named(folder: Path) -> None:
     _define(folder, "dies", [sys.executable, "-c", "raise SystemExit(3)"])
     code, reply = _ctl(folder, "start", "dies")
     assert code == 1 and "exited with code 3" in str(reply)
+
+
+def test_a_stop_signal_during_a_request_stops_the_supervisor(tmp_path: Path) -> None:
+    """SIGTERM while ``start`` waits for a service's ready line ends the supervisor.
+
+    socketserver catches ``Exception`` around each request; the signal's exception was
+    one, so the supervisor logged it and served on."""
+    (tmp_path / "services").mkdir()
+    marker = f"mute-{tmp_path.name}"
+    (tmp_path / "services" / "mute.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-c", "import time; time.sleep(120)", marker],
+                "ready": "line",
+                "ready_timeout": 120,
+            }
+        )
+    )
+    assert supervisor.ensure(tmp_path)
+    daemon = psutil.Process(int((tmp_path / "supervisor.pid").read_text()))
+    ctl = subprocess.Popen(
+        [sys.executable, "-m", "lblab.infra.supervisor", "ctl", "--dir", str(tmp_path),
+         "start", "mute"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not any(marker in p.cmdline() for p in daemon.children()):
+            assert time.monotonic() < deadline, "the supervisor did not start the service"
+            time.sleep(0.05)
+        daemon.terminate()
+        daemon.wait(timeout=10)
+        _, err = ctl.communicate(timeout=10)  # its request ended with the supervisor
+        assert ctl.returncode == 1 and "without an answer" in err and "Traceback" not in err
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            daemon.kill()
+        ctl.kill()
+        ctl.wait()
+        for proc in psutil.process_iter(["cmdline"]):  # the service being started
+            if marker in (proc.info["cmdline"] or []):
+                proc.kill()
