@@ -319,7 +319,7 @@ def server_share(servers_pooled: pd.DataFrame, scenario: str | None = None) -> F
 def winner_table(winners: pd.DataFrame) -> Figure:
     """The winner of each scenario (rows) and metric (columns) as a table figure.
 
-    A winner whose interval overlaps the runner-up's is shown with "~" (not clear).
+    Labels as ``analysis/winners.py`` makes them: "=" a tie, "?" unresolved.
     """
     title = "Winner per scenario and metric"
     if winners.empty:
@@ -346,9 +346,7 @@ def winner_table(winners: pd.DataFrame) -> Figure:
     tbl.auto_set_font_size(False)
     tbl.set_fontsize(8)
     tbl.scale(1, 1.3)
-    ax.set_title(
-        title + '  ("~": within the runner-up\'s CI; "?": one replication; "=": tie)', fontsize=9
-    )
+    ax.set_title(title + '  (paired within blocks; "=": tie; "?": unresolved)', fontsize=9)
     return fig
 
 

@@ -26,13 +26,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from lblab.analysis import charts
+from lblab.analysis.answer import build_answer
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
 from lblab.analysis.tables import replication_counts, summary_table
 from lblab.analysis.twin_report import twin_section
 from lblab.analysis.validity import validity_section
 from lblab.analysis.views import open_view
-from lblab.analysis.winners import verdict
+from lblab.analysis.winners import unresolved_reasons, verdict, winner_frame
 from lblab.files import make_folder, write_bytes_atomically
 
 log = logging.getLogger(__name__)
@@ -174,6 +175,7 @@ def _image(figure: Figure, fmt: str) -> bytes:
 def build_report(run_dir: str | Path) -> Path:
     """Write ``<run_dir>/report/index.html`` (and its charts); returns the page's path."""
     view = open_view(run_dir)
+    view.cells = build_answer(view.path, view.summary.units)  # winners.json, as of now
     out = view.path / "report"
     chart_dir = make_folder(out / "charts")
     for stale in [*chart_dir.glob("*.png"), *chart_dir.glob("*.svg")]:
@@ -185,7 +187,7 @@ def build_report(run_dir: str | Path) -> Path:
         write_bytes_atomically(chart_dir / f"{chart.slug}.svg", _image(chart.figure, "svg"))
         shown.append(Shown(chart.slug, chart.title, chart.caption, chart.section, png))
     run_id = str(view.manifest.get("run_id") or view.path.name)
-    page = _page(run_id, view.manifest, view.summary, view.winners, shown, twin_section(view.path))
+    page = _page(run_id, view.manifest, view.summary, view.cells, shown, twin_section(view.path))
     write_bytes_atomically(out / "index.html", page.encode("utf-8"))
     log.info("report written to %s", out / "index.html")
     return out / "index.html"
@@ -223,7 +225,7 @@ def _page(
     run_id: str,
     manifest: dict[str, Any],
     summary: Summary,
-    win: pd.DataFrame,
+    cells: list[dict[str, Any]],
     figures: list[Shown],
     twin: str | None = None,
 ) -> str:
@@ -242,12 +244,16 @@ def _page(
         f'<p class="lede">{esc(_lede(manifest, summary))}</p>',
         f"<nav>{nav}</nav>",
         '<h2 id="answer">Which algorithm wins where</h2>',
-        f'<p class="verdict">{esc(verdict(win, summary.replications))}</p>',
-        _table(_winner_rows(win), "winners"),
-        "<p>Each cell names the best strategy of that scenario (row) on that metric (column), "
-        "from the phases that passed their checks. Marks: ~ within the runner-up's 95 % CI "
-        "(not a clear win); ? one replication, so no interval; = several strategies tie "
-        "exactly. No mark: a clear win.</p>",
+        f'<p class="verdict">{esc(verdict(cells))}</p>',
+        _table(_winner_rows(winner_frame(cells)), "winners"),
+        "<p>Each cell answers one scenario (row) and metric (column) from the phases that "
+        "passed their checks, comparing strategies paired within blocks (each block runs "
+        "every strategy once, in a seeded random order). No mark: a winner, better than "
+        "every other strategy (the 95 % interval of the paired difference excludes 0). "
+        "=: a tie, the strategies named are equivalent (two one-sided tests, within the "
+        "run's margin). ?: unresolved, the strategy named has the best mean but a pair is "
+        "neither resolved nor equivalent yet. The same answer is in winners.json.</p>",
+        _unresolved(cells),
     ]
     parts += [f'<p class="note">{esc(n)}</p>' for n in summary.notes]
     parts += [
@@ -324,6 +330,14 @@ def _facts(manifest: dict[str, Any], summary: Summary) -> str:
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts.items()
     )
     return f'<table class="facts">{rows}</table>'
+
+
+def _unresolved(cells: list[dict[str, Any]]) -> str:
+    reasons = unresolved_reasons(cells)
+    if not reasons:
+        return ""
+    items = "".join(f"<li>{html.escape(r)}</li>" for r in reasons)
+    return f"<details><summary>Why {len(reasons)} cells are unresolved</summary><ul>{items}</ul></details>"
 
 
 def _winner_rows(win: pd.DataFrame) -> pd.DataFrame:

@@ -17,8 +17,6 @@ import pandas as pd
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.verdicts import FAIL, WARN, summary_lines
 
-UnitKey = tuple[str, str, str, int]
-
 _COLOURS = {"pass": "#e8f4e8", "warn": "#fff3cd", "fail": "#f8d7da", "n/a": "#f3f3f3"}
 
 
@@ -43,13 +41,21 @@ def verdict_table(manifest: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("phase") if rows else pd.DataFrame()
 
 
-def failed_units(manifest: Mapping[str, Any], run_id: str) -> set[UnitKey]:
-    """(run_id, scenario, strategy, replication) of every phase that failed a check."""
-    return {
-        (run_id, str(p.get("scenario")), str(p.get("strategy")), int(p.get("replication") or 0))
+def failed_phases(manifest: Mapping[str, Any]) -> list[tuple[str, str, int, str]]:
+    """(scenario, strategy, replication, why) of every phase that failed a check; the
+    answer (``analysis/answer.py``) leaves them out of its pairs."""
+    return [
+        (
+            str(p.get("scenario")),
+            str(p.get("strategy")),
+            int(p.get("replication") or 0),
+            "; ".join(
+                f"{c['name']} fail: {c['figure']}" for c in p["verdicts"] if c.get("level") == FAIL
+            ),
+        )
         for p in _phases(manifest)
         if p.get("verdict") == FAIL
-    }
+    ]
 
 
 def _worst(levels: list[str]) -> str:

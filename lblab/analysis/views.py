@@ -19,25 +19,31 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from lblab.analysis import charts
+from lblab.analysis.answer import answer, equivalence_of, read_answer
 from lblab.analysis.load import open_results
 from lblab.analysis.manifest import run_facts
-from lblab.analysis.metrics import METRICS, Summary, pool, summarize
-from lblab.analysis.validity import failed_units
-from lblab.analysis.winners import verdict, winners
+from lblab.analysis.metrics import METRICS, Summary, summarize
+from lblab.analysis.validity import failed_phases
+from lblab.analysis.winners import verdict, winner_frame
 
 
 @dataclass
 class RunView:
-    """A results directory, summarized once: every frame the charts take."""
+    """A results directory, summarized once: every frame the charts take, and its answer."""
 
     path: Path
     manifest: dict[str, Any]
     summary: Summary
-    winners: pd.DataFrame
+    cells: list[dict[str, Any]]
+    """The answer's cells (``winners.json``, ``analysis/answer.py``)."""
 
     @property
     def simulated(self) -> bool:
         return bool(self.manifest.get("simulated"))
+
+    @property
+    def winners(self) -> pd.DataFrame:
+        return winner_frame(self.cells)
 
     def facts(self) -> pd.DataFrame:
         """The manifest's headline facts as a two-column table."""
@@ -46,10 +52,8 @@ class RunView:
 
     def verdict(self, metrics: Sequence[str] | None = None) -> Markdown:
         """Which strategy wins where, in words, for ``metrics`` (all headline metrics if None)."""
-        table = self.winners
-        if metrics is not None:
-            table = table.loc[table["metric"].isin(metrics)]
-        return Markdown(verdict(table, self.summary.replications))
+        cells = [c for c in self.cells if metrics is None or c["metric"] in metrics]
+        return Markdown(verdict(cells))
 
     def notes(self) -> Markdown:
         """What the loader had to skip (missing tables), or that nothing was."""
@@ -59,22 +63,17 @@ class RunView:
 
 
 def open_view(results_dir: str | Path) -> RunView:
-    """Open and summarize one results directory (a live or a simulated run).
-
-    Winners are picked from the phases that passed their validity checks: a unit whose
-    phase failed one (``analysis/validity.py``) is left out of the winner table.
-    """
+    """Open and summarize one results directory (a live or a simulated run), with the
+    answer its ``winners.json`` holds (computed here, not written, when it has none)."""
     results = open_results(results_dir)
     summary = summarize(results)
     run = results.runs[0]
-    failed = failed_units(run.manifest, run.run_id)
-    trusted = summary.pooled
-    if failed and not summary.units.empty:
-        u = summary.units
-        keys = zip(u["run_id"], u["scenario"], u["strategy"], u["replication"], strict=True)
-        keep = [(str(r), str(c), str(s), int(n)) not in failed for r, c, s, n in keys]
-        trusted = pool(u.loc[keep])
-    return RunView(run.path, run.manifest, summary, winners(trusted))
+    cells = read_answer(run.path)
+    if cells is None:
+        equivalence = equivalence_of(run.manifest)
+        found = answer(summary.units, failed_phases(run.manifest), equivalence=equivalence)
+        cells = [c.to_dict() for c in found]
+    return RunView(run.path, run.manifest, summary, cells)
 
 
 def metrics_of(family: str) -> list[str]:

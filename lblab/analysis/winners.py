@@ -1,124 +1,100 @@
-"""Which strategy wins each scenario and metric, and how sure we are.
+"""The answer (``winners.json``, ``analysis/answer.py``) as a table and in plain words.
 
-The winner is the best mean (METRICS says whether higher or lower is better). It is
-``clear`` when its 95 % interval does not overlap the runner-up's; with one replication
-there is no interval and the win is ``unknown``. Overlapping intervals are a weak test
-(non-overlap implies a difference, overlap does not prove there is none), which is why
-the label says "within CI" rather than "tie".
+Nothing here decides anything: the cells come from ``winners.json``, so the report,
+the notebooks and ``lblab compare`` say the same. Labels: ``wrr`` a winner (resolved
+better than every other strategy, paired within blocks); ``=wrr/lc`` a tie (shown
+equivalent within the margin); ``?wrr`` unresolved (``wrr`` has the best mean, but some
+pair is neither resolved nor equivalent yet).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from lblab.analysis.metrics import HEADLINE, METRICS
-from lblab.analysis.ordering import order_scenarios
+from lblab.analysis.answer import TIE, UNRESOLVED, WINNER
+from lblab.analysis.metrics import METRICS
 
-TIE = "(tie)"
-COLUMNS = [
-    "scenario",
-    "metric",
-    "winner",
-    "value",
-    "runner_up",
-    "runner_up_value",
-    "confidence",
-    "label",
-]
+COLUMNS = ["scenario", "metric", "verdict", "label", "winner", "runner_up", "why"]
+MARK = {WINNER: "", TIE: "=", UNRESOLVED: "?"}
 
 
-def winners(pooled: pd.DataFrame, metrics: Sequence[str] = HEADLINE) -> pd.DataFrame:
-    """One row per scenario and metric: winner, runner-up and confidence.
+def label(cell: Mapping[str, Any]) -> str:
+    strategies = cell.get("strategies") or []
+    return MARK.get(str(cell.get("verdict")), "?") + "/".join(strategies) if strategies else "-"
 
-    Confidence is "clear", "within CI", "unknown" (no interval), "only one" (a single
-    strategy has a value) or "tie" (several share the best mean exactly, e.g. no failures
-    at all); a tie's winner is ``TIE`` and its label lists the tied strategies.
-    """
-    rows = []
-    if pooled.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    for metric in metrics:
-        sub = pooled.loc[(pooled["metric"] == metric) & pooled["mean"].notna()]
-        for scenario in order_scenarios(sub["scenario"].unique()):
-            cand = sub.loc[sub["scenario"] == scenario]
-            cand = cand.sort_values(
-                "mean", ascending=METRICS[metric].better == "lower", kind="stable"
-            )
-            best = cand.iloc[0]
-            if len(cand) == 1:
-                rows.append(
-                    (
-                        scenario,
-                        metric,
-                        best.strategy,
-                        best["mean"],
-                        None,
-                        math.nan,
-                        "only one",
-                        best.strategy,
-                    )
-                )
-                continue
-            second = cand.iloc[1]
-            tied = cand.loc[cand["mean"] == best["mean"], "strategy"].tolist()
-            confidence = (
-                "tie" if len(tied) > 1 else _confidence(best, second, METRICS[metric].better)
-            )
-            mark = {"clear": "", "within CI": "~", "unknown": "?", "tie": "="}[confidence]
-            rows.append(
-                (
-                    scenario,
-                    metric,
-                    TIE if confidence == "tie" else best.strategy,
-                    best["mean"],
-                    second.strategy,
-                    second["mean"],
-                    confidence,
-                    mark + "/".join(tied) if confidence == "tie" else mark + best.strategy,
-                )
-            )
+
+def winner_frame(cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per scenario and metric, in the answer's order."""
+    rows = [
+        (
+            c["scenario"],
+            c["metric"],
+            c["verdict"],
+            label(c),
+            ", ".join(c.get("strategies") or []),
+            c.get("runner_up"),
+            c.get("why") or "",
+        )
+        for c in cells
+    ]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _confidence(best: pd.Series, second: pd.Series, better: str) -> str:
-    if any(math.isnan(float(v)) for v in (best["lo"], best["hi"], second["lo"], second["hi"])):
-        return "unknown"
-    if better == "higher":
-        return "clear" if best["lo"] > second["hi"] else "within CI"
-    return "clear" if best["hi"] < second["lo"] else "within CI"
-
-
-def verdict(table: pd.DataFrame, replications: int) -> str:
-    """A plain paragraph: which strategy wins where, and how firmly."""
-    if table.empty:
+def verdict(cells: Sequence[Mapping[str, Any]]) -> str:
+    """A plain paragraph: per metric, who wins where, what is tied, what is unresolved
+    and why."""
+    if not cells:
         return "There is nothing to compare: no metric has a value for any strategy."
     sentences = []
-    for metric in dict.fromkeys(table["metric"]):
-        every = table.loc[table["metric"] == metric]
-        sub = every.loc[every["winner"] != TIE]
-        ties = len(every) - len(sub)
-        if sub.empty:
-            sentences.append(f"On {METRICS[metric].label}, all strategies tie everywhere.")
-            continue
-        counts = sub["winner"].value_counts()
-        leader, wins = counts.index[0], int(counts.iloc[0])
-        clear = int(((sub["winner"] == leader) & (sub["confidence"] == "clear")).sum())
-        where = ", ".join(sub.loc[sub["winner"] == leader, "scenario"])
-        text = f"On {METRICS[metric].label}, {leader} is best in {wins} of {len(every)} scenarios ({where})"
-        if replications >= 2:
-            text += f", clearly (non-overlapping 95 % CI) in {clear}"
-        others = [f"{s} in {int(n)}" for s, n in counts.iloc[1:].items()]
-        if ties:
-            others.append(f"a tie in {ties}")
-        if others:
-            text += "; " + ", ".join(others)
-        sentences.append(text + ".")
-    if replications < 2:
+    blocks = max(int(c.get("blocks") or 0) for c in cells)
+    for metric in dict.fromkeys(c["metric"] for c in cells):
+        mine = [c for c in cells if c["metric"] == metric]
+        won = [c for c in mine if c["verdict"] == WINNER]
+        tied = [c for c in mine if c["verdict"] == TIE]
+        open_ = [c for c in mine if c["verdict"] == UNRESOLVED]
+        parts = []
+        if won:
+            parts.append(
+                "won by "
+                + ", ".join(f"{c['strategies'][0]} in {c['scenario']}{_by(c)}" for c in won)
+            )
+        if tied:
+            parts.append(
+                "tied in "
+                + ", ".join(f"{c['scenario']} ({'/'.join(c['strategies'])})" for c in tied)
+            )
+        if open_:
+            parts.append("unresolved in " + ", ".join(c["scenario"] for c in open_))
+        sentences.append(f"On {METRICS[metric].label}: {'; '.join(parts)}.")
+    decided = sum(c["verdict"] != UNRESOLVED for c in cells)
+    sentences.append(
+        f"{decided} of {len(cells)} scenario x metric cells are decided "
+        f"({blocks} block{'s' if blocks != 1 else ''}, paired within blocks)."
+    )
+    if blocks < 2:
         sentences.append(
-            "Each strategy and scenario ran once, so these are single measurements without "
-            "confidence intervals: run more replications before calling a winner."
+            "With one block there is no interval: run more replications "
+            "(or an adaptive run, run.max_replications) before calling a winner."
         )
     return " ".join(sentences)
+
+
+def unresolved_reasons(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why each unresolved cell is: the pairs still open, with their intervals."""
+    return [
+        f"{c['scenario']}, {METRICS[c['metric']].label}: {c.get('why') or 'no interval yet'}"
+        for c in cells
+        if c["verdict"] == UNRESOLVED
+    ]
+
+
+def _by(cell: Mapping[str, Any]) -> str:
+    """`` (+12 % [+5, +19] over lc)``: the margin to the runner-up."""
+    d = cell.get("difference") or {}
+    rel, lo, hi = d.get("relative"), d.get("relative_lo"), d.get("relative_hi")
+    if rel is None or lo is None or hi is None:
+        return ""
+    return f" ({100 * rel:+.0f} % [{100 * lo:+.0f}, {100 * hi:+.0f}] vs {cell.get('runner_up')})"

@@ -15,8 +15,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from lblab.analysis import charts
+from lblab.analysis.answer import answer
 from lblab.analysis.metrics import latency_box_stats, latency_curves, pool, unit_metrics
-from lblab.analysis.winners import winners
+from lblab.analysis.winners import winner_frame
 
 NAN = math.nan
 
@@ -40,7 +41,7 @@ EMPTY_CASES: list[tuple[str, Callable[[], Figure]]] = [
     ("boxes", lambda: charts.latency_by_server(pd.DataFrame())),
     ("curves", lambda: charts.latency_percentiles(pd.DataFrame(columns=["scenario"]))),
     ("share", lambda: charts.server_share(EMPTY_SERVERS)),
-    ("winners", lambda: charts.winner_table(winners(EMPTY_POOLED))),
+    ("winners", lambda: charts.winner_table(winner_frame([]))),
     ("failures", lambda: charts.failure_kinds(EMPTY_POOLED)),
 ]
 
@@ -80,6 +81,7 @@ def edge_frames() -> dict[str, pd.DataFrame]:
     units = unit_metrics(requests)
     return {
         "requests": requests,
+        "units": units,
         "pooled": pool(units),
         "boxes": latency_box_stats(requests),
         "curves": latency_curves(requests),
@@ -106,7 +108,7 @@ def test_boxes_and_curves_with_missing_servers(edge_frames: dict[str, pd.DataFra
 
 
 def test_winner_table_and_failures(edge_frames: dict[str, pd.DataFrame]) -> None:
-    table = winners(edge_frames["pooled"])
+    table = winner_frame([c.to_dict() for c in answer(edge_frames["units"])])
     assert _render(charts.winner_table(table)) is not None
     assert "failure" in _render(charts.failure_kinds(edge_frames["pooled"])).lower()
 

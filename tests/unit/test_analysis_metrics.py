@@ -15,10 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lblab.analysis.answer import answer
 from lblab.analysis.load import ResultsError, open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, server_metrics, summarize
-from lblab.analysis.winners import TIE, verdict, winners
+from lblab.analysis.winners import verdict
 from lblab.results import consolidate, to_arrow, write_part
 
 KEYS = ("run_id", "scenario", "strategy", "replication")
@@ -161,30 +162,12 @@ def test_pooled_ci_across_replications(summary) -> None:
     assert single["n"] == 1 and math.isnan(single["lo"])  # one replication: no CI
 
 
-def test_winners_and_verdict(summary) -> None:
-    table = winners(summary.pooled, ["failure_rate"])
-    row = table.iloc[0]
-    assert row["winner"] == "rr" and row["runner_up"] == "lc"
-    assert row["confidence"] == "unknown"  # lc has one replication, so no interval
-    text = verdict(table, summary.replications)
-    assert "rr is best in 1 of 1" in text
-
-
-def test_an_exact_tie_is_not_a_win() -> None:
-    pooled = pd.DataFrame(
-        {
-            "strategy": ["rr", "lc", "wrr"],
-            "scenario": ["sp+sr"] * 3,
-            "metric": ["failure_rate"] * 3,
-            "mean": [0.0, 0.0, 0.1],
-            "lo": [0.0, 0.0, 0.05],
-            "hi": [0.0, 0.0, 0.15],
-            "n": [3, 3, 3],
-        }
-    )
-    table = winners(pooled, ["failure_rate"])
-    assert table.iloc[0]["winner"] == TIE and table.iloc[0]["label"] == "=rr/lc"
-    assert "all strategies tie everywhere" in verdict(table, 3)
+def test_the_answer_of_a_summary_names_its_best_and_why_it_is_open(summary) -> None:
+    cells = [c.to_dict() for c in answer(summary.units, metrics=["failure_rate"])]
+    (cell,) = [c for c in cells if c["scenario"] == cells[0]["scenario"]]
+    assert cell["strategies"] == ["rr"] and cell["runner_up"] == "lc"
+    assert cell["verdict"] == "unresolved"  # lc has one replication: no paired interval
+    assert "unresolved in" in verdict(cells)
 
 
 def test_missing_directory_says_what_to_pass(tmp_path: Path) -> None:

@@ -1,0 +1,349 @@
+"""The run's answer: for each scenario and headline metric, a winner, a tie, or not yet.
+
+Every comparison is *paired within blocks*. A block (a replication) runs each strategy
+of a scenario once, in a seeded random order, minutes apart at most; a drift of the
+machine between blocks (another tenant, heat, a cache) moves both phases of a pair and
+cancels in their difference, where pooled means would fold it into each strategy's
+interval. For strategies ``a`` and ``b`` of a scenario, over the blocks where both
+phases ran and passed their validity checks:
+
+- the difference per block of the logarithms, ``d_k = log(a_k / b_k)``, its mean and
+  Student-t interval: a ratio, so a drift that scales a block's figures cancels (a
+  metric that can be 0, the failure rate, takes plain differences and an absolute
+  margin instead: ``ABSOLUTE_MARGINS``);
+- **resolved** when the 95 % interval excludes 0 (who is better follows the metric's
+  direction);
+- **equivalent** when the 90 % interval lies inside +-margin (``log(1 + margin)``
+  for ratios): two one-sided tests at
+  5 % each (TOST), the equivalence test of clinical trials and of Lakens (2017). Two
+  identical series (failure rate 0 throughout) are equivalent.
+
+A scenario x metric *cell* is:
+
+- ``winner``: one strategy is resolved better than every other one, each by more
+  than the margin (a consistent difference inside the margin is no win);
+- ``tie``: the strategies no other one beats are pairwise equivalent (every one
+  outside that group is beaten);
+- ``unresolved``: otherwise; ``why`` names the pairs still open and their intervals
+  (one block gives no interval at all).
+
+``answer(units, ...)`` returns the cells; ``write_answer`` writes ``winners.json``, which
+the report, the notebooks and ``lblab compare`` read (none computes its own), and the
+runner's adaptive replications stop on ``settled``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lblab.analysis.load import open_results
+from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
+from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.analysis.stats import t_quantile
+from lblab.analysis.validity import failed_phases
+from lblab.errors import ConfigError
+from lblab.files import write_bytes_atomically
+
+WINNERS_FILE = "winners.json"
+SCHEMA_VERSION = 1
+LEVEL = 0.95
+DEFAULT_MARGIN = 0.05
+ABSOLUTE_MARGINS = {"failure_rate": 0.005}
+"""Metrics compared by an absolute margin: a failure rate of 0.1 % against 0.2 % is a
+100 % relative difference and no difference a user cares about."""
+WINNER, TIE, UNRESOLVED = "winner", "tie", "unresolved"
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """``a`` against ``b`` on one metric of one scenario, paired within blocks.
+
+    ``log``: the differences are of logarithms (``log(a_k / b_k)``), so a drift that
+    scales both strategies' figures in a block cancels whatever its size; ``diff``,
+    ``lo`` and ``hi`` then read as ratios through ``exp``. Otherwise (a metric compared
+    by an absolute margin, or a zero among the values) plain differences."""
+
+    a: str
+    b: str
+    blocks: int
+    diff: float  # mean of the paired differences
+    lo: float  # its 95 % interval
+    hi: float
+    lo90: float  # its 90 % interval (the equivalence test's)
+    hi90: float
+    reference: float  # b's mean over the paired blocks
+    margin: float  # the equivalence margin, in the differences' scale
+    log: bool
+
+    @property
+    def resolved(self) -> bool:
+        return self.blocks >= 2 and (self.lo > 0 or self.hi < 0)
+
+    @property
+    def equivalent(self) -> bool:
+        return self.blocks >= 2 and -self.margin <= self.lo90 and self.hi90 <= self.margin
+
+    @property
+    def settled(self) -> bool:
+        return self.resolved or self.equivalent
+
+    def relative(self, value: float) -> float:
+        """A difference of this pair as a share of ``b`` (``+0.08``: 8 % more)."""
+        if self.log:
+            return math.expm1(value)
+        return value / abs(self.reference) if self.reference else math.nan
+
+    def describe(self) -> str:
+        """``wrr vs lc: +8.1 % [+2.0, +14.3] over 3 blocks``."""
+        if self.blocks < 2:
+            return f"{self.a} vs {self.b}: {self.blocks} block(s), no interval yet"
+        if self.log or self.reference:
+            lo, mid, hi = (100 * self.relative(v) for v in (self.lo, self.diff, self.hi))
+            return f"{self.a} vs {self.b}: {mid:+.3g} % [{lo:+.3g}, {hi:+.3g}] over {self.blocks} blocks"
+        return (
+            f"{self.a} vs {self.b}: {self.diff:+.3g} [{self.lo:+.3g}, {self.hi:+.3g}] "
+            f"over {self.blocks} blocks"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """The answer for one scenario and metric (one entry of ``winners.json``)."""
+
+    scenario: str
+    metric: str
+    better: str
+    verdict: str
+    strategies: tuple[str, ...]  # the winner, or the tied group, or the best by mean
+    means: Mapping[str, float]
+    blocks: int
+    runner_up: str | None = None
+    difference: Mapping[str, float] | None = None
+    """Winner (or best) vs runner-up: ``diff``, ``lo``, ``hi`` and ``relative`` (the
+    same three divided by the runner-up's mean), over ``blocks``."""
+    why: str = ""
+    left_out: tuple[Mapping[str, Any], ...] = ()
+    open_pairs: int = 0
+    """Pairs of this scenario and metric neither resolved nor equivalent."""
+    pairs: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["strategies"], out["left_out"] = list(self.strategies), list(self.left_out)
+        out["pairs"] = list(self.pairs)
+        return out
+
+
+def compare(
+    metric: str, a: str, b: str, a_values: Sequence[float], b_values: Sequence[float],
+    equivalence: float,
+) -> Pair:  # fmt: skip
+    """``a`` against ``b`` from their values in the same blocks (NaN pairs dropped)."""
+    x, y = np.asarray(a_values, float), np.asarray(b_values, float)
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[keep], y[keep]
+    n = len(x)
+    reference = float(y.mean()) if n else math.nan
+    log = metric not in ABSOLUTE_MARGINS and n > 0 and bool((x > 0).all() and (y > 0).all())
+    if log:
+        d, margin = np.log(x) - np.log(y), math.log1p(equivalence)
+    else:
+        d = x - y
+        margin = ABSOLUTE_MARGINS.get(metric, equivalence * abs(reference) if n else 0.0)
+    if n < 2:
+        mean = float(d.mean()) if n else math.nan
+        return Pair(a, b, n, mean, *(math.nan,) * 4, reference, margin, log)
+    mean = float(d.mean())
+    se = float(d.std(ddof=1)) / math.sqrt(n)
+    t95, t90 = t_quantile(0.5 + LEVEL / 2, n - 1), t_quantile(0.95, n - 1)
+    return Pair(
+        a, b, n, mean, mean - t95 * se, mean + t95 * se, mean - t90 * se, mean + t90 * se,
+        reference, margin, log,
+    )  # fmt: skip
+
+
+def answer(
+    units: pd.DataFrame,
+    left_out: Iterable[tuple[str, str, int, str]] = (),
+    metrics: Sequence[str] = HEADLINE,
+    equivalence: float = DEFAULT_MARGIN,
+) -> list[Cell]:
+    """The cells for every scenario and metric of ``units`` (one row per scenario x
+    strategy x replication, as ``metrics.unit_metrics`` makes them, of one run).
+
+    ``left_out``: (scenario, strategy, replication, why) of phases that failed a check;
+    their blocks do not count for that strategy's pairs."""
+    if units.empty:
+        return []
+    dropped: dict[tuple[str, str, int], str] = {(c, s, int(r)): w for c, s, r, w in left_out}
+    frame = units.assign(replication=units["replication"].astype(int))
+    cells = []
+    for scenario in order_scenarios(frame["scenario"].unique()):
+        sub = frame.loc[frame["scenario"] == scenario]
+        out = [
+            {"strategy": s, "replication": int(r), "why": dropped[(scenario, s, int(r))]}
+            for s, r in zip(sub["strategy"], sub["replication"], strict=True)
+            if (scenario, s, int(r)) in dropped
+        ]
+        keep = [
+            (scenario, s, int(r)) not in dropped
+            for s, r in zip(sub["strategy"], sub["replication"], strict=True)
+        ]
+        for metric in metrics:
+            if metric in sub.columns:
+                cells.append(_cell(scenario, metric, sub.loc[keep], tuple(out), equivalence))
+    return cells
+
+
+def _cell(
+    scenario: str, metric: str, rows: pd.DataFrame, left_out: tuple[Mapping[str, Any], ...],
+    equivalence: float,
+) -> Cell:  # fmt: skip
+    better = METRICS[metric].better
+    table = rows.pivot_table(index="replication", columns="strategy", values=metric)
+    table = table.reindex(columns=order_strategies(table.columns))
+    means = {str(s): float(v) for s, v in table.mean().items() if not math.isnan(v)}
+    blocks = int(table.notna().any(axis=1).sum())
+    if not means:
+        return Cell(scenario, metric, better, UNRESOLVED, (), {}, 0, why="no values",
+                    left_out=left_out)  # fmt: skip
+    ranked = sorted(means, key=lambda s: means[s], reverse=better == "higher")
+    pairs = {
+        (a, b): compare(metric, a, b, table[a].to_list(), table[b].to_list(), equivalence)
+        for i, a in enumerate(ranked)
+        for b in ranked[i + 1 :]
+    }
+
+    def pair(a: str, b: str) -> Pair:
+        return pairs[(a, b)] if (a, b) in pairs else pairs[(b, a)]
+
+    def beats(a: str, b: str) -> bool:
+        """``a`` resolved better than ``b`` by more than the margin."""
+        p = pair(a, b)
+        if not p.resolved or p.equivalent:
+            return False
+        a_higher = p.lo > 0 if p.a == a else p.hi < 0
+        return a_higher == (better == "higher")
+
+    # Who no other strategy beats; the best of them by mean leads the cell.
+    unbeaten = [s for s in ranked if not any(beats(o, s) for o in ranked if o != s)]
+    best = unbeaten[0] if unbeaten else ranked[0]
+    rest = [s for s in ranked if s != best]
+    runner_up = rest[0] if rest else None
+    base: dict[str, Any] = {
+        "scenario": scenario, "metric": metric, "better": better, "means": means,
+        "blocks": blocks, "runner_up": runner_up, "left_out": left_out,
+        "open_pairs": sum(not p.settled for p in pairs.values()),
+        "pairs": tuple(p.describe() for p in pairs.values()),
+        "difference": _difference(pair(best, runner_up), best) if runner_up else None,
+    }  # fmt: skip
+    if not rest:
+        return Cell(verdict=UNRESOLVED, strategies=(best,), why="only one strategy", **base)
+    if len(unbeaten) == 1 and all(beats(best, o) for o in rest):
+        return Cell(verdict=WINNER, strategies=(best,), **base)
+    within = [pair(a, b) for i, a in enumerate(unbeaten) for b in unbeaten[i + 1 :]]
+    if len(unbeaten) > 1 and all(p.equivalent for p in within):
+        return Cell(verdict=TIE, strategies=tuple(unbeaten), **base)
+    still_open = [p.describe() for p in pairs.values() if not p.settled]
+    why = "; ".join(still_open) or "the results do not order (a beats b, b beats c, c beats a)"
+    return Cell(verdict=UNRESOLVED, strategies=(best,), why=why, **base)
+
+
+def _difference(p: Pair, best: str) -> dict[str, float]:
+    """``best`` vs the runner-up: the mean difference and its interval, as shares of the
+    runner-up (``relative*``) and, for absolute pairs, in the metric's unit."""
+    if p.a != best:  # the pair was made the other way round
+        p = replace(p, a=p.b, b=p.a, diff=-p.diff, lo=-p.hi, hi=-p.lo, lo90=-p.hi90,
+                    hi90=-p.lo90)  # fmt: skip
+        if not p.log:  # the reference is now the other strategy's mean
+            return {"blocks": p.blocks, "log": False, "diff": p.diff, "lo": p.lo, "hi": p.hi}
+    return {
+        "blocks": p.blocks, "log": p.log,
+        "relative": p.relative(p.diff), "relative_lo": p.relative(p.lo),
+        "relative_hi": p.relative(p.hi),
+        **({} if p.log else {"diff": p.diff, "lo": p.lo, "hi": p.hi}),
+    }  # fmt: skip
+
+
+def settled(cells: Iterable[Cell]) -> bool:
+    """Every pair of every cell is resolved or equivalent: more blocks would not add."""
+    return all(c.open_pairs == 0 for c in cells)
+
+
+def equivalence_of(manifest: Mapping[str, Any]) -> float:
+    """The run's equivalence margin (``run.equivalence``; the default for older runs and
+    simulated ones)."""
+    config = manifest.get("config")
+    run = config.get("run") if isinstance(config, dict) else None
+    value = run.get("equivalence") if isinstance(run, dict) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_MARGIN
+
+
+def build_answer(run_dir: Path, units: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """Compute the run's answer from its tables (or from ``units`` already computed)
+    and its checks, and write ``winners.json``; returns its cells as written."""
+    results = open_results(run_dir)
+    manifest = results.runs[0].manifest
+    if units is None:
+        requests = results.table("requests", REQUEST_COLUMNS)
+        units = unit_metrics(requests, results.table("cpu", CPU_COLUMNS), results.windows())
+    equivalence = equivalence_of(manifest)
+    cells = answer(units, failed_phases(manifest), equivalence=equivalence)
+    return write_answer(run_dir, cells, equivalence)
+
+
+def write_answer(run_dir: Path, cells: Sequence[Cell], equivalence: float) -> list[dict[str, Any]]:
+    """Write ``winners.json`` (atomically); returns its cells as written."""
+    written: list[dict[str, Any]] = [_clean(c.to_dict()) for c in cells]
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "method": {
+            "pairing": "within blocks (replications); phases that failed a check left out",
+            "level": LEVEL,
+            "resolved": "the 95 % interval of the paired difference excludes 0",
+            "equivalent": (
+                f"two one-sided tests: the 90 % interval inside +-{equivalence:g} of the "
+                "runner-up's mean (failure rate: +-0.5 percentage points)"
+            ),
+            "equivalence": equivalence,
+        },
+        "cells": written,
+    }
+    write_bytes_atomically(run_dir / WINNERS_FILE, json.dumps(data, indent=2).encode())
+    return written
+
+
+def read_answer(run_dir: Path) -> list[dict[str, Any]] | None:
+    """The cells of ``winners.json``, or None when the run has none yet."""
+    path = run_dir / WINNERS_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path} is not readable JSON ({exc}); rebuild it: lblab report") from exc
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        raise ConfigError(
+            f"{path} has schema_version {data.get('schema_version') if isinstance(data, dict) else None!r}, "
+            f"this lblab reads {SCHEMA_VERSION}; rebuild it: lblab report {run_dir}"
+        )
+    return list(data.get("cells") or [])
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN: a missing figure is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
