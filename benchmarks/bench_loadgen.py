@@ -31,7 +31,7 @@ import psutil
 
 from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
-from lblab.loadtests.records import read_records
+from lblab.loadtests.record_table import read_records
 from lblab.loadtests.rsocket_client import RSocketClient
 from lblab.loadtests.runconfig import LoadConfig
 from lblab.procs import lblab_command, spawn, stop

@@ -23,9 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from lblab.errors import WriteFailed
 
 NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -63,11 +60,6 @@ def make_folder(path: Path) -> Path:
     except OSError as exc:
         raise write_failed(path, exc) from exc
     return path
-
-
-def write_table_atomically(path: Path, table: pa.Table) -> None:
-    """``write_atomically`` for a Parquet file."""
-    write_atomically(path, lambda out: pq.write_table(table, out))
 
 
 def write_failed(path: Path, exc: OSError) -> WriteFailed:

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lblab.failures import ERROR_KINDS, ERROR_ORIGINS
-from lblab.files import write_table_atomically
+from lblab.files import write_atomically
 
 __all__ = ["ERROR_KINDS", "ERROR_ORIGINS"]
 
@@ -88,6 +88,11 @@ def to_arrow(
         if t.schema.field(i).type != field.type:
             t = t.set_column(i, field.name, t.column(i).cast(field.type))
     return t
+
+
+def write_table_atomically(path: Path, table: pa.Table) -> None:
+    """``lblab.files.write_atomically`` for a Parquet file."""
+    write_atomically(path, lambda out: pq.write_table(table, out))
 
 
 def write_part(run_dir: Path, table: str, key: str, data: pa.Table) -> Path:

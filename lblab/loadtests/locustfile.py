@@ -14,31 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-import pyarrow as pa
 from locust import events
 from locust.runners import MasterRunner
 
 from lblab.loadtests import clock_exchange
-from lblab.loadtests.records import FLUSH_S, RECORD_SCHEMA, RequestRecorder, mark_started
+from lblab.loadtests.records import FLUSH_S, RequestRecorder, mark_started
 from lblab.loadtests.rsocket_user import ClosedLoopUser, OpenLoopUser, spec_of
 
 __all__ = ["ClosedLoopUser", "OpenLoopUser", "new_records"]
-
-
-def _import_lazy_dependencies() -> None:
-    """Pay, before any user runs, for imports pyarrow would otherwise make mid-phase.
-
-    pyarrow imports pandas the first time it converts Python lists (1.0 s of CPU on an
-    idle 2-core VM, 3-6 s when it is busy). Made lazily by the recorder's first flush,
-    that import ran on the gevent hub 2 s into every phase and froze every user of the
-    process for as long: one global gap in the load and a p95 of 1-6 s in short phases
-    (``quick``). ``tests/integration/test_locust_hub.py`` checks that a flush imports
-    nothing any more.
-    """
-    pa.Table.from_pydict({f.name: [] for f in RECORD_SCHEMA}, schema=RECORD_SCHEMA)
-
-
-_import_lazy_dependencies()
 
 
 @events.init_command_line_parser.add_listener

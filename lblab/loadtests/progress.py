@@ -17,6 +17,7 @@ from rich.progress import (
     TaskID,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 
@@ -29,6 +30,8 @@ class RunProgress:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
             console=self.console,
             disable=not self.live,
             transient=False,
@@ -49,6 +52,20 @@ class RunProgress:
         tb: TracebackType | None,
     ) -> None:
         self._progress.stop()
+
+    def add_phases(self, n: int) -> None:
+        """A block added to an adaptive run: the bar (and its ETA) grows."""
+        total = self._progress.tasks[self._run].total or 0
+        self._progress.update(self._run, total=total + n)
+        if not self.live:
+            self.console.print(f"adding a block of {n} phases", highlight=False)
+
+    def note(self, line: str) -> None:
+        """A line between phases (an adaptive run's decision)."""
+        if self.live:
+            self._progress.console.log(line)
+        else:
+            self.console.print(line, highlight=False)
 
     def skip(self, n: int = 1) -> None:
         """Phases already done (a resumed run)."""
@@ -75,8 +92,4 @@ class RunProgress:
         (``lblab/windows.py``), the figure the summary and the report show."""
         self._progress.advance(self._run)
         rate = "no measured window" if ok_per_s is None else f"{ok_per_s:.0f} ok req/s measured"
-        line = f"{self._label}: {status}, {requests} requests, {failures} failed, {rate}"
-        if self.live:
-            self._progress.console.log(line)
-        else:
-            self.console.print(line, highlight=False)
+        self.note(f"{self._label}: {status}, {requests} requests, {failures} failed, {rate}")

@@ -2,8 +2,11 @@
 
 Locust's CSV writer loses the last second of a run (docs/FIELD-NOTES.md, "Locust"), so each Locust process
 (standalone or worker) keeps its own columns in memory and writes them as immutable
-chunk files ``requests-<host>-<pid>-<seq>.parquet`` into the phase's records folder,
-every ``FLUSH_S`` seconds and at stop. A crash loses at most that much. Next to them it
+chunk files ``requests-<host>-<pid>-<seq>.json`` (the columns as JSON arrays, orjson)
+into the phase's records folder, every ``FLUSH_S`` seconds and at stop. The Locust
+process imports no pyarrow (nor the pandas pyarrow pulls in: 2 s of every phase's
+start-up, on the harness's own CPU); the runner reads the chunks into Arrow
+(``loadtests/record_table.py``). A crash loses at most that much. Next to them it
 keeps ``progress-<host>-<pid>.json`` (requests and failures so far) for the runner's
 progress bar. The runner merges all chunks of a phase, whoever wrote them.
 
@@ -39,12 +42,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import orjson
 
 from lblab.errors import WriteFailed
-from lblab.files import write_bytes_atomically, write_table_atomically
-from lblab.results import SCHEMAS
+from lblab.files import write_bytes_atomically
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ FLUSH_S = 2.0
 HELD_ROWS_MAX = 1_000_000  # about 150 MB of buffered rows while the disk is full
 LOADER_ENV = "LBLAB_LOADER"
 RECORDS_ROOT_ENV = "LBLAB_RECORDS_ROOT"
-_MEASURED = (
+COLUMNS = (
     "t_sent",
     "latency_ms",
     "ok",
@@ -61,17 +62,17 @@ _MEASURED = (
     "package_bytes",
     "work_bytes",
     "server",
-)
-RECORD_SCHEMA = pa.schema(
-    [SCHEMAS["requests"].field(name) for name in _MEASURED]
-    + [pa.field("cell", pa.string()), pa.field("loader", pa.string())]
-    + [pa.field("service_ms", pa.float64()), pa.field("queue_ms", pa.float64())]
-    + [pa.field("send_lag_ms", pa.float64())]
+    "cell",
+    "loader",
+    "service_ms",
+    "queue_ms",
+    "send_lag_ms",
 )
 """The contract's per-request columns (labels like run_id are added when a phase is
 written) plus ``cell``, ``loader``, ``service_ms``, ``queue_ms`` and ``send_lag_ms``
-(open model: how late each send was against its due time)."""
-COLUMNS = tuple(RECORD_SCHEMA.names)
+(open model: how late each send was against its due time); their types are
+``record_table.RECORD_SCHEMA``'s."""
+CHUNK_GLOB = "requests-*.json"
 
 
 def phase_folder(run_dir: Path, phase_key: str, attempt: str) -> Path:
@@ -163,9 +164,8 @@ class RequestRecorder:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             if self._cols["t_sent"]:
-                table = pa.Table.from_pydict(self._cols, schema=RECORD_SCHEMA)
-                name = f"requests-{self._tag}-{self._seq:05d}.parquet"
-                write_table_atomically(self.folder / name, table)
+                name = f"requests-{self._tag}-{self._seq:05d}.json"
+                write_bytes_atomically(self.folder / name, orjson.dumps(self._cols))
                 self._seq += 1
                 self._cols = {c: [] for c in COLUMNS}
             write_bytes_atomically(self.folder / f"progress-{self._tag}.json", self._progress())
@@ -211,14 +211,6 @@ def started_at(folder: Path) -> float | None:
     for path in folder.glob("started-*.json"):
         times.append(json.loads(path.read_text())["t"])
     return min(times) if times else None
-
-
-def read_records(folder: Path) -> pa.Table:
-    """All chunks of a phase, merged (empty table with the record schema if none)."""
-    chunks = sorted(folder.glob("requests-*.parquet"))
-    if not chunks:
-        return RECORD_SCHEMA.empty_table()
-    return pa.concat_tables([pq.read_table(p, schema=RECORD_SCHEMA) for p in chunks])
 
 
 def read_progress(folder: Path) -> tuple[int, int]:

@@ -13,6 +13,7 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
 
     preset = "quick"                       # start from a preset (a config file may say it)
     [run]      name, strategies, scenarios, duration, warmup, replications, seed,
+               max_replications, budget, equivalence (adaptive blocks),
                request_timeout, locust_workers, out,
                locust_master_bind = "HOST[:PORT]", expect_workers  (workers on other hosts)
     [load]     model = "closed"|"open", users, spawn_rate, think_time = [min, max],
@@ -78,6 +79,9 @@ DEFAULTS: dict[str, Any] = {
         "duration": "20m",
         "warmup": "30s",
         "replications": 3,
+        "max_replications": 0,
+        "budget": "0s",
+        "equivalence": 0.05,
         "seed": 1,
         "request_timeout": "30s",
         "locust_workers": 0,
@@ -344,6 +348,14 @@ class RunConfig:
     duration: float
     warmup: float
     replications: int
+    """Blocks run in any case (each block: every scenario x strategy once)."""
+    max_replications: int
+    """Adaptive when above ``replications``: blocks are added until every pair of
+    strategies is resolved or equivalent on every headline metric, up to this many."""
+    budget: float
+    """Adaptive: seconds of phases after which no block is added (0: no budget)."""
+    equivalence: float
+    """The margin within which two strategies are equivalent (relative, e.g. 0.05)."""
     seed: int
     request_timeout: float
     locust_workers: int
@@ -378,6 +390,14 @@ class RunConfig:
                 "run.duration must be above 0 (only open-loop phases with a count may omit it)"
             )
         check_range("run.replications", self.replications, minimum=1, maximum=MAX_REPLICATIONS)
+        if self.max_replications and not (
+            self.replications <= self.max_replications <= MAX_REPLICATIONS
+        ):
+            raise ConfigError(
+                f"run.max_replications = {self.max_replications}: give 0 (a fixed number of "
+                f"blocks) or {self.replications}..{MAX_REPLICATIONS} (at least run.replications)"
+            )
+        check_range("run.equivalence", self.equivalence, above=0, maximum=1)
         check_range(
             "run.request_timeout", self.request_timeout, above=0, maximum=MAX_REQUEST_TIMEOUT
         )
@@ -598,6 +618,9 @@ def _run_values(run: Mapping[str, Any]) -> dict[str, Any]:
         "duration": parse_duration(run["duration"], "run.duration"),
         "warmup": parse_duration(run["warmup"], "run.warmup"),
         "replications": parse_int(run["replications"], "run.replications", minimum=1),
+        "max_replications": parse_int(run.get("max_replications", 0), "run.max_replications"),
+        "budget": parse_duration(run.get("budget", "0s"), "run.budget"),
+        "equivalence": parse_float(run.get("equivalence", 0.05), "run.equivalence"),
         "seed": parse_int(run["seed"], "run.seed"),
         "request_timeout": parse_duration(run["request_timeout"], "run.request_timeout"),
         "locust_workers": parse_int(run["locust_workers"], "run.locust_workers"),

@@ -38,6 +38,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import signal
@@ -51,6 +52,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lblab.analysis.answer import Cell, answer, build_answer, settled
+from lblab.analysis.load import open_results
+from lblab.analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, unit_metrics
+from lblab.analysis.validity import failed_phases
 from lblab.errors import WriteFailed
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes, write_bytes_atomically
 from lblab.loadtests import loadgen
@@ -61,11 +66,11 @@ from lblab.loadtests.local_testbed import ExternalTestbed, LocalTestbed, make_te
 from lblab.loadtests.phase_checks import phase_checks
 from lblab.loadtests.probe import CpuProbe
 from lblab.loadtests.progress import RunProgress
+from lblab.loadtests.record_table import read_records
 from lblab.loadtests.records import (
     new_attempt,
     phase_folder,
     read_progress,
-    read_records,
     started_at,
 )
 from lblab.loadtests.runconfig import RunConfig
@@ -101,15 +106,38 @@ class Phase:
 
 
 def plan(config: RunConfig) -> list[Phase]:
+    """The first ``config.replications`` blocks."""
     phases: list[Phase] = []
-    n = len(config.strategies)
-    for rep in range(1, config.replications + 1):
-        shift = (rep - 1) % n
-        order = config.strategies[shift:] + config.strategies[:shift]
-        for scenario in config.scenarios:
-            for strategy in order:
-                phases.append(Phase(len(phases), scenario.name, strategy, rep))
+    for block in range(1, config.replications + 1):
+        phases += plan_block(config, block, len(phases))
     return phases
+
+
+def plan_block(config: RunConfig, block: int, first_index: int) -> list[Phase]:
+    """One block: every scenario, and within it every strategy once, in an order drawn
+    from ``random.Random(f"{seed}-block-{block}")``: no strategy always runs first (after
+    a heavy cell) or next to the same neighbour, and a drift of the machine cannot line
+    up with one strategy; the order is reproducible from the run's seed."""
+    rng = random.Random(f"{config.seed}-block-{block}")
+    phases: list[Phase] = []
+    for scenario in config.scenarios:
+        order = list(config.strategies)
+        rng.shuffle(order)
+        for strategy in order:
+            phases.append(Phase(first_index + len(phases), scenario.name, strategy, block))
+    return phases
+
+
+def phase_entry(config: RunConfig, p: Phase) -> dict[str, Any]:
+    """A phase as the manifest plans it, before it runs."""
+    return {
+        "key": p.key,
+        "scenario": p.scenario,
+        "strategy": p.strategy,
+        "replication": p.replication,
+        "seed": config.seed + p.index,
+        "status": "pending",
+    }
 
 
 class Manifest:
@@ -148,7 +176,11 @@ def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Man
             }
             for s in config.scenarios
         ],
-        "order": "replication, then scenario, then strategies rotated by one per replication",
+        "order": (
+            "blocks (replications) of every scenario x strategy; within a block, each "
+            "scenario's strategies in a seeded random order (random.Random('<seed>-block-<n>'))"
+        ),
+        "adaptive": _adaptive_facts(config),
         "strategy_switch": "PUT /strategy on a running balancer (fresh strategy state)",
         "warmup": {"seconds": config.warmup, "rows": "kept, marked warmup=true"},
         "window": {
@@ -162,19 +194,23 @@ def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Man
         "started": time.time(),
         "ended": None,
         "attempts": [],
-        "phases": [
-            {
-                "key": p.key,
-                "scenario": p.scenario,
-                "strategy": p.strategy,
-                "replication": p.replication,
-                "seed": config.seed + p.index,
-                "status": "pending",
-            }
-            for p in phases
-        ],
+        "phases": [phase_entry(config, p) for p in phases],
     }
     return Manifest(run_dir / MANIFEST, data)
+
+
+def _adaptive_facts(config: RunConfig) -> dict[str, Any] | None:
+    if config.max_replications <= config.replications:
+        return None
+    return {
+        "min_blocks": config.replications,
+        "max_blocks": config.max_replications,
+        "budget_s": config.budget or None,
+        "equivalence": config.equivalence,
+        "rule": "add a block until every pair of strategies is resolved or equivalent on "
+        "every headline metric (analysis/answer.py), the budget or max_blocks is reached",
+        "decisions": [],
+    }
 
 
 def _load_dict(config: RunConfig, scenario: str) -> dict[str, Any]:
@@ -226,7 +262,11 @@ class PhaseFailed(RuntimeError):
 class Runner:
     def __init__(self, config: RunConfig, run_dir: Path, manifest: Manifest) -> None:
         self.config, self.run_dir, self.manifest = config, run_dir, manifest
-        self.phases = plan(config)
+        # The manifest is the plan: an adaptive run appends blocks to it as it goes.
+        self.phases = [
+            Phase(i, p["scenario"], p["strategy"], int(p["replication"]))
+            for i, p in enumerate(manifest.data["phases"])
+        ]
         self.testbed: LocalTestbed | ExternalTestbed = make_testbed(config, run_dir)
         self.picks = WindowSource(run_dir / "raw", "picks*.jsonl")
         self.cpu = WindowSource(run_dir / "raw", "cpu-*.jsonl")
@@ -261,16 +301,18 @@ class Runner:
                     m.data["testbed"] = self.testbed.facts()
                     m.data["cpu_limit_method"] = m.data["testbed"]["cpu_limit_method"]
                     m.save()
-                for phase in todo:
-                    current = phase
-                    self.check_room()
-                    ok = self.run_phase(phase, progress)
-                    current = None
-                    if not ok:
-                        code = EXIT_PHASE_FAILED
-                        if self.testbed.check_alive():
-                            self.testbed.restore()
-                    self.collect_due()
+                while todo:
+                    for phase in todo:
+                        current = phase
+                        self.check_room()
+                        ok = self.run_phase(phase, progress)
+                        current = None
+                        if not ok:
+                            code = EXIT_PHASE_FAILED
+                            if self.testbed.check_alive():
+                                self.testbed.restore()
+                        self.collect_due()
+                    todo = self.next_block(progress)
         except KeyboardInterrupt:
             code = EXIT_INTERRUPTED
             if current is not None:
@@ -290,6 +332,8 @@ class Runner:
                 try:
                     self.collect_all()
                     consolidate(self.run_dir)
+                    if code != EXIT_INTERRUPTED and failure is None:
+                        build_answer(self.run_dir)  # winners.json
                 except WriteFailed as exc:
                     failure = failure or exc
                 reserve.release()  # the last manifest has its room
@@ -309,6 +353,67 @@ class Runner:
         if failure is not None:
             raise self._stopped_by(failure)
         return code
+
+    def next_block(self, progress: RunProgress) -> list[Phase]:
+        """Adaptive replications: the phases of one more block, or none when every pair
+        of strategies is settled, the blocks reach ``max_replications`` or the next
+        block would not fit in the budget. The decision is in the manifest."""
+        cfg, m = self.config, self.manifest
+        adaptive = m.data.get("adaptive")
+        blocks = max(p.replication for p in self.phases)
+        if not adaptive or blocks < cfg.replications:
+            return []
+        self._settle_flushes()
+        self._collect(float("inf"))
+        cells = self.current_answer()
+        open_pairs = sum(c.open_pairs for c in cells)
+        spent = self._phase_seconds()
+        per_block = spent / blocks
+        if settled(cells):
+            decision = "stop: every pair is resolved or equivalent"
+        elif blocks >= cfg.max_replications:
+            decision = f"stop: {blocks} blocks, the most run.max_replications allows"
+        elif cfg.budget and spent + per_block > cfg.budget:
+            decision = (
+                f"stop: another block (~{per_block:.0f} s) would pass the budget "
+                f"({spent:.0f} of {cfg.budget:.0f} s spent)"
+            )
+        else:
+            decision = "add a block"
+        adaptive["decisions"].append(
+            {"after_block": blocks, "open_pairs": open_pairs, "decision": decision,
+             "phase_seconds": round(spent, 1)}
+        )  # fmt: skip
+        progress.note(f"after block {blocks}: {open_pairs} pairs open; {decision}")
+        if decision != "add a block":
+            m.save()
+            return []
+        block = plan_block(cfg, blocks + 1, len(self.phases))
+        m.data["phases"] += [phase_entry(cfg, p) for p in block]
+        m.save()
+        self.phases += block
+        progress.add_phases(len(block))
+        return block
+
+    def current_answer(self) -> list[Cell]:
+        """The answer from the phases done so far (``analysis/answer.py``)."""
+        results = open_results(self.run_dir)
+        requests = results.table("requests", REQUEST_COLUMNS)
+        units = unit_metrics(requests, results.table("cpu", CPU_COLUMNS), results.windows())
+        left = failed_phases(self.manifest.data)
+        return answer(units, left, equivalence=self.config.equivalence)
+
+    def _phase_seconds(self) -> float:
+        """Seconds from the first phase's start to the last one's end, over the phases
+        that ran (the part of the run the budget counts)."""
+        ran = [self.manifest.phase(p) for p in self.phases]
+        ran = [e for e in ran if e.get("start") and e.get("end")]
+        return max(e["end"] for e in ran) - min(e["start"] for e in ran) if ran else 0.0
+
+    def _settle_flushes(self) -> None:
+        """Wait until the last phase's picks and CPU samples are surely written."""
+        ends = [self.manifest.phase(p).get("end") or 0.0 for p in self.phases]
+        time.sleep(max(0.0, max(ends, default=0.0) + FLUSH_GRACE_S - time.time()))
 
     def check_room(self) -> None:
         """Refuse to start a phase the results filesystem has no room for (about as much

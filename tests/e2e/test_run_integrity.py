@@ -99,7 +99,7 @@ def test_a_killed_run_leaves_no_process_and_its_resume_no_row_of_the_killed_atte
     leftovers = wait_until_gone(run_dir, 8.0)
     assert leftovers == [], [p.cmdline()[:4] for p in leftovers]
     killed_folder = run_dir / "raw" / "phases" / killed["key"] / killed["attempt"]
-    assert any(killed_folder.glob("requests-*.parquet"))  # it did record before dying
+    assert any(killed_folder.glob("requests-*.json"))  # it did record before dying
 
     result = run_lblab(["run", "--resume", "--out", str(run_dir), "--no-report"], 150)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -12,7 +12,7 @@ import pytest
 
 from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
-from lblab.loadtests.records import read_records
+from lblab.loadtests.record_table import read_records
 from lblab.loadtests.runconfig import LoadConfig
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.scenarios import builtin_scenario
@@ -86,7 +86,7 @@ def test_closed_model_records_exactly_what_locust_counted(
         assert table.num_rows == counted
     assert pc.all(table["ok"]).as_py()
     assert set(table["server"].to_pylist()) == {"s1", "s2"}
-    writers = {p.name.split("-")[2] for p in (tmp_path / "records").glob("requests-*.parquet")}
+    writers = {p.name.split("-")[2] for p in (tmp_path / "records").glob("requests-*.json")}
     assert len(writers) == max(1, workers)  # each worker recorded its own requests
 
 

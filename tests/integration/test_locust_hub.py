@@ -22,7 +22,7 @@ import pytest
 
 from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
-from lblab.loadtests.records import read_records
+from lblab.loadtests.record_table import read_records
 from lblab.loadtests.runconfig import LoadConfig
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.scenarios import builtin_scenario
@@ -64,7 +64,7 @@ def test_recording_and_flushing_imports_nothing_while_users_run(tmp_path: Path) 
     assert result.returncode == 0, result.stderr[-3000:]
     imported = json.loads(result.stdout.strip().splitlines()[-1])
     assert imported == [], f"imported on the hub at the first flush: {imported[:20]}"
-    assert list((tmp_path / "records").glob("requests-*.parquet")), "the flush wrote no chunk"
+    assert list((tmp_path / "records").glob("requests-*.json")), "the flush wrote no chunk"
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,7 @@ def test_remote_worker_records_join_the_run_with_collect(tmp_path: Path) -> None
     (phase,) = json.loads((run_dir / "manifest.json").read_text())["phases"]
     assert phase["status"] == "done" and set(phase["loaders"]) == {here}, phase
     far_phases = far_root / run_dir.name / "raw" / "phases"
-    assert list((far_phases / phase["key"] / phase["attempt"]).glob("requests-far-*.parquet"))
+    assert list((far_phases / phase["key"] / phase["attempt"]).glob("requests-far-*.json"))
 
     shutil.copytree(far_phases, run_dir / "raw" / "phases", dirs_exist_ok=True)
     collected = run_lblab(["run", "--collect", "--out", str(run_dir), "--no-report"], 60)

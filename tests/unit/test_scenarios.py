@@ -174,16 +174,27 @@ def test_custom_scenario_cells_and_timeline() -> None:
     assert add.spec is not None and add.spec.cpu_quota == 0.5 and add.weight == 2
 
 
-def test_plan_interleaves_strategies_and_rotates_them_per_replication() -> None:
-    cfg = resolve("tiny", {"run": {"strategies": ["rr", "lc", "r"], "replications": 2}})
+def test_plan_runs_blocks_with_a_seeded_random_order_per_scenario() -> None:
+    cfg = resolve("tiny", {"run": {"strategies": ["rr", "lc", "r", "wrr"], "replications": 3}})
     phases = plan(cfg)
-    assert len(phases) == 2 * 2 * 3
-    assert [(p.scenario, p.strategy) for p in phases[:6]] == [
-        ("sp+sr", "rr"), ("sp+sr", "lc"), ("sp+sr", "r"),
-        ("mp+mr", "rr"), ("mp+mr", "lc"), ("mp+mr", "r"),
-    ]  # fmt: skip
-    assert [p.strategy for p in phases[6:9]] == ["lc", "r", "rr"]
+    assert len(phases) == 3 * 2 * 4
+    assert [p.index for p in phases] == list(range(len(phases)))
     assert len({p.key for p in phases}) == len(phases)
+    for block in (1, 2, 3):
+        mine = [p for p in phases if p.replication == block]
+        for scenario in ("sp+sr", "mp+mr"):  # each block: every strategy once per scenario
+            assert sorted(p.strategy for p in mine if p.scenario == scenario) == sorted(
+                cfg.strategies
+            )
+    orders = {
+        tuple(p.strategy for p in phases if p.replication == b and p.scenario == "sp+sr")
+        for b in (1, 2, 3)
+    }
+    assert len(orders) > 1  # the order is drawn, not fixed
+    assert plan(cfg) == phases  # and reproducible from the seed
+    other = resolve("tiny", {"run": {"strategies": ["rr", "lc", "r", "wrr"], "replications": 3,
+                                     "seed": 2}})  # fmt: skip
+    assert [p.strategy for p in plan(other)] != [p.strategy for p in phases]
 
 
 def test_load_spec_round_trips_through_json() -> None:
