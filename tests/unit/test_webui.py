@@ -1,14 +1,24 @@
-"""``lblab ui``'s form checks and its refusals before anything starts."""
+"""``lblab ui``'s form checks, its refusals before anything starts, and what its banner says."""
 
 from __future__ import annotations
 
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lblab.errors import ConfigError
+from lblab.loadtests.webui.banner import (
+    SCRIPT_URL,
+    Refusal,
+    describe_load,
+    page_lines,
+    report_path,
+    strategy_label,
+    with_script,
+)
 from lblab.loadtests.webui.choices import FIELDS, UI_SCENARIOS, Swarm, parse_swarm
 from tests.run_fixture import run_lblab
 
@@ -92,3 +102,90 @@ def test_a_ui_run_is_not_resumed_as_a_plan(tmp_path: Path) -> None:
     result = run_lblab(["run", "--resume", "--out", str(run)], 60)
     assert result.returncode == 2, result.stderr
     assert "was recorded by `lblab ui`" in result.stderr and "lblab report" in result.stderr
+
+
+RUN = "/runs/ui-1"
+LOAD = {"model": "closed", "users": 4, "rate": 0.0, "arrival": "constant"}
+
+
+def note(index: int, strategy: str, options: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "index": index,
+        "key": f"r1-{index:03d}-sp+sr-{strategy}",
+        "scenario": "sp+sr",
+        "strategy": strategy,
+        "strategy_options": options or {},
+        "load": LOAD,
+        "start": 0.0,
+        "end": None,
+    }
+
+
+def lines(**given: Any) -> list[tuple[str, str, str]]:
+    args: dict[str, Any] = {
+        "running": None,
+        "stopping": False,
+        "refusal": None,
+        "run_dir": RUN,
+        "notes": [],
+        "manifest_phases": [],
+    }
+    return [(x["kind"], x["head"], x["text"]) for x in page_lines(**{**args, **given})]
+
+
+def test_the_banner_names_the_running_strategy_its_options_and_load() -> None:
+    running = note(1, "lc", {"tie": "random"})
+    (kind, head, text), *rest = lines(running=running, notes=[note(0, "rr"), running])
+    assert (kind, head) == ("running", "Strategy lc tie=random") and not rest
+    assert "scenario sp+sr · closed, 4 users · phase r1-001-sp+sr-lc" in text
+    assert f"run folder {RUN}" in text and "Type = strategy" in text
+    open_load = {"model": "open", "users": 1, "rate": 250.0, "arrival": "poisson"}
+    assert describe_load(open_load) == "open, 250 req/s poisson"
+    assert "stopping since" in lines(running=running, stopping=True)[0][2]
+
+
+def test_a_refusal_shows_until_dismissed_by_its_own_key() -> None:
+    refusal = Refusal(2, "the balancer refused strategy wrr tie=random: ...", 0.0)
+    shown = page_lines(
+        running=note(1, "lc"),
+        stopping=False,
+        refusal=refusal,
+        run_dir=RUN,
+        notes=[],
+        manifest_phases=[],
+    )
+    assert [(x["kind"], x["key"]) for x in shown] == [("running", ""), ("refused", "refused-2")]
+    assert shown[1]["text"].startswith("the balancer refused strategy wrr tie=random")
+
+
+def test_between_swarms_the_banner_says_where_each_phase_went_and_the_report() -> None:
+    notes = [note(0, "rr"), note(1, "lc"), note(2, "p2c")]
+    manifest = [
+        {"key": "r1-000-sp+sr-rr", "status": "done", "requests": 812, "failures": 3},
+        {"key": "r1-001-sp+sr-lc", "status": "failed", "error": "no requests were recorded"},
+    ]
+    shown = lines(notes=notes, manifest_phases=manifest)
+    assert shown[0][:2] == ("idle", "No test running")
+    assert shown[1:] == [
+        ("results", "Results", f"run folder {RUN}"),
+        ("results", "phase r1-000-sp+sr-rr", "rr: 812 requests (3 failed) recorded"),
+        ("results", "phase r1-001-sp+sr-lc", "lc: failed: no requests were recorded"),
+        ("results", "phase r1-002-sp+sr-p2c", "p2c: its rows are being written"),
+        (
+            "results",
+            "Report",
+            f"{report_path(RUN)}, written with the run's tables (requests, cpu, picks .parquet)"
+            " when lblab ui ends: Ctrl-C (or SIGTERM) in its terminal",
+        ),
+    ]
+    assert report_path(RUN) == "/runs/ui-1/report/index.html"
+    assert lines() == [shown[0]]  # no phase yet: nothing to say about results
+
+
+def test_the_script_goes_before_the_end_of_locusts_page() -> None:
+    page = "<html><body><div id=root></div><script>x</script></body></html>"
+    assert with_script(page) == page.replace(
+        "</body>", f'<script src="{SCRIPT_URL}" defer></script>\n</body>'
+    )
+    assert with_script("<html>no body end</html>") is None
+    assert strategy_label("rr", {}) == "rr"

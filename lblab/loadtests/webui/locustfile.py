@@ -11,6 +11,12 @@ own JSON answer ``{"success": false, "message": ...}``, which the UI shows under
 form; the test, if one runs, goes on unchanged. An Edit of a running test that changes
 the strategy or the number of users ends the phase and starts the next one; the scenario
 and load model stay until Stop.
+
+Locust's page does not say what it measures, so lblab adds to it (``banner``): a script
+above its header shows the running strategy, a refused change (an Edit dialog closes
+whatever the answer) and, after Stop, where the results are; and the users' request
+events carry the running strategy as ``request_type``, so each statistics row is one
+strategy and cell, and a switch starts new rows instead of adding to the old ones.
 """
 
 from __future__ import annotations
@@ -22,20 +28,22 @@ import os
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from flask import Response, jsonify, request
+from flask import Response, jsonify, request, send_file
 from locust import events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, STATE_STOPPING
 
 from lblab.errors import ConfigError
+from lblab.loadtests import rsocket_user
 from lblab.loadtests.admin_client import AdminClient, AdminError
 from lblab.loadtests.loadspec import LoadSpec
-from lblab.loadtests.locustfile import ClosedLoopUser, OpenLoopUser, new_records
+from lblab.loadtests.locustfile import new_records
 from lblab.loadtests.records import new_attempt, phase_folder
+from lblab.loadtests.rsocket_user import LocustRSocketClient
 from lblab.loadtests.runconfig import LoadConfig
 from lblab.loadtests.runner import Phase
-from lblab.loadtests.webui import choices
+from lblab.loadtests.webui import banner, choices
 from lblab.loadtests.webui.choices import Swarm
 from lblab.loadtests.webui.protocol import UiSession, phase_notes
 from lblab.scenarios import builtin_scenario
@@ -44,6 +52,7 @@ __all__ = ["ClosedLoopUser", "OpenLoopUser"]
 
 log = logging.getLogger("lblab.ui")
 OPEN_SCHEDULE_S = 7 * 86400.0  # the open model's schedule runs until Stop
+BANNER_JS = Path(__file__).with_name("static") / "banner.js"
 
 
 class SwarmPhases:
@@ -56,6 +65,9 @@ class SwarmPhases:
         self.admin = AdminClient(*session.admin)
         self.swarm: Swarm | None = None
         self.entry: dict[str, Any] | None = None  # the running phase's note
+        self.notes: list[dict[str, Any]] = []  # every phase's note, the running one too
+        self.label = "-"  # the strategy of the statistics rows (the last phase's)
+        self.refusal: banner.Refusal | None = None  # until the next form is taken
         self.count = 0
         self.replications: Counter[tuple[str, str]] = Counter()
         phase_notes(self.run_dir).mkdir(parents=True, exist_ok=True)
@@ -67,9 +79,43 @@ class SwarmPhases:
         try:
             self.apply(request.form)
         except (ConfigError, AdminError) as exc:
-            log.warning("web UI: refused: %s", exc)
-            return jsonify({"success": False, "message": str(exc), "host": self.env.host})
+            message = str(exc)
+            if self.entry is not None and self.env.runner.state != STATE_STOPPING:
+                message += f"; the test goes on with {self.label}"
+            log.warning("web UI: refused: %s", message)
+            number = self.refusal.number + 1 if self.refusal else 1
+            self.refusal = banner.Refusal(number, message, time.time())
+            return jsonify({"success": False, "message": message, "host": self.env.host})
+        self.refusal = None
         return None
+
+    def status(self) -> Response:
+        """``GET lblab/status``: the banner's lines. The manifest (the ``lblab ui``
+        process's, atomically replaced) is read only between swarms, when the results
+        line shows."""
+        manifest: list[dict[str, Any]] = []
+        if self.entry is None and self.notes:
+            manifest = json.loads((self.run_dir / "manifest.json").read_text())["phases"]
+        lines = banner.page_lines(
+            running=self.entry,
+            stopping=self.env.runner.state == STATE_STOPPING,
+            refusal=self.refusal,
+            run_dir=str(self.run_dir),
+            notes=self.notes,
+            manifest_phases=manifest,
+        )
+        return jsonify(lines)
+
+    @staticmethod
+    def with_banner(response: Response) -> Response:
+        """Flask's hook: Locust's page, with lblab's banner script in it."""
+        if request.path == "/" and response.mimetype == "text/html":
+            page = banner.with_script(response.get_data(as_text=True))
+            if page is None:
+                log.warning("web UI: Locust's page has no </body>: lblab's banner is missing")
+            else:
+                response.set_data(page)
+        return response
 
     def apply(self, form: Any) -> None:
         state = self.env.runner.state
@@ -102,12 +148,8 @@ class SwarmPhases:
         try:
             self.admin.set_strategy(swarm.strategy, options)
         except AdminError as exc:
-            still = (
-                f"; the test goes on with {self.swarm.strategy}" if running and self.swarm else ""
-            )
-            raise AdminError(
-                f"the balancer refused strategy {swarm.strategy} {options or ''}: {exc}{still}"
-            ) from None
+            label = banner.strategy_label(swarm.strategy, options)
+            raise AdminError(f"the balancer refused strategy {label}: {exc}") from None
         if running:
             self.end_phase()
         else:
@@ -156,6 +198,8 @@ class SwarmPhases:
             "start": time.time(),
             "end": None,
         }
+        self.notes.append(self.entry)
+        self.label = banner.strategy_label(swarm.strategy, options)
         self._write()
         log.info("phase %s started: %s", phase.key, swarm)
 
@@ -175,6 +219,7 @@ class SwarmPhases:
         log.info("phase %s ended", self.entry["key"])
         self.entry = None
         self.swarm = None
+        self.refusal = None  # it was about the test that just ended
 
     def _write(self) -> None:
         assert self.entry is not None
@@ -199,6 +244,39 @@ class SwarmPhases:
         }
 
 
+class LabelledClient(LocustRSocketClient):
+    """Its request events carry the running phase's strategy as ``request_type`` (Locust's
+    Type column), so Locust keeps a statistics row per strategy and cell. Read at each
+    answer, not taken from the user's spec: the users outlive a switch (an Edit keeps
+    them). The recorder reads the cell from ``name``, which stays."""
+
+    def __init__(
+        self, environment: Any, host: str, port: int, spec: LoadSpec, phases: SwarmPhases
+    ) -> None:
+        super().__init__(environment, host, port, spec)
+        fire = self._fire
+        self._fire = lambda **event: fire(**{**event, "request_type": phases.label})
+
+
+class StrategyRows(rsocket_user.RSocketUser):
+    """A user of the UI: its requests' statistics rows name the running strategy."""
+
+    abstract = True
+    phases: ClassVar[SwarmPhases | None] = None  # set at init
+
+    def new_client(self) -> LocustRSocketClient:
+        assert self.phases is not None
+        return LabelledClient(self.environment, *self.address, self.spec, self.phases)
+
+
+class ClosedLoopUser(StrategyRows, rsocket_user.ClosedLoopUser):
+    """The closed model (``rsocket_user.ClosedLoopUser``), its rows named by strategy."""
+
+
+class OpenLoopUser(StrategyRows, rsocket_user.OpenLoopUser):
+    """The open model (``rsocket_user.OpenLoopUser``), its rows named by strategy."""
+
+
 @events.init_command_line_parser.add_listener
 def _add_arguments(parser: Any) -> None:
     parser.add_argument(
@@ -217,7 +295,14 @@ def _on_init(environment: Any, web_ui: Any = None, **_: Any) -> None:
         log.error("this locustfile is for `lblab ui` (the web UI and --lblab-ui); see README")
         return
     phases = SwarmPhases(environment, UiSession.from_json(text))
+    StrategyRows.phases = phases
     web_ui.app.before_request(phases.before_request)
+    web_ui.app.after_request(phases.with_banner)
+    web_ui.app.add_url_rule("/" + banner.STATUS_URL, view_func=phases.status)
+    web_ui.app.add_url_rule(
+        "/" + banner.SCRIPT_URL,
+        view_func=lambda: send_file(BANNER_JS, mimetype="text/javascript", max_age=0),
+    )
     # Locust quitting stops a running test, which fires these too.
     environment.events.test_stopping.add_listener(lambda **_: phases.stopping())
     environment.events.test_stop.add_listener(lambda **_: phases.end_phase())

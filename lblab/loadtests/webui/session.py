@@ -27,7 +27,8 @@ from rich.console import Console
 
 from lblab.loadtests import loadgen
 from lblab.loadtests.local_testbed import LocalTestbed
-from lblab.loadtests.records import FLUSH_S, phase_folder, read_records
+from lblab.loadtests.record_table import read_records
+from lblab.loadtests.records import FLUSH_S, phase_folder
 from lblab.loadtests.runconfig import LoadConfig, RunConfig
 from lblab.loadtests.runner import (
     EXIT_OK,
@@ -40,6 +41,7 @@ from lblab.loadtests.runner import (
     _ignoring_interrupts,
     _raise_interrupt,
 )
+from lblab.loadtests.webui.banner import describe_load
 from lblab.loadtests.webui.protocol import UiSession, phase_notes
 from lblab.procs import Child, ProcessFailed
 from lblab.results import consolidate
@@ -115,12 +117,7 @@ class UiRunner(Runner):
             }
         )
         self.manifest.save()
-        load = note["load"]
-        how = (
-            f"closed, {load['users']} users"
-            if load["model"] == "closed"
-            else f"open, {load['rate']:g} req/s {load['arrival']}"
-        )
+        how = describe_load(note["load"])
         return f"phase {phase.key}: {phase.scenario}, {phase.strategy}, {how}"
 
     def _finish(self, phase: Phase, note: dict[str, Any], end: float) -> str:
