@@ -4,9 +4,14 @@
 prints, opens Locust's page in headless Chromium over the DevTools protocol (the
 ``DevTools`` helper of the notebooks test), checks that lblab's fields are in the form,
 sends a bad value and reads the UI's error, starts a test on ``sp+sr`` with ``rr``,
-switches to ``lc`` with Edit + Update while it runs, stops it, then ends ``lblab ui``
-with SIGTERM. The run directory must hold rows of both strategies, a phase each in the
-manifest and the report; no process of the session may be left.
+switches to ``lc`` with Edit + Update while it runs, asks for ``wrr`` with
+``tie=random`` (refused), stops it, then ends ``lblab ui`` with SIGTERM. On the page, as
+a person reads it: lblab's banner names the running strategy, Locust's statistics keep
+a row per strategy (rr's stops growing at the switch), the refused Edit is shown on the
+main page though its dialog closed, and after Stop the banner gives the run folder, each
+phase's count and the report's path. The run directory must hold rows of both
+strategies, a phase each in the manifest and the report; no process of the session may
+be left.
 """
 
 from __future__ import annotations
@@ -57,6 +62,14 @@ _CLICK = """((text) => {
   return !!b;
 })"""
 _BUTTONS = "[...document.querySelectorAll('button')].map(b => b.textContent.trim()).join('|')"
+# lblab's banner, line by line: (kind, text as shown, without a dismiss button's).
+_BANNER = """JSON.stringify([...document.querySelectorAll('#lblab-banner > div')]
+  .map(d => [d.dataset.kind, [...d.childNodes].filter(n => n.nodeName !== 'BUTTON')
+  .map(n => n.textContent).join('').trim()]))"""
+# Locust's statistics table as shown: Type, Name, # Requests of each row.
+_ROWS = """JSON.stringify([...document.querySelectorAll('table tbody tr')]
+  .map(tr => [...tr.querySelectorAll('td')].slice(0, 3).map(td => td.innerText.trim())))"""
+_DIALOG_OPEN = "!!document.querySelector('[role=dialog]')"
 _FIELDS = """JSON.stringify(Object.fromEntries(['scenario', 'strategy', 'loadModel', 'arrival']
   .map(n => [n, [...(document.querySelector(`select[name="${n}"]`) || {options: []}).options]
   .map(o => o.value)])))"""
@@ -99,6 +112,22 @@ class Page:
     def text(self) -> str:
         return str(self.dt.evaluate("document.body.innerText"))
 
+    def banner(self, kind: str) -> list[str]:
+        """The texts of lblab's banner lines of ``kind``."""
+        return [text for k, text in json.loads(self.dt.evaluate(_BANNER)) if k == kind]
+
+    def rows(self) -> dict[tuple[str, str], int]:
+        """Locust's statistics rows but Aggregated: (Type, Name) -> # Requests."""
+        return {
+            (row[0], row[1]): int(row[2])
+            for row in json.loads(self.dt.evaluate(_ROWS))
+            if len(row) == 3 and row[0] and row[2].isdigit()
+        }
+
+    def screenshot(self, path: Path) -> None:
+        path.write_bytes(base64.b64decode(self.dt.call("Page.captureScreenshot")["data"]))
+        assert path.stat().st_size > 20_000, path
+
 
 def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> list[psutil.Process]:
     """Swarm rr, switch to lc, stop, in headless Chromium; returns the session's processes."""
@@ -120,11 +149,10 @@ def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> l
         assert {"sp+sr", "lp+lr", "variation"} <= set(fields["scenario"])
         assert {"rr", "lc", "p2c"} <= set(fields["strategy"])
         assert fields["loadModel"] == ["closed", "open"]
+        wait_until(lambda: ui.banner("idle"), "lblab's banner")
         ui.click("Custom parameters")
         time.sleep(0.5)
-        shot = tmp_path / "ui-form.png"
-        shot.write_bytes(base64.b64decode(page.call("Page.captureScreenshot")["data"]))
-        assert shot.stat().st_size > 20_000
+        ui.screenshot(tmp_path / "ui-form.png")
 
         # Bad input: the UI says what was wrong, nothing starts, the session lives on.
         ui.set("userCount", "4")
@@ -132,6 +160,7 @@ def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> l
         ui.set("strategyOptions", "nonsense")
         ui.click("Start")
         wait_until(lambda: "is not NAME=VALUE" in ui.text(), "the UI's error message")
+        wait_until(lambda: ui.banner("refused"), "the refusal in lblab's banner")
         form = {"user_count": "4", "spawn_rate": "4", "scenario": "sp+sr", "strategy": "nope"}
         answer = post_form(url + "swarm", form)  # what the form posts, with a name it lacks
         assert not answer["success"] and "strategy: 'nope' is not one of r, rr" in answer["message"]
@@ -142,7 +171,14 @@ def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> l
         ui.set("strategy", "rr")
         ui.click("Start")
         wait_until(lambda: locust_state(url) == "running", "running with rr")
+        # The strategy is on the page while it runs, and the accepted Start cleared the
+        # refusal; the statistics row names it.
+        running = wait_until(lambda: ui.banner("running"), "the running strategy")
+        assert running[0].startswith("Strategy rr · running since"), running
+        assert "scenario sp+sr · closed, 4 users" in running[0] and not ui.banner("refused")
+        assert "Strategy rr" in page.evaluate("document.title")
         time.sleep(LOAD_S)
+        assert set(wait_until(ui.rows, "the statistics rows")) == {("rr", "sp+sr")}
 
         ui.click("Edit")
         wait_until(lambda: "Update" in page.evaluate(_BUTTONS), "the Edit form")
@@ -152,9 +188,45 @@ def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> l
         wait_until(lambda: (notes / "phase-001.json").exists(), "the switch to lc")
         assert json.loads((notes / "phase-001.json").read_text())["strategy"] == "lc"
         assert json.loads((notes / "phase-000.json").read_text())["end"] is not None
+        wait_until(lambda: ui.banner("running")[0].startswith("Strategy lc ·"), "lc in the banner")
+        # One row per strategy: rr's stops at the switch, lc's grows from it.
+        time.sleep(1.0)  # rr's requests in flight at the switch are answered
+        before = wait_until(lambda: (r := ui.rows()).get(("lc", "sp+sr")) and r, "lc's row")
+        after = wait_until(
+            lambda: (r := ui.rows())[("lc", "sp+sr")] > before[("lc", "sp+sr")] and r,
+            "lc's row growing",
+        )
+        assert after[("rr", "sp+sr")] == before[("rr", "sp+sr")] > 50, (before, after)
+
+        # A change the balancer refuses: Locust closes the dialog, the banner says it.
+        ui.click("Edit")
+        wait_until(lambda: "Update" in page.evaluate(_BUTTONS), "the Edit form")
+        ui.set("strategy", "wrr")
+        ui.set("strategyOptions", "tie=random")
+        ui.click("Update")
+        refused = wait_until(lambda: ui.banner("refused"), "the refused Edit in the banner")
+        assert "the balancer refused strategy wrr tie=random" in refused[0], refused
+        assert refused[0].endswith("the test goes on with lc"), refused
+        assert not page.evaluate(_DIALOG_OPEN) and locust_state(url) == "running"
+        assert ui.banner("running")[0].startswith("Strategy lc ·")
+        assert not (notes / "phase-002.json").exists()
+        ui.screenshot(tmp_path / "ui-running.png")
         time.sleep(LOAD_S)
+
         ui.click("Stop")
         wait_until(lambda: locust_state(url) == "stopped", "stopped")
+        # After Stop: where the results are, once each phase's rows are in.
+        run = tmp_path / "run"
+        results = wait_until(
+            lambda: (r := ui.banner("results")) and all("recorded" in t for t in r[1:3]) and r,
+            "the results in the banner",
+        )
+        assert results[0] == f"Results · run folder {run}", results
+        assert results[1].startswith("phase r1-000-sp+sr-rr · rr: "), results
+        assert results[2].startswith("phase r1-001-sp+sr-lc · lc: "), results
+        assert results[3].startswith(f"Report · {run / 'report' / 'index.html'}, written"), results
+        assert ui.banner("idle") and not ui.banner("running") and not ui.banner("refused")
+        ui.screenshot(tmp_path / "ui-stopped.png")
     finally:
         if page is not None:
             page.close()
@@ -217,4 +289,6 @@ def test_swarm_switch_stop_in_the_web_ui_records_both_strategies(tmp_path: Path)
     for table in ("cpu", "picks"):
         assert set(pd.read_parquet(run / f"{table}.parquet").strategy) == {"rr", "lc"}, table
     assert (run / "report" / "index.html").stat().st_size > 10_000
-    assert "refused: strategy options: 'nonsense'" in (run / "logs" / "locust.log").read_text()
+    log = (run / "logs" / "locust.log").read_text()
+    assert "refused: strategy options: 'nonsense'" in log
+    assert "refused: the balancer refused strategy wrr tie=random" in log
