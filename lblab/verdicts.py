@@ -27,18 +27,22 @@ warm-up         ok req/s of the window's first fifth vs the rest             > 1
                 (both only beyond 3 sigma of counting noise)
 clocks          each Locust worker's clock vs the runner's (distributed runs,    > 10 %
                 ``loadtests.clocks``): |offset| + its bound, vs the p50 latency
+disturbance     CPU on the servers' CPUs (all the run's CPUs without         > 5 %
+                isolation) used outside the experiment's processes, plus the
+                hypervisor's steal there (``loadtests.probe``), vs those CPUs
 ==============  ===========================================================  =========
 
 A check ``fail``s where the figure is far past its line (generator > 95 % of a core,
 balancer > 90 %, machine > 110 %, unaccounted rows, a halves gap > 30 %, a worker's clock
-surely off by more than the p50 latency, beyond its bound), because the phase's numbers
-then measure the harness.
+surely off by more than the p50 latency, beyond its bound, outside work and steal > 15 %
+of the servers' CPUs), because the phase's numbers then measure the harness, or another
+machine than the one described.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -66,6 +70,12 @@ CLOCK_WARN, CLOCK_FAIL = 0.10, 1.0
 """A worker's clock may differ from the runner's by this share of the phase's p50 latency."""
 CLOCK_WARN_MS = 5.0
 """The line when the phase has no latency to compare with."""
+DISTURBANCE_WARN, DISTURBANCE_FAIL = 0.05, 0.15
+"""Share of the servers' CPUs that work outside the experiment and steal took. At their
+quotas the servers lose capacity about one for one with it (isolation scales the quotas
+to fill their CPUs), so 5 % is the run's equivalence margin (``run.equivalence``): a
+change that could make two equal strategies look different. 15 %, three margins, is a
+smaller testbed than the one described."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +125,16 @@ class PhaseFacts:
     """What the master measured of its workers' clocks (``loadtests.clocks``):
     ``workers`` (per worker ``loader``, ``offset_ms``, ``bound_ms``) and ``asked``."""
     latency_p50_ms: float | None = None
+    server_cpus: Sequence[int] | None = None
+    """The CPUs the servers ran on: their own under isolation, else every CPU the run
+    used, shared with the harness (None: not measured, e.g. an external testbed)."""
+    servers_isolated: bool = False
+    outside_cores: float | None = None
+    """CPU used on ``server_cpus`` by processes outside the experiment (the runner and
+    its descendants): those CPUs' busy time less the experiment's processes that may run
+    there (``loadtests.probe``), in cores."""
+    steal_cores: float | None = None
+    """Time the hypervisor gave to others while ``server_cpus`` wanted to run, in cores."""
 
 
 def evaluate(f: PhaseFacts) -> list[Check]:
@@ -129,6 +149,7 @@ def evaluate(f: PhaseFacts) -> list[Check]:
         _halves(f),
         _warmup(f),
         _clocks(f),
+        _disturbance(f),
     ]
 
 
@@ -372,6 +393,32 @@ def _clocks(f: PhaseFacts) -> Check:
     if missing > 0 and level == WARN and skew <= line:
         why = "some workers did not answer the clock exchange: their offset is unknown"
     return _judged("clocks", level, figure, "the loader hosts' clocks agree", why)
+
+
+def _disturbance(f: PhaseFacts) -> Check:
+    if f.outside_cores is None or f.steal_cores is None or not f.server_cpus:
+        return Check(
+            "disturbance",
+            NA,
+            "-",
+            "CPU taken from outside the experiment was not measured (external testbed, or "
+            "no /proc/stat)",
+        )
+    # Below zero is the counters' imprecision (the probe's limits), not a gift of CPU.
+    taken = max(f.outside_cores, 0.0) + f.steal_cores
+    share = taken / len(f.server_cpus)
+    where = "the servers' CPUs" if f.servers_isolated else "the CPUs servers and harness shared"
+    return _judged(
+        "disturbance",
+        _level(share, DISTURBANCE_WARN, DISTURBANCE_FAIL),
+        f"outside {f.outside_cores:.2f} cores, steal {f.steal_cores:.2f} cores on {where} "
+        f"{','.join(map(str, f.server_cpus))} ({share:.0%} of them)",
+        "nothing outside the experiment took CPU from the servers",
+        f"processes outside the experiment and the hypervisor (steal) took {share:.0%} of "
+        "the CPUs the servers ran on: the servers had less CPU than their quotas say, and "
+        "not alike for every strategy; stop other work on the machine (steal: other guests "
+        "of the host), or rerun",
+    )
 
 
 def _median(column: pa.ChunkedArray) -> float | None:

@@ -2,7 +2,8 @@
 
 The runner keeps ``lblab.verdicts.request_facts`` of each phase's request rows in the
 manifest when the phase ends; ``phase_checks`` adds what arrives later (CPU samples,
-picks) and what the runner measured of its own processes, and evaluates the checks.
+picks) and what the runner measured of its own processes and of the machine's CPUs
+(``loadtests.probe``: ``harness_cpu``, with ``disturbance``), and evaluates the checks.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ def phase_checks(
         if server in samples:
             samples[server] += 1
     generators = max(1, config.locust_workers + config.expect_workers)
+    # What else ran where the servers did (``loadtests.probe``); an external testbed's
+    # servers are elsewhere, so this machine's CPUs say nothing of theirs.
+    disturbance = (harness.get("disturbance") if config.testbed.kind == "local" else None) or {}
+    servers_cpu = disturbance.get("servers") or {}
     facts = phase_facts(
         window,
         measured,
@@ -56,5 +61,9 @@ def phase_checks(
         else None,
         loaders=max(1, len(entry.get("loaders") or {})),
         clocks=entry.get("clocks"),
+        server_cpus=servers_cpu.get("cpus"),
+        servers_isolated=bool(disturbance.get("isolated")),
+        outside_cores=servers_cpu.get("outside_cores"),
+        steal_cores=servers_cpu.get("steal_cores"),
     )
     return judge(facts)

@@ -30,6 +30,18 @@ def _clocks(offset_ms: float, bound_ms: float, asked: int = 1) -> dict:
     return {"workers": {"w1": far}, "asked": asked}
 
 
+def _disturbed(
+    outside: float, steal: float, cpus: tuple[int, ...] = (1,), isolated: bool = True
+) -> dict:
+    """What the probe measured on the servers' CPUs (``loadtests.probe``)."""
+    return {
+        "server_cpus": cpus,
+        "servers_isolated": isolated,
+        "outside_cores": outside,
+        "steal_cores": steal,
+    }
+
+
 def levels(facts: PhaseFacts) -> dict[str, str]:
     return {c.name: c.level for c in evaluate(facts)}
 
@@ -46,6 +58,7 @@ def test_a_clean_phase_passes_and_says_what_it_could_not_measure() -> None:
         "steady state": PASS,
         "warm-up": PASS,
         "clocks": NA,
+        "disturbance": NA,
     }
     assert worst(got.values()) == PASS
 
@@ -86,6 +99,13 @@ def test_a_clean_phase_passes_and_says_what_it_could_not_measure() -> None:
         ({"loaders": 2, "latency_p50_ms": 5.3, "clocks": _clocks(2.4, 3.2)}, "clocks", WARN),
         ({"loaders": 2, "latency_p50_ms": 20.0, "clocks": _clocks(0.2, 0.3, 2)}, "clocks", WARN),
         ({"loaders": 2, "clocks": _clocks(6.0, 0.5)}, "clocks", WARN),
+        (_disturbed(outside=0.06, steal=0.0), "disturbance", WARN),
+        (_disturbed(outside=0.02, steal=0.04), "disturbance", WARN),
+        (_disturbed(outside=0.10, steal=0.06), "disturbance", FAIL),
+        # 0.3 of 4 server CPUs: 7.5 %
+        (_disturbed(outside=0.25, steal=0.05, cpus=(4, 5, 6, 7)), "disturbance", WARN),
+        # without isolation the servers' CPUs are all the run's, shared with the harness
+        (_disturbed(outside=0.40, steal=0.0, cpus=(0, 1), isolated=False), "disturbance", FAIL),
     ],
 )
 def test_each_check_fires(change: dict, check: str, level: str) -> None:
@@ -121,6 +141,9 @@ def test_each_check_fires(change: dict, check: str, level: str) -> None:
             "open model",
         ),
         ({"loaders": 2, "latency_p50_ms": 20.0, "clocks": _clocks(-1.0, 0.5)}, "clocks"),
+        (_disturbed(outside=0.03, steal=0.01), "disturbance"),
+        # below zero: the counters' imprecision, judged as none
+        (_disturbed(outside=-0.08, steal=0.04), "disturbance"),
     ],
 )
 def test_checks_that_need_their_facts_pass_when_given_good_ones(change: dict, check: str) -> None:
@@ -140,3 +163,19 @@ def test_worst_level_wins() -> None:
     assert worst([PASS, WARN, NA]) == WARN
     assert worst([PASS, FAIL, WARN]) == FAIL
     assert worst([NA, NA]) == NA and worst([]) == NA
+
+
+def test_disturbance_says_how_much_where_and_what_to_do() -> None:
+    isolated, shared = (
+        next(c for c in evaluate(replace(GOOD, **measured)) if c.name == "disturbance")
+        for measured in (
+            _disturbed(0.42, 0.03),
+            _disturbed(0.1, 0.0, cpus=(0, 1), isolated=False),
+        )
+    )
+    assert isolated.figure == (
+        "outside 0.42 cores, steal 0.03 cores on the servers' CPUs 1 (45% of them)"
+    )
+    assert "stop other work on the machine" in isolated.why and "rerun" in isolated.why
+    assert shared.figure.endswith("on the CPUs servers and harness shared 0,1 (5% of them)")
+    assert shared.level == PASS  # at the line, not past it

@@ -1,0 +1,136 @@
+"""What else ran on the experiment's CPUs, from ``/proc/stat`` snapshots and the
+experiment's processes (``lblab/loadtests/probe.py``): the pure computation."""
+
+from __future__ import annotations
+
+import pytest
+
+from lblab.loadtests.phase_checks import phase_checks
+from lblab.loadtests.presets import load_preset
+from lblab.loadtests.probe import (
+    Jiffies,
+    ProcessSamples,
+    disturbance,
+    own_cpu,
+    parse_proc_stat,
+)
+from lblab.loadtests.runconfig import resolve
+
+# Two snapshots 2 s apart at USER_HZ = 100: user nice system idle iowait irq softirq
+# steal guest guest_nice. CPU 0 (the harness's): 120 busy ticks (0.6 cores), 10 steal,
+# and 40 of irq and softirq, which do not count. CPU 1 (the servers'): 190 busy ticks
+# (0.95 cores), 4 steal.
+BEFORE = """cpu  3000 20 800 9000 10 5 40 50 0 0
+cpu0 1000 10 400 5000 5 5 20 30 0 0
+cpu1 2000 10 400 4000 5 0 20 20 0 0
+intr 1434042 0 0 0
+ctxt 99
+btime 1700000000
+"""
+AFTER = """cpu  3260 20 850 9070 10 25 80 64 0 0
+cpu0 1090 10 430 5020 5 25 40 40 0 0
+cpu1 2170 10 420 4050 5 0 40 24 0 0
+intr 1434099 0 0 0
+ctxt 120
+btime 1700000000
+"""
+HARNESS, SERVERS = frozenset({0}), frozenset({1})
+
+
+def test_parse_reads_each_cpu_and_leaves_irq_softirq_and_the_total_out() -> None:
+    assert parse_proc_stat(BEFORE) == {0: Jiffies(1410, 30), 1: Jiffies(2410, 20)}
+
+
+def test_isolated_servers_cpus_show_what_else_ran_there() -> None:
+    # The servers used 0.70 cores, the harness 0.50: 0.25 cores ran beside the servers.
+    own = {SERVERS: 1.4, HARNESS: 1.0}
+    d = disturbance(parse_proc_stat(BEFORE), parse_proc_stat(AFTER), 2.0, own, HARNESS, hz=100)
+    assert d["isolated"] and d["seconds"] == 2.0
+    servers, harness, everything = d["servers"], d["harness"], d["all"]
+    assert servers["cpus"] == [1] and harness["cpus"] == [0] and everything["cpus"] == [0, 1]
+    assert servers["busy_cores"] == pytest.approx(0.95)
+    assert servers["experiment_cores"] == pytest.approx(0.70)
+    assert servers["outside_cores"] == pytest.approx(0.25)
+    assert servers["steal_cores"] == pytest.approx(0.02)
+    assert harness["outside_cores"] == pytest.approx(0.60 - 0.50)
+    assert harness["steal_cores"] == pytest.approx(0.05)
+    assert everything["outside_cores"] == pytest.approx(1.55 - 1.20)
+    assert everything["steal_cores"] == pytest.approx(0.07)
+
+
+def test_without_isolation_the_servers_share_every_cpu_of_the_run() -> None:
+    own = {HARNESS | SERVERS: 2.4}
+    both = HARNESS | SERVERS
+    d = disturbance(parse_proc_stat(BEFORE), parse_proc_stat(AFTER), 2.0, own, both, hz=100)
+    assert not d["isolated"]
+    assert d["servers"] is d["all"] and d["harness"] is d["all"]
+    assert d["all"]["cpus"] == [0, 1]
+    assert d["all"]["outside_cores"] == pytest.approx(1.55 - 1.20)
+
+
+def test_a_process_allowed_on_both_sets_counts_against_each_a_lower_bound() -> None:
+    # 0.2 cores of a process that may run anywhere: process accounting cannot say where,
+    # so each set's outside figure assumes it ran there (never more outside than sure).
+    own = {SERVERS: 1.4, HARNESS: 1.0, HARNESS | SERVERS: 0.4}
+    d = disturbance(parse_proc_stat(BEFORE), parse_proc_stat(AFTER), 2.0, own, HARNESS, hz=100)
+    assert d["servers"]["outside_cores"] == pytest.approx(0.25 - 0.20)
+    assert d["harness"]["outside_cores"] == pytest.approx(0.10 - 0.20)
+    assert d["all"]["outside_cores"] == pytest.approx(0.35 - 0.20)  # exact on the union
+
+
+def test_a_cpu_gone_offline_is_left_out() -> None:
+    after = parse_proc_stat(AFTER)
+    del after[1]
+    d = disturbance(parse_proc_stat(BEFORE), after, 2.0, {SERVERS: 1.4}, HARNESS, hz=100)
+    assert d["servers"]["cpus"] == [] and d["servers"]["busy_cores"] == 0.0
+
+
+def samples(*points: tuple[float, float, frozenset[int]]) -> ProcessSamples:
+    s = ProcessSamples()
+    for t, cpu, cpus in points:
+        s.times.append(t)
+        s.cpu.append(cpu)
+        s.cpus.append(cpus)
+    return s
+
+
+def test_own_cpu_counts_inside_the_window_by_where_each_process_may_run() -> None:
+    server = samples((9.0, 5.0, SERVERS), (10.0, 5.5, SERVERS), (12.0, 6.5, SERVERS))
+    harness = samples((9.0, 1.0, HARNESS), (10.0, 1.2, HARNESS), (12.0, 2.0, HARNESS))
+    # Restarted inside the window: first sampled after it began (on the harness's CPUs,
+    # 0.9 s of start-up), then moved to the servers' and ran 0.3 s more.
+    restarted = samples((11.0, 0.9, HARNESS), (12.0, 1.2, SERVERS))
+    # Gone before the window, and one whose last step ends after it.
+    gone = samples((9.0, 3.0, HARNESS))
+    late = samples((10.0, 0.0, SERVERS), (12.0, 0.5, SERVERS), (13.0, 9.0, SERVERS))
+    own = own_cpu([server, harness, restarted, gone, late], 10.0, 12.0)
+    assert own == pytest.approx({SERVERS: 1.0 + 0.3 + 0.5, HARNESS: 0.8 + 0.9})
+
+
+def test_own_cpu_of_a_process_sampled_once_at_the_window_start_is_nothing() -> None:
+    assert own_cpu([samples((10.0, 4.0, SERVERS))], 10.0, 12.0) == {}
+
+
+def test_phase_checks_judge_the_servers_cpus_and_not_an_external_testbeds() -> None:
+    own = {SERVERS: 1.4, HARNESS: 1.0}
+    before, after = parse_proc_stat(BEFORE), parse_proc_stat(AFTER)
+    measured = disturbance(before, after, 2.0, own, HARNESS, hz=100)
+    entry = {
+        "window": {"start": 100.0, "end": 102.0},
+        "measured": {"requests_in_window": 100, "ok_in_window": 100},
+        "harness_cpu": {"locust": [0.2], "balancer": [0.1], "disturbance": measured},
+    }
+    local = resolve(load_preset("tiny"), {}, {})
+    external = resolve(
+        load_preset("tiny"),
+        {"testbed": {"kind": "external", "balancer": "10.0.0.1:7000"}},
+        {"run": {"strategies": ["rr"]}},
+    )
+    judged = {}
+    for config in (local, external):
+        load = config.loads[config.scenarios[0].name]
+        checks = phase_checks(entry, config, load, [], 100, 1.0)["verdicts"]
+        judged[config.testbed.kind] = next(c for c in checks if c["name"] == "disturbance")
+    assert judged["local"]["level"] == "fail"  # 0.25 outside + 0.02 steal of CPU 1
+    assert judged["local"]["figure"].startswith("outside 0.25 cores, steal 0.02 cores on the ")
+    assert judged["external"]["level"] == "n/a"
