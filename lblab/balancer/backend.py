@@ -47,6 +47,7 @@ from lblab.wire.codes import (
 from lblab.wire.connection import Connection, Control
 from lblab.wire.frames import Cancel, Error, Keepalive, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
+from lblab.wire_asyncio import within
 
 log = logging.getLogger("lblab.balancer.backend")
 
@@ -341,13 +342,11 @@ class Backend:
         loop = self.wiring.loop
         deadline = loop.time() + CONNECT_TIMEOUT_S
         try:
-            await asyncio.wait_for(
-                loop.create_connection(lambda: conn, self.address.host, self.address.port),
+            await within(
                 CONNECT_TIMEOUT_S,
+                loop.create_connection(lambda: conn, self.address.host, self.address.port),
             )
-            answered = await asyncio.wait_for(
-                asyncio.shield(conn.answered), max(deadline - loop.time(), 0.0)
-            )
+            answered = await within(max(deadline - loop.time(), 0.0), asyncio.shield(conn.answered))
             problem = None if answered else "closed the connection before answering"
         except TimeoutError:
             problem = f"no RSocket answer within {CONNECT_TIMEOUT_S:g} s"

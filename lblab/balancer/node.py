@@ -41,6 +41,7 @@ from lblab.errors import ConfigError, RemoteProtocolError
 from lblab.loadreport import LoadReport
 from lblab.wire.codes import MAX_FRAME_LENGTH
 from lblab.wire.metadata import LOAD_REPORT, find_entry
+from lblab.wire_asyncio import within
 
 log = logging.getLogger("lblab.balancer")
 
@@ -167,7 +168,7 @@ class BalancerNode:
         so early requests are not refused), listen on ``--port``, start the timer."""
         waits = [b.start() for b in self.backends.values()]
         if waits:
-            await asyncio.wait_for(asyncio.gather(*waits), connect_timeout)
+            await within(connect_timeout, asyncio.gather(*waits))
         setup_timeout_s = self.config.setup_timeout_s
         await self.listen(
             "port",
