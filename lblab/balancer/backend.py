@@ -102,7 +102,6 @@ class BackendConnection(RoutedConnection):
         "paused",
         "retired",
         "retired_at",
-        "rsocket",
         "streams",
         "wiring",
     )
@@ -437,9 +436,10 @@ class Backend:
         if conn is not None and not conn.closed:
             self._retire(conn)
 
-    def stop(self) -> None:
+    def stop(self, message: str) -> None:
+        """The node stops: no reconnects; the connection ends with CONNECTION_CLOSE."""
         self.stopped = True
         if self.conn is not None:
-            self.conn.close()
+            self.conn.close_connection(message)
         if self._task is not None:
             self._task.cancel()

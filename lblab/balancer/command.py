@@ -68,6 +68,12 @@ def balancer_command(
     request_timeout: str = typer.Option(
         "30s", "--request-timeout", help="Deadline of a request at the balancer, e.g. 30s or 500ms."
     ),
+    drain_timeout: str = typer.Option(
+        "2s",
+        "--drain-timeout",
+        help="On SIGTERM/SIGINT: new requests are REJECTED at once, requests in flight get "
+        "this long to finish; what is left is cut with a CANCELED error (0: cut at once).",
+    ),
     max_frame_bytes: int = typer.Option(
         0xFFFFFF,
         "--max-frame-bytes",
@@ -143,6 +149,7 @@ def balancer_command(
         admin_token=admin_token or None,
         picks=picks,
         request_timeout_s=parse_duration(request_timeout, "--request-timeout"),
+        drain_timeout_s=parse_duration(drain_timeout, "--drain-timeout"),
         max_frame_bytes=max_frame_bytes,
         seed=seed,
         setup_timeout_s=_limits(setup_timeout, max_connections, max_pending_setup),

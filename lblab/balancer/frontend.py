@@ -9,9 +9,12 @@ once rather than waited for. A connection starts with a 4 KiB buffer (grown only
 reads fill it, ``framing``); until its SETUP it
 counts toward ``--max-pending-setup`` (the oldest such connection is closed when a new
 one would exceed it) and must complete SETUP within ``--setup-timeout``;
-``--max-connections`` caps the port (``lblab.admission``). Version 1.x only (else UNSUPPORTED_SETUP). The LEASE flag and a resume
-token get UNSUPPORTED_SETUP: leases are per connection and the balancer issues none
-toward clients; it does not implement resumption. The data MIME must be one the
+``--max-connections`` caps the port (``lblab.admission``). A SETUP that arrives once
+the balancer is stopping gets REJECTED_SETUP (its port is closed by then, so only a
+connection accepted just before can send one). Version 1.x only (else
+UNSUPPORTED_SETUP). The LEASE flag and a resume token get UNSUPPORTED_SETUP: leases
+are per connection and the balancer issues none toward clients; it does not implement
+resumption. The data MIME must be one the
 backends speak (``ACCEPTED_DATA_MIMES``), else UNSUPPORTED_SETUP naming them, because
 payload bytes pass through untouched over backend connections whose SETUP said
 ``application/json``. Any metadata MIME is accepted and its bytes pass through; only a
@@ -91,7 +94,6 @@ class ClientConnection(RoutedConnection):
         "admission",
         "blockers",
         "composite_metadata",
-        "rsocket",
         "setup_done",
         "streams",
         "wiring",
@@ -249,6 +251,9 @@ class ClientConnection(RoutedConnection):
             self.wiring.events.broadcast(bytes(self.buf[pos : pos + 3 + length]), self)
             return True
         if verdict is Control.SETUP_ACCEPTED:
+            if self.wiring.router.stopping:  # accepted before the port closed
+                self.refuse("the balancer is stopping; connect to another")
+                return False
             assert rsocket.setup is not None
             self.setup_done = True
             self.admission.setup_done(self)

@@ -11,6 +11,13 @@ Time: ``loop.time()`` (monotonic) is the pool's ``now``; picks are logged in epo
 seconds via a fixed offset. One periodic timer (``TICK_S``) ends timeouts, runs
 ``Pool.tick`` (ejections, slow start, dynamic weights), checks keepalive lifetimes,
 retires replaced connections and flushes the picks log: no per-request timers.
+
+Stopping (``close``, on SIGTERM or SIGINT; docs/DESIGN.md, "Reliability rules"): the
+router refuses every new request (REJECTED, not processed) and the client and agent
+ports close, so new connections are refused; the streams in flight get
+``--drain-timeout`` to end, then the router cuts what is left (a CANCELED ERROR each, a
+CANCEL to its backend) and every client and backend connection ends with
+CONNECTION_CLOSE. The admin API answers until then, so a stop can be watched.
 """
 
 from __future__ import annotations
@@ -48,6 +55,13 @@ log = logging.getLogger("lblab.balancer")
 TICK_S = 0.05
 """Resolution of timeouts, ejection ends and slow start steps (50 ms: 0.2 % of the
 default 30 s timeout, and cheap: one callback per tick, not one timer per request)."""
+DRAIN_TIMEOUT_S = 2.0
+"""Default grace for the streams in flight when the balancer stops: well inside the
+stop timeouts of the harness that stops it (5 s in tests, 10 s in the local testbed)."""
+CLOSE_WAIT_S = 1.0
+"""After the last frames are queued, how long to let the transports flush and close."""
+STOP_MESSAGE = "the balancer is stopping"
+"""The CONNECTION_CLOSE message toward clients and backends."""
 LIFETIME_CHECK_S = 0.25
 """How often connections are checked against their peers' max lifetime, and backends
 for silence (``backend.HUNG_AFTER_S``)."""
@@ -68,6 +82,8 @@ class NodeConfig:
     admin_token: str | None = field(default=None, repr=False)
     picks: Path | None = None
     request_timeout_s: float = 30.0
+    drain_timeout_s: float = DRAIN_TIMEOUT_S
+    """On stop, how long the streams in flight may take to end before they are cut."""
     max_frame_bytes: int = MAX_FRAME_LENGTH
     seed: int | None = None
     setup_timeout_s: float = SETUP_TIMEOUT_S
@@ -94,6 +110,10 @@ class NodeConfig:
         if not 0 < self.request_timeout_s <= 3600:
             raise ConfigError(
                 f"--request-timeout must be in (0, 3600] seconds, not {self.request_timeout_s}"
+            )
+        if not 0 <= self.drain_timeout_s <= 3600:
+            raise ConfigError(
+                f"--drain-timeout must be in [0, 3600] seconds, not {self.drain_timeout_s}"
             )
         if not 64 <= self.max_frame_bytes <= MAX_FRAME_LENGTH:
             raise ConfigError(
@@ -194,26 +214,65 @@ class BalancerNode:
 
     def ports(self) -> dict[str, int | None]:
         """The bound port of each of ``port``, ``agent_port``, ``admin_port`` (None: closed)."""
-        return {
-            name: (self.servers[name].sockets[0].getsockname()[1] if name in self.servers else None)
-            for name in ("port", "agent_port", "admin_port")
-        }
+        ports: dict[str, int | None] = {}
+        for name in ("port", "agent_port", "admin_port"):
+            server = self.servers.get(name)
+            sockets = server.sockets if server is not None else ()
+            ports[name] = sockets[0].getsockname()[1] if sockets else None
+        return ports
 
-    async def close(self, grace_s: float = 2.0) -> None:
-        """Stop accepting, let in-flight streams finish for up to ``grace_s``, then close all."""
-        for server in self.servers.values():
-            server.close()
-        deadline = self.loop.time() + grace_s
-        while any(c.streams for c in self.clients) and self.loop.time() < deadline:
-            await asyncio.sleep(TICK_S)
+    async def close(self) -> None:
+        """Stop: refuse new requests and connections at once, let the streams in flight
+        end within ``drain_timeout_s``, cut the rest, then close every connection with
+        CONNECTION_CLOSE (the module docstring)."""
+        loop = self.loop
+        grace_s = self.config.drain_timeout_s
+        self.router.stop()
+        for name in ("port", "agent_port"):
+            if name in self.servers:
+                self.servers[name].close()
+        in_flight = self._in_flight()
+        log.info("stopping: new requests refused, %d in flight get %g s", in_flight, grace_s)
+        deadline = loop.time() + grace_s
+        while in_flight and (left := deadline - loop.time()) > 0:
+            await asyncio.sleep(min(TICK_S, left))
+            in_flight = self._in_flight()
+        if in_flight:
+            log.warning("stopping: %d streams still in flight after %g s: cut", in_flight, grace_s)
+            now = loop.time()
+            for client in self.clients:
+                self.router.cut(client, grace_s, now)
         if self._tick_handle is not None:
             self._tick_handle.cancel()
         for client in list(self.clients):
-            client.close()
+            client.close_connection(STOP_MESSAGE)
         for backend in self.backends.values():
-            backend.stop()
+            backend.stop(STOP_MESSAGE)
+        for conn in self.retired:
+            assert isinstance(conn, BackendConnection)
+            conn.close_connection(STOP_MESSAGE)
+        if "admin_port" in self.servers:
+            self.servers["admin_port"].close()
         if self.picklog is not None:
             self.picklog.close()
+        deadline = loop.time() + CLOSE_WAIT_S
+        while self._open() and (left := deadline - loop.time()) > 0:
+            await asyncio.sleep(min(TICK_S, left))
+        stats = self.router.stats
+        log.info(
+            "stopped: %d requests refused while stopping, %d cut",
+            stats["rejected_stopping"],
+            stats["cut_at_stop"],
+        )
+
+    def _in_flight(self) -> int:
+        """Streams not yet ended, over every client (a refused request's swallowed
+        fragments do not count)."""
+        return sum(not s.done for c in self.clients for s in c.streams.values())
+
+    def _open(self) -> bool:
+        """Whether a client or backend transport has yet to close (its frames to flush)."""
+        return bool(self.clients) or any(b.conn is not None for b in self.backends.values())
 
     # ------------------------------------------------------------ Connections (router)
 
@@ -340,6 +399,8 @@ class BalancerNode:
                 backend.resetup()
 
     def add_backend(self, backend_id: str, host: str, port: int, weight: float = 1.0) -> None:
+        if self.router.stopping:
+            raise ConfigError("the balancer is stopping; it takes no new backends")
         if backend_id in self.backends:
             raise ConfigError(f"backend {backend_id!r} is already in the pool")
         checks.check_backend_id(backend_id)

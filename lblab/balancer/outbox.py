@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 
 from lblab.balancer.framing import INITIAL_BUFFER_BYTES, FrameProtocol
+from lblab.wire.codes import ErrorCode
+from lblab.wire.connection import Connection
 
 
 class Outbox:
@@ -44,9 +46,14 @@ class Outbox:
 
 
 class RoutedConnection(FrameProtocol):
-    """A balancer connection: frames walked from its reads, frames sent in batches."""
+    """A balancer connection: frames walked from its reads, frames sent in batches.
 
-    __slots__ = ("active", "closed", "out", "outbox")
+    ``rsocket`` is the connection's rules (``lblab.wire.connection``), set by the
+    subclass for its role."""
+
+    __slots__ = ("active", "closed", "out", "outbox", "rsocket")
+
+    rsocket: Connection
 
     def __init__(
         self, max_frame_bytes: int, outbox: Outbox, buffer_bytes: int = INITIAL_BUFFER_BYTES
@@ -84,3 +91,11 @@ class RoutedConnection(FrameProtocol):
             self.flush_out()
             self.closed = True
             self.transport.close()
+
+    def close_connection(self, message: str) -> None:
+        """End the connection as the spec's CONNECTION_CLOSE says (its streams have
+        ended): that ERROR on stream 0 after what is queued, then close."""
+        if not self.closed and self.transport is not None:
+            self.rsocket.close(ErrorCode.CONNECTION_CLOSE, message)
+            self.send(self.rsocket.data_to_send())
+            self.close()

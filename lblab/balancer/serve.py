@@ -42,7 +42,7 @@ def tune_allocator() -> bool:
 
 
 async def serve(config: NodeConfig) -> None:
-    """Run until SIGTERM/SIGINT, then drain for a moment and close."""
+    """Run until SIGTERM/SIGINT, then stop gracefully (``BalancerNode.close``)."""
     loop = asyncio.get_running_loop()
     node = BalancerNode(config, loop)
     await node.start()
@@ -59,7 +59,6 @@ async def serve(config: NodeConfig) -> None:
     stop = stop_on_signals(loop)
     announce_ready("balancer", **node.ports(), strategy=node.strategy.name)
     await stop.wait()
-    log.info("stopping: draining in-flight requests")
     await node.close()
 
 
