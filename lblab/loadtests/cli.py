@@ -207,7 +207,7 @@ def register(app: typer.Typer) -> None:
         if code == 130:
             console.print(f"interrupted; continue with: lblab run --resume --out {run_dir}")
         elif no_report:
-            summary.print_summary(run_dir, console)
+            summary.print_all(run_dir, console)
         else:
             summary.finish(run_dir, console)
         raise typer.Exit(code)

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from lblab.errors import WriteFailed
+from lblab.errors import ConfigError, WriteFailed
 from lblab.results import MANIFEST
 from lblab.verdicts import summary_lines
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, manifest_windows
@@ -96,6 +96,27 @@ def print_checks(run_dir: Path, console: Console) -> None:
         console.print(f"  {line}", highlight=False, style="yellow")
 
 
+def print_answer(run_dir: Path, console: Console) -> None:
+    """The run's answer (``winners.json``) in plain words, when it has one."""
+    from lblab.analysis.answer import read_answer
+    from lblab.analysis.winners import verdict
+
+    try:
+        cells = read_answer(run_dir)
+    except ConfigError as exc:
+        console.print(f"answer unavailable: {exc}", style="yellow")
+        return
+    if cells:
+        console.print(f"answer: {verdict(cells)}", highlight=False)
+
+
+def print_all(run_dir: Path, console: Console) -> None:
+    """What a finished run prints: the summary table, the checks, the answer."""
+    print_summary(run_dir, console)
+    print_checks(run_dir, console)
+    print_answer(run_dir, console)
+
+
 def finish(run_dir: Path, console: Console) -> Path | None:
     """Build the report; on any trouble print the summary and say why. Returns its path."""
     reason = None
@@ -107,8 +128,7 @@ def finish(run_dir: Path, console: Console) -> Path | None:
         try:
             path = report.build_report(run_dir)
         except WriteFailed as exc:  # the run is complete; only its report is missing
-            print_summary(run_dir, console)
-            print_checks(run_dir, console)
+            print_all(run_dir, console)
             raise WriteFailed(
                 f"{exc}. The run's results are complete; make room, then build the report "
                 f"with: lblab report {run_dir}",
@@ -118,11 +138,9 @@ def finish(run_dir: Path, console: Console) -> Path | None:
         except Exception as exc:  # the run's data stands without its report
             reason = f"build_report failed: {type(exc).__name__}: {exc}"
         else:
-            print_summary(run_dir, console)
-            print_checks(run_dir, console)
+            print_all(run_dir, console)
             console.print(f"report: {path}")
             return Path(path) if path else None
-    print_summary(run_dir, console)
-    print_checks(run_dir, console)
+    print_all(run_dir, console)
     console.print(f"report unavailable: {reason}", style="yellow")
     return None

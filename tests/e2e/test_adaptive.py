@@ -1,0 +1,72 @@
+"""Adaptive replications, live: blocks in a seeded order, the decision after each block
+in the manifest, a budget that stops the run, and winners.json at the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lblab.loadtests.runconfig import resolve
+from lblab.loadtests.runner import plan
+from tests.run_fixture import run_lblab
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+preset = "tiny"
+[run]
+strategies = ["rr", "wrr"]
+scenarios = ["sp+sr"]
+duration = "2s"
+warmup = "1s"
+replications = 2
+max_replications = 6
+budget = "{budget}"
+"""
+
+
+def test_a_budget_stops_the_blocks_and_the_answer_is_written(tmp_path: Path) -> None:
+    config = tmp_path / "adaptive.toml"
+    config.write_text(CONFIG.format(budget="5s"))  # less than one block: stop after the minimum
+    run_dir = tmp_path / "run"
+    result = run_lblab(["run", "--config", str(config), "--out", str(run_dir), "--no-report"], 180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    m = json.loads((run_dir / "manifest.json").read_text())
+    (decision,) = m["adaptive"]["decisions"]
+    assert decision["after_block"] == 2 and decision["decision"].startswith("stop: another block")
+    assert "budget" in decision["decision"]
+    # The two blocks ran in the order the seed draws, and nothing more.
+    planned = plan(resolve(None, m["config"], {}))
+    assert [(p["scenario"], p["strategy"], p["replication"]) for p in m["phases"]] == [
+        (p.scenario, p.strategy, p.replication) for p in planned
+    ]
+    assert all(p["status"] == "done" for p in m["phases"])
+    assert "budget" in result.stderr  # the decision is on the terminal too
+    cells = json.loads((run_dir / "winners.json").read_text())["cells"]
+    metrics = {c["metric"] for c in cells}
+    assert metrics == {"throughput_rps", "latency_mean_ms", "latency_p95_ms", "failure_rate",
+                       "cpu_imbalance"}  # fmt: skip
+    for cell in cells:
+        assert cell["verdict"] in ("winner", "tie", "unresolved") and cell["blocks"] == 2
+        assert cell["verdict"] != "unresolved" or cell["why"]
+
+
+def test_blocks_are_added_while_pairs_are_open_up_to_the_most_allowed(tmp_path: Path) -> None:
+    config = tmp_path / "adaptive.toml"
+    config.write_text(
+        CONFIG.format(budget="0s").replace("max_replications = 6", "max_replications = 3")
+    )
+    run_dir = tmp_path / "run"
+    result = run_lblab(["run", "--config", str(config), "--out", str(run_dir), "--no-report"], 240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    m = json.loads((run_dir / "manifest.json").read_text())
+    decisions = m["adaptive"]["decisions"]
+    blocks = max(p["replication"] for p in m["phases"])
+    if decisions[0]["decision"].startswith("stop: every pair"):
+        assert blocks == 2 and decisions[0]["open_pairs"] == 0  # settled in two blocks
+    else:
+        assert decisions[0]["decision"] == "add a block" and decisions[0]["open_pairs"] > 0
+        assert blocks == 3 and len(m["phases"]) == 6
+        assert decisions[-1]["decision"].startswith(("stop: 3 blocks", "stop: every pair"))
