@@ -45,7 +45,8 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,8 @@ from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_wind
 EXIT_OK, EXIT_PHASE_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_WRITE_FAILED = WriteFailed.exit_code
 MIN_PHASE_BYTES = 1 << 20  # room asked for a phase before any phase has shown its size
+CHECKABLE_OK = 400
+LONGEST_GROWTH = 4.0  # an adaptive run lengthens a scenario's phases at most this much
 TICK_S = 0.25
 FLUSH_GRACE_S = 2.5  # the balancer flushes picks at least once a second, agents per sample
 PHASE_SLACK_S = 30.0  # beyond the expected end (answers, Locust start-up) before "stuck"
@@ -128,16 +131,29 @@ def plan_block(config: RunConfig, block: int, first_index: int) -> list[Phase]:
     return phases
 
 
-def phase_entry(config: RunConfig, p: Phase) -> dict[str, Any]:
-    """A phase as the manifest plans it, before it runs."""
+def phase_entry(config: RunConfig, p: Phase, duration: float | None = None) -> dict[str, Any]:
+    """A phase as the manifest plans it, before it runs (``duration_s``: its measured
+    length, the run's unless an adaptive run lengthened its scenario)."""
     return {
         "key": p.key,
         "scenario": p.scenario,
         "strategy": p.strategy,
         "replication": p.replication,
         "seed": config.seed + p.index,
+        "duration_s": config.duration if duration is None else duration,
         "status": "pending",
     }
+
+
+def lengthened(duration: float, ok_in_window: Sequence[int], most: float) -> float:
+    """The phase length at which the fewest successes of a scenario's last block reach
+    ``CHECKABLE_OK`` (its steady-state check can then see a change of 30 %: 3 sigma of
+    the halves' counting noise is 6 / sqrt(n)); never shorter, at most ``most``."""
+    fewest = min(ok_in_window, default=0)
+    if fewest >= CHECKABLE_OK:
+        return duration
+    wanted = duration * CHECKABLE_OK / max(fewest, 1)
+    return round(min(max(wanted, duration), most), 1)
 
 
 class Manifest:
@@ -208,7 +224,9 @@ def _adaptive_facts(config: RunConfig) -> dict[str, Any] | None:
         "budget_s": config.budget or None,
         "equivalence": config.equivalence,
         "rule": "add a block until every pair of strategies is resolved or equivalent on "
-        "every headline metric (analysis/answer.py), the budget or max_blocks is reached",
+        "every headline metric (analysis/answer.py), the budget or max_blocks is reached; "
+        f"a scenario whose phases held fewer than {CHECKABLE_OK} successes gets longer "
+        f"phases in the next block (at most {LONGEST_GROWTH:g}x run.duration)",
         "decisions": [],
     }
 
@@ -389,11 +407,29 @@ class Runner:
             m.save()
             return []
         block = plan_block(cfg, blocks + 1, len(self.phases))
-        m.data["phases"] += [phase_entry(cfg, p) for p in block]
+        lengths = self._lengths(blocks)
+        adaptive["decisions"][-1]["phase_lengths_s"] = lengths
+        m.data["phases"] += [phase_entry(cfg, p, lengths[p.scenario]) for p in block]
         m.save()
         self.phases += block
         progress.add_phases(len(block))
         return block
+
+    def _lengths(self, block: int) -> dict[str, float]:
+        """Each scenario's phase length for the next block: as in ``block``, longer where
+        a phase of it held too few successes for its own checks (``lengthened``)."""
+        out = {}
+        for scenario in self.config.scenarios:
+            last = [
+                self.manifest.phase(p)
+                for p in self.phases
+                if p.replication == block and p.scenario == scenario.name
+            ]
+            duration = float(last[0].get("duration_s") or self.config.duration)
+            counts = [int(e.get("ok_in_window") or 0) for e in last if e["status"] == "done"]
+            most = self.config.duration * LONGEST_GROWTH
+            out[scenario.name] = lengthened(duration, counts, most) if counts else duration
+        return out
 
     def current_answer(self) -> list[Cell]:
         """The answer from the phases done so far (``analysis/answer.py``)."""
@@ -450,7 +486,7 @@ class Runner:
 
     def run_phase(self, phase: Phase, progress: RunProgress) -> bool:
         """Run one phase; True when it produced its records."""
-        cfg, m = self.config, self.manifest
+        cfg, m = self.phase_config(phase), self.manifest
         load = cfg.loads[phase.scenario]
         # A rerun after an interruption starts clean: no records or parts of the last
         # try, and a folder of its own that nothing of the last try can write into.
@@ -540,8 +576,12 @@ class Runner:
         return status == "done"
 
     def phase_config(self, phase: Phase) -> RunConfig:
-        """The config a phase ran with: the run's (``lblab ui`` gives each swarm its own)."""
-        return self.config
+        """The config a phase ran with: the run's, with the phase's own length (an
+        adaptive run may lengthen a scenario; ``lblab ui`` gives each swarm its own)."""
+        duration = self.manifest.phase(phase).get("duration_s")
+        if duration is None or duration == self.config.duration:
+            return self.config
+        return replace(self.config, duration=float(duration))
 
     def _harness_pids(self) -> dict[str, list[int]]:
         """The processes whose CPU the checks read: Locust's, and on a local testbed the

@@ -15,7 +15,7 @@ from lblab.loadtests import runconfig
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.openloop import due_times
 from lblab.loadtests.presets import load_preset, preset_names
-from lblab.loadtests.runner import plan
+from lblab.loadtests.runner import CHECKABLE_OK, lengthened, plan
 from lblab.scenarios import CELLS, builtin_scenario, request_body
 
 
@@ -250,3 +250,11 @@ def test_bad_schedules_are_refused(kwargs: dict, message: str) -> None:
     rate, arrival = kwargs.pop("rate"), kwargs.pop("arrival")
     with pytest.raises(ConfigError, match=message):
         list(due_times(rate, arrival, random.Random(1), **kwargs))
+
+
+def test_an_adaptive_run_lengthens_phases_too_short_for_their_checks() -> None:
+    assert lengthened(3.0, [CHECKABLE_OK, 5000], most=12.0) == 3.0  # enough: unchanged
+    assert lengthened(3.0, [200, 900], most=12.0) == 6.0  # the fewest decides
+    assert lengthened(3.0, [10, 900], most=12.0) == 12.0  # at most 4x
+    assert lengthened(3.0, [0], most=12.0) == 12.0
+    assert lengthened(6.0, [CHECKABLE_OK - 1], most=12.0) >= 6.0  # never shorter
