@@ -48,6 +48,7 @@ from lblab.analysis.load import open_results
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.analysis.stats import t_quantile
+from lblab.analysis.summary_csv import write_summary_csv
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.files import write_bytes_atomically
@@ -289,7 +290,8 @@ def equivalence_of(manifest: Mapping[str, Any]) -> float:
 
 def build_answer(run_dir: Path, units: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """Compute the run's answer from its tables (or from ``units`` already computed)
-    and its checks, and write ``winners.json``; returns its cells as written."""
+    and its checks, and write ``winners.json`` and ``summary.csv`` (the units it rests
+    on); returns the answer's cells as written."""
     results = open_results(run_dir)
     manifest = results.runs[0].manifest
     if units is None:
@@ -297,6 +299,7 @@ def build_answer(run_dir: Path, units: pd.DataFrame | None = None) -> list[dict[
         units = unit_metrics(requests, results.table("cpu", CPU_COLUMNS), results.windows())
     equivalence = equivalence_of(manifest)
     cells = answer(units, failed_phases(manifest), equivalence=equivalence)
+    write_summary_csv(run_dir, units, manifest)
     return write_answer(run_dir, cells, equivalence)
 
 

@@ -3,6 +3,7 @@ in the manifest, a budget that stops the run, and winners.json at the end."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from lblab.loadtests.runner import plan
 from tests.run_fixture import run_lblab
 
 pytestmark = pytest.mark.slow
+
+VERDICTS = ("pass", "warn", "fail", "n/a")
 
 CONFIG = """
 preset = "tiny"
@@ -51,6 +54,11 @@ def test_a_budget_stops_the_blocks_and_the_answer_is_written(tmp_path: Path) -> 
     for cell in cells:
         assert cell["verdict"] in ("winner", "tie", "unresolved") and cell["blocks"] == 2
         assert cell["verdict"] != "unresolved" or cell["why"]
+    # summary.csv: one row per phase with the headline metrics and the phase's verdict.
+    rows = list(csv.DictReader((run_dir / "summary.csv").open()))
+    assert len(rows) == len(m["phases"]) == 4
+    assert {r["strategy"] for r in rows} == {"rr", "wrr"}
+    assert all(float(r["throughput_rps"]) > 0 and r["verdict"] in VERDICTS for r in rows)
 
 
 def test_blocks_are_added_while_pairs_are_open_up_to_the_most_allowed(tmp_path: Path) -> None:
