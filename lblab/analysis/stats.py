@@ -1,4 +1,4 @@
-"""Small statistics the analysis needs: Student-t intervals, Welch's t, Jain's index, imbalance.
+"""Small statistics the analysis needs: t intervals, Welch's t, Jain's index, imbalance, tau-b.
 
 scipy is not a dependency, so the t quantile is computed here: the t CDF through the
 regularized incomplete beta function (continued fraction, modified Lentz, as in
@@ -210,3 +210,36 @@ def grouped_quantiles(
         frac = pos - lo
         out[has, j] = v[lo] + (v[hi] - v[lo]) * frac
     return out
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float], tolerance: float = 0.0) -> float | None:
+    """Kendall's tau-b of two paired sequences (ties in either count as neither).
+
+    Two values within ``tolerance`` (relative to the larger) tie. None when tau is
+    undefined: fewer than two pairs, or one side all ties.
+    """
+    if len(x) != len(y):
+        raise ValueError(f"kendall_tau: {len(x)} values against {len(y)}")
+    concordant = discordant = ties_x = ties_y = 0
+    n = len(x)
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx = beyond(x[i], x[j], tolerance)
+            dy = beyond(y[i], y[j], tolerance)
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    return (concordant - discordant) / denominator if denominator > 0 else None
+
+
+def beyond(a: float, b: float, tolerance: float) -> float:
+    """``a - b``, or 0 when they are within ``tolerance`` of the larger magnitude."""
+    return 0.0 if abs(a - b) <= tolerance * max(abs(a), abs(b)) else a - b

@@ -73,6 +73,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
+from lblab.analysis.stats import beyond, kendall_tau
 from lblab.errors import ConfigError
 from lblab.servers.cpulimit import quota_for
 from lblab.simulator.config import EPOCH, ServerGroup, SimConfig
@@ -97,42 +98,6 @@ model, was short of CPU: a miss in such a cell is the harness's, not the simulat
 MAX_SAMPLES_PER_CELL = 5000
 MIN_REQUESTS = 2000
 MAX_SCALE = 100_000
-
-
-# ------------------------------------------------------------------ rank agreement
-
-
-def kendall_tau(x: Sequence[float], y: Sequence[float], tolerance: float = 0.0) -> float | None:
-    """Kendall's tau-b of two paired sequences (ties in either count as neither).
-
-    Two values within ``tolerance`` (relative to the larger) tie. None when tau is
-    undefined: fewer than two pairs, or one side all ties.
-    """
-    if len(x) != len(y):
-        raise ValueError(f"kendall_tau: {len(x)} values against {len(y)}")
-    concordant = discordant = ties_x = ties_y = 0
-    n = len(x)
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx = _beyond(x[i], x[j], tolerance)
-            dy = _beyond(y[i], y[j], tolerance)
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                ties_x += 1
-            elif dy == 0:
-                ties_y += 1
-            elif (dx > 0) == (dy > 0):
-                concordant += 1
-            else:
-                discordant += 1
-    denominator = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
-    return (concordant - discordant) / denominator if denominator > 0 else None
-
-
-def _beyond(a: float, b: float, tolerance: float) -> float:
-    """``a - b``, or 0 when they are within ``tolerance`` of the larger magnitude."""
-    return 0.0 if abs(a - b) <= tolerance * max(abs(a), abs(b)) else a - b
 
 
 # ------------------------------------------------------------------ service model
@@ -1088,7 +1053,7 @@ def _resolved_pairs(
             if figures[i][metric] is None or figures[j][metric] is None or not lo[i] > hi[j]:
                 continue
             resolved += 1  # i measured above j, intervals apart
-            if _beyond(simulated[i], simulated[j], TIE) < 0:
+            if beyond(simulated[i], simulated[j], TIE) < 0:
                 contradicted.append(f"{strategies[i]} > {strategies[j]}")
     return resolved, contradicted
 
@@ -1199,11 +1164,11 @@ def make_twin(
     from lblab.analysis.load import open_run
 
     say = echo or (lambda _msg: None)
-    run_dir = Path(run_dir)
-    run = open_run(run_dir)
-    for n in scales:
+    for n in scales:  # before the run is read: a bad count is refused at once
         if not 1 <= n <= MAX_SCALE:
             raise ConfigError(f"--scale {n}: give a server count from 1 to {MAX_SCALE}")
+    run_dir = Path(run_dir)
+    run = open_run(run_dir)
     testbed = _simulated_testbed(run.manifest) if run.simulated else _live_testbed(run.manifest)
     measured = measure(run_dir)
     services = {}
