@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from lblab.errors import ConfigError
+from lblab.loadtests.presets import preset_names
 
 
 def flags_layer(**flags: Any) -> dict[str, Any]:
@@ -21,8 +22,9 @@ def flags_layer(**flags: Any) -> dict[str, Any]:
             layer.setdefault(section, {})[key] = value
 
     for key in ("strategies", "scenarios"):
-        if flags[key] is not None:
-            put("run", key, [v.strip() for v in flags[key].split(",") if v.strip()])
+        names = names_of(flags[key])
+        if names:
+            put("run", key, names)
     for key in (
         "duration", "warmup", "replications", "seed", "locust_workers", "locust_master_bind",
         "expect_workers", "out",
@@ -35,16 +37,34 @@ def flags_layer(**flags: Any) -> dict[str, Any]:
     return layer
 
 
+def names_of(values: str | list[str] | None) -> list[str]:
+    """Names from a repeatable option whose values may each be a comma list:
+    ``-s rr -s lc`` and ``-s rr,lc`` (and ``--strategies rr,lc``) give ``[rr, lc]``."""
+    if values is None:
+        return []
+    given = [values] if isinstance(values, str) else values
+    return [n.strip() for v in given for n in v.split(",") if n.strip()]
+
+
 def register(app: typer.Typer) -> None:
     """Add this part's commands to ``app``."""
 
     @app.command("run")
     def run(
         preset: str = typer.Option(
-            None, "--preset", help="quick | thesis | tiny | ingram | martins (default: quick)"
+            None, "--preset", help=f"{' | '.join(preset_names())} (default: quick)"
         ),
         config: str = typer.Option(None, "--config", help="TOML file; flags override it."),
-        strategies: str = typer.Option(None, help="Comma list, e.g. r,rr,wrr,lc,dwrr."),
+        strategy: Annotated[
+            list[str] | None,
+            typer.Option(
+                "-s",
+                "--strategy",
+                "--strategies",
+                help="A strategy to run (repeatable, or a comma list): -s rr -s lc, "
+                "-s r,rr,wrr,lc,dwrr. `lblab strategies` lists them.",
+            ),
+        ] = None,
         scenarios: str = typer.Option(None, help="Comma list, e.g. sp+sr,lp+lr,variation."),
         duration: str = typer.Option(None, help="Measured time per phase, e.g. 20m."),
         warmup: str = typer.Option(None, help="Warm-up per phase, e.g. 10s (rows marked)."),
@@ -113,7 +133,7 @@ def register(app: typer.Typer) -> None:
 
         console = Console(stderr=True)
         flags = flags_layer(
-            strategies=strategies, scenarios=scenarios, duration=duration, warmup=warmup,
+            strategies=strategy, scenarios=scenarios, duration=duration, warmup=warmup,
             replications=replications, seed=seed, locust_workers=locust_workers, out=out,
             users=users, testbed=testbed, balancer=balancer, admin=admin,
             locust_master_bind=locust_master_bind, expect_workers=expect_workers,

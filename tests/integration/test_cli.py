@@ -63,3 +63,28 @@ def test_bad_values_name_what_was_wrong(args: tuple[str, ...], words: str) -> No
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert words.lower() in out.stderr.lower()
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        ("-s", "rr", "-s", "lc,wrr"),
+        ("--strategy", "rr,lc", "--strategy", "wrr"),
+        ("--strategies", "rr,lc,wrr"),
+    ],
+    ids=["short-repeated", "long-mixed", "old-comma-list"],
+)
+def test_run_takes_strategies_in_every_spelling(spelling: tuple[str, ...]) -> None:
+    out = lblab("run", *spelling, "--preset", "tiny", "--print-config")
+    assert out.returncode == 0, out.stderr
+    assert 'strategies = ["rr", "lc", "wrr"]' in out.stdout
+
+
+def test_run_help_names_every_preset() -> None:
+    from lblab.loadtests.presets import preset_names
+
+    out = lblab("run", "--help")
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())
+    for name in preset_names():
+        assert name in text, name
