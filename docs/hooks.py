@@ -385,9 +385,10 @@ def config_page() -> str:
     def flags_of(command: str) -> dict[str, str]:
         cmd = root.get_command(ctx, command)
         return {
-            p.opts[0]: (getattr(p, "help", None) or "")
+            opt: (getattr(p, "help", None) or "")
             for p in cmd.params
             if p.param_type_name == "option"
+            for opt in p.opts
         }
 
     run_flags, server_flags = flags_of("run"), flags_of("server")
