@@ -166,8 +166,8 @@ def validity_section(manifest: Mapping[str, Any]) -> str:
     )
     return (
         f"{head}{''.join(answer)}{_grid(phases)}"
-        "<p>What each check means and what to do when it warns: README, "
-        "'Every run checks itself'.</p>"
+        "<p>What each check means and what to do when it warns: docs/guides/read-a-run.md, "
+        "'The checks'.</p>"
         f"{reasons}<details><summary>Every check of every phase</summary>"
         f'<table class="validity"><tr>{header}</tr>{"".join(cells)}</table></details>'
     )

@@ -1,4 +1,4 @@
-"""A client for the balancer's admin HTTP API (``balancer/admin.py``; README, "Admin HTTP"), with a deadline per call.
+"""A client for the balancer's admin HTTP API (``balancer/admin.py``; docs/guides/parts.md), with a deadline per call.
 
 ``PUT /strategy`` swaps the strategy with fresh state between phases; ``POST /backends``
 and ``DELETE /backends/<id>`` are the scaling events of a timeline; ``GET /status``

@@ -1,7 +1,8 @@
 """Named bundles of run parameters: the TOML files in ``loadtests/presets/``.
 
-``quick`` (a first look in minutes), ``thesis`` (the published design), ``tiny`` (CI),
-``ingram`` and ``martins`` (the other papers' experiments). Each file is a config layer
+``quick`` (an adaptive first answer in minutes), ``thesis`` (the published design),
+``tiny`` (CI), ``thesis-claims`` (what ``lblab reproduce thesis`` runs), and ``ingram``,
+``martins`` and ``linkerd`` (the other reports' experiments). Each file is a config layer
 in the shape ``loadtests.runconfig`` documents; a config file or flags override it.
 """
 

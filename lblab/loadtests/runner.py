@@ -1,10 +1,12 @@
 """The experiment runner behind ``lblab run``: every scenario x strategy x replication.
 
-Theory of operation. The plan is a list of phases, ordered replication-major; within a
-replication, scenario by scenario, and within a scenario the strategies back to back
-(so the strategies compared on one cell run minutes apart, not an hour), with the
-strategy order rotated by one per replication (so no strategy always goes first, right
-after a warm cache or a heavy cell). The testbed starts once; between phases the
+Theory of operation. The plan is a list of phases in blocks (replications): a block runs
+every scenario, and within it every strategy once, back to back (so the strategies
+compared on one cell run seconds apart, not an hour), in an order drawn from the run's
+seed (``plan_block``: no strategy always goes first, right after a warm cache or a heavy
+cell, and a drift of the machine cannot line up with one strategy). The answer pairs the
+strategies within blocks (``analysis/answer.py``); an adaptive run
+(``run.max_replications``) adds blocks until it is in (``Runner.next_block``). The testbed starts once; between phases the
 strategy is switched with the balancer's ``PUT /strategy`` (fresh strategy state, warm
 backend connections and agent streams, no restart cost and no reconnect transient at
 the start of a phase); a timeline that altered the pool is undone first.

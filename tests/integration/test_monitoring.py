@@ -1,6 +1,6 @@
 """infra/monitoring: the scrape config and the dashboard parse, and query what the real parts emit.
 
-A real balancer (its admin port pinned the way the README tells a local run to), an
+A real balancer (its admin port pinned the way docs/guides/monitoring.md tells a local run to), an
 echo backend, a real agent reporting that backend's CPU, and the status exporter, all
 on loopback. Every metric the Grafana dashboard queries must come out of the balancer's
 ``/metrics`` or the exporter's, with samples, after a few requests.

@@ -33,7 +33,7 @@ Our model, and why:
 
 Percentiles are of every request's latency, a failure counting at the time it ended
 (in the ``post`` model a request to the slow backend counts at its 2 s). The measured
-table and what differs from the post are in the README (Reproductions).
+table and what differs from the post are in docs/results/reproductions.md.
 """
 
 from __future__ import annotations
