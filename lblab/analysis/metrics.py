@@ -32,6 +32,7 @@ import pandas as pd
 from lblab.analysis.load import KEY, Results
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.analysis.stats import grouped_quantiles, imbalance, jain_index, mean_ci
+from lblab.analysis.validity import failed_phases
 from lblab.results import ERROR_KINDS, ERROR_ORIGINS
 from lblab.windows import Window
 
@@ -39,6 +40,7 @@ REQUEST_COLUMNS = ["t_sent", "latency_ms", "ok", "error_kind", "error_origin", "
 CPU_COLUMNS = ["t", "server", "cpu_percent"]
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 CURVE_LEVELS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 100.0)
+FAILED_COLUMNS = ["run_id", "scenario", "strategy", "replication", "why"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +365,9 @@ class Summary:
     boxes: pd.DataFrame
     cpu: pd.DataFrame
     notes: list[str]
+    failed: pd.DataFrame
+    """The phases that failed a validity check (``failed_units``): the answer leaves them
+    out, the frames above keep them, so charts and tables mark what includes them."""
 
     @property
     def strategies(self) -> list[str]:
@@ -395,7 +400,15 @@ def summarize(results: Results, cpu_bin_s: float = 1.0) -> Summary:
         boxes=latency_box_stats(requests),
         cpu=cpu_timeline(cpu, cpu_bin_s),
         notes=list(results.notes),
+        failed=failed_units(results),
     )
+
+
+def failed_units(results: Results) -> pd.DataFrame:
+    """One row per phase that failed a validity check (``validity.failed_phases`` of each
+    run's manifest): run_id, scenario, strategy, replication and why."""
+    rows = [(run.run_id, *phase) for run in results.runs for phase in failed_phases(run.manifest)]
+    return pd.DataFrame(rows, columns=FAILED_COLUMNS)
 
 
 def _sorted(frame: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
