@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from lblab.analysis import charts
 from lblab.analysis.answer import build_answer
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
-from lblab.analysis.tables import replication_counts, summary_table
+from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.analysis.tables import FOOTNOTE, MARK, replication_counts, summary_table
 from lblab.analysis.twin_report import twin_section
 from lblab.analysis.validity import validity_section
 from lblab.analysis.views import open_view
@@ -63,7 +65,7 @@ nav a { margin-right: 1em; }
 table { border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1em; }
 td, th { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
 th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
-table.validity-grid td { text-align: left; }
+table.validity-grid td { text-align: left; } table.winners td { text-align: center; }
 figure { margin: 1em 0 2.5em; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 13.5px; color: #444; max-width: 60em; margin-top: 0.3em; }
 figcaption b { color: #222; } .verdict { background: #f6f8ee; padding: 0.8em 1em; }
@@ -109,7 +111,7 @@ def charts_for(summary: Summary) -> Iterator[Chart]:
             "replications. The colour ranks the strategies within the same cell (green: best "
             "of the strategies there, red: worst), so compare one cell across the panels, not "
             "cells within a panel. The variation scenario, outside the matrix, is under each panel.",
-            charts.matrix_heatmaps(summary.pooled, metric),
+            charts.matrix_heatmaps(summary.pooled, metric, summary.failed),
             "matrices",
         )
     for metric in BAR_METRICS:
@@ -117,18 +119,22 @@ def charts_for(summary: Summary) -> Iterator[Chart]:
         yield Chart(
             f"bars-{metric}",
             f"Comparison: {label}",
-            f"{label} ({_direction(metric)}) per scenario, one bar per strategy: the mean "
-            "across replications; whiskers are 95 % t-intervals (none with one replication). "
-            "Bars whose whiskers overlap are not clearly different.",
-            charts.comparison_bars(summary.pooled, metric),
+            f"{label} ({_direction(metric)}), one panel per scenario, one bar per strategy: "
+            "the mean across replications; whiskers are each strategy's 95 % t-interval (none "
+            "with one replication). Each panel has its own y axis, so compare the bars within "
+            "a panel, not heights across panels. The answer compares strategies paired within "
+            "blocks, which cancels the drift that widens these whiskers: overlapping whiskers "
+            "can still be a resolved difference (the winner table says which).",
+            charts.comparison_bars(summary.pooled, metric, summary.failed),
         )
     yield Chart(
         "failure-kinds",
         "Failures by kind",
-        "Failed requests / requests sent per scenario and strategy, stacked by error kind "
-        "(timeout, rejected, connection, application, other); lower is better. A chart saying "
-        "'no data' means no request failed.",
-        charts.failure_kinds(summary.pooled),
+        "Failed requests / requests sent, one panel per scenario (each on its own y axis), "
+        "one bar per strategy, stacked by error kind (timeout, rejected, connection, "
+        "application, other); lower is better. A chart saying 'no data' means no request "
+        "failed.",
+        charts.failure_kinds(summary.pooled, summary.failed),
     )
     yield Chart(
         "server-share",
@@ -136,7 +142,7 @@ def charts_for(summary: Summary) -> Iterator[Chart]:
         "Which server took the work: each strategy's bar splits its requests by server "
         "(mean over scenarios). A strategy that follows capacity gives the fastest server "
         "the largest share; equal thirds mean it ignores capacity.",
-        charts.server_share(summary.servers_pooled),
+        charts.server_share(summary.servers_pooled, summary.failed),
     )
     yield Chart(
         "latency-by-server",
@@ -144,15 +150,16 @@ def charts_for(summary: Summary) -> Iterator[Chart]:
         "Latency of successful requests per server, one panel per strategy, all scenarios "
         "pooled (as thesis figure 5.8): boxes are quartiles, whiskers the 5th and 95th "
         "percentiles, the marker the mean. Lower and more even across servers is better.",
-        charts.latency_by_server(summary.boxes),
+        charts.latency_by_server(summary.boxes, summary.failed),
     )
     yield Chart(
         "latency-percentiles",
         "Latency percentiles",
         "Latency (y) at each percentile (x, spread so the tail is visible: p50, p90, p99, "
-        "p99.9), one panel per scenario, one line per strategy, replications pooled. A lower "
-        "line is better; lines that part on the right differ in their tail.",
-        charts.latency_percentiles(summary.curves),
+        "p99.9), one panel per scenario (each on its own y axis), one line per strategy, "
+        "replications pooled. A lower line is better; lines that part on the right differ in "
+        "their tail; a dashed line includes a phase that failed a validity check.",
+        charts.latency_percentiles(summary.curves, summary.failed),
     )
     for scenario in summary.scenarios or [""]:
         yield Chart(
@@ -161,14 +168,18 @@ def charts_for(summary: Summary) -> Iterator[Chart]:
             "Each server's CPU as a percent of its own allowance, 1 s bins, one panel per "
             "strategy and one line per server and replication. Lines close together mean the "
             "strategy loads the servers evenly for their capacity; one line near 100 % while "
-            "others idle means it overloads that server.",
-            charts.cpu_over_time(summary.cpu, scenario),
+            "others idle means it overloads that server. Dashed lines are phases that failed a "
+            "validity check.",
+            charts.cpu_over_time(summary.cpu, scenario, summary.failed),
         )
 
 
 def _image(figure: Figure, fmt: str) -> bytes:
+    """The figure as PNG or SVG; an SVG keeps its text as text (not paths), so a paper
+    can edit it and a search (or a test) finds a legend line in it."""
     buf = io.BytesIO()
-    figure.savefig(buf, format=fmt, dpi=_DPI)
+    with rc_context({"svg.fonttype": "none"}):
+        figure.savefig(buf, format=fmt, dpi=_DPI)
     return buf.getvalue()
 
 
@@ -215,9 +226,13 @@ def _figure(chart: Shown) -> str:
 
 
 def _folded(title: str, frame: pd.DataFrame, name: str) -> str:
+    """A table under a title that opens it; with the footnote to ``MARK`` when a row has it."""
     rows = f"{len(frame)} rows" if not frame.empty else "empty"
+    marked = any(MARK in str(key) for key in frame.index)
+    note = f'<p class="footnote">{html.escape(FOOTNOTE)}</p>' if marked else ""
     return (
-        f"<details><summary>{html.escape(title)} ({rows})</summary>{_table(frame, name)}</details>"
+        f"<details><summary>{html.escape(title)} ({rows})</summary>"
+        f"{_table(frame, name)}{note}</details>"
     )
 
 
@@ -245,15 +260,17 @@ def _page(
         f"<nav>{nav}</nav>",
         '<h2 id="answer">Which algorithm wins where</h2>',
         f'<p class="verdict">{esc(verdict(cells))}</p>',
-        _table(_winner_rows(winner_frame(cells)), "winners"),
+        _winner_table(cells),
         "<p>Each cell answers one scenario (row) and metric (column) from the phases that "
         "passed their checks, comparing strategies paired within blocks (each block runs "
-        "every strategy once, in a seeded random order). No mark: a winner, better than "
-        "every other strategy (the 95 % interval of the paired difference excludes 0). "
-        "=: a tie, the strategies named are equivalent (two one-sided tests, within the "
-        "run's margin). ?: unresolved, the strategy named has the best mean but a pair is "
-        "neither resolved nor equivalent yet. The same answer is in winners.json.</p>",
+        "every strategy once, in a seeded random order). Green, no mark: a winner, better "
+        "than every other strategy (the 95 % interval of the paired difference excludes 0). "
+        "Blue, =: a tie, the strategies named are equivalent (two one-sided tests, within "
+        "the run's margin). Grey, ?: unresolved, the strategy named has the best mean but a "
+        "pair is neither resolved nor equivalent yet. The same answer is in winners.json; "
+        "hover over a cell for its intervals.</p>",
         _unresolved(cells),
+        _left_out(summary.failed),
     ]
     parts += [f'<p class="note">{esc(n)}</p>' for n in summary.notes]
     parts += [
@@ -272,12 +289,15 @@ def _page(
         "replications with the 95 % t-interval in brackets (none for a single replication). "
         "Latency is over successful requests; throughput is successful responses per second.</p>",
         _folded(
-            "Summary: the headline metrics", summary_table(summary.pooled, HEADLINE), "summary"
+            "Summary: the headline metrics",
+            summary_table(summary.pooled, summary.failed, HEADLINE),
+            "summary",
         ),
         _folded(
             "All request metrics",
             summary_table(
                 summary.pooled,
+                summary.failed,
                 [m for m in summary.pooled["metric"].unique() if m not in HEADLINE]
                 if not summary.pooled.empty
                 else [],
@@ -287,13 +307,16 @@ def _page(
         _folded(
             "Per server",
             summary_table(
-                summary.servers_pooled, list(SERVER_METRICS), by=("scenario", "strategy", "server")
+                summary.servers_pooled,
+                summary.failed,
+                list(SERVER_METRICS),
+                by=("scenario", "strategy", "server"),
             ),
             "servers",
         ),
         _folded(
             "Replications per strategy and scenario",
-            replication_counts(summary.units),
+            replication_counts(summary.units, summary.failed),
             "replications",
         ),
         '<h2 id="manifest">Manifest</h2>',
@@ -340,15 +363,58 @@ def _unresolved(cells: list[dict[str, Any]]) -> str:
     return f"<details><summary>Why {len(reasons)} cells are unresolved</summary><ul>{items}</ul></details>"
 
 
-def _winner_rows(win: pd.DataFrame) -> pd.DataFrame:
+def _winner_table(cells: list[dict[str, Any]]) -> str:
+    """The answer as a scenario x metric table, each cell its label on the colour of its
+    verdict (``charts.VERDICT_COLOURS``, as the notebooks' winner chart) with its
+    reasons on hover."""
+    esc = html.escape
+    win = winner_frame(cells)
     if win.empty:
-        return win
-    table = win.pivot(index="scenario", columns="metric", values="label")
+        return '<p class="winners">no data</p>'
     metrics = list(dict.fromkeys(win["metric"]))
-    table = table.reindex(index=list(dict.fromkeys(win["scenario"])), columns=metrics)
-    table.columns = pd.Index([metric_info(m).label for m in metrics], name="scenario")
-    table.index.name = None  # "scenario" heads the index column; no extra header row
-    return table
+    found = win.set_index(["scenario", "metric"])
+    labels = [metric_info(m).label for m in metrics]
+    head = "".join(f"<th>{esc(h)}</th>" for h in ["scenario", *labels])
+    rows = []
+    for scenario in dict.fromkeys(win["scenario"]):
+        tds = []
+        for metric in metrics:
+            if (scenario, metric) not in found.index:
+                tds.append("<td>-</td>")
+                continue
+            cell = found.loc[(scenario, metric)]
+            colour = charts.VERDICT_COLOURS.get(cell["verdict"], "#fff")
+            tds.append(
+                f'<td class="{esc(cell["verdict"])}" style="background:{colour}" '
+                f'title="{esc(cell["why"] or cell["verdict"])}">{esc(cell["label"])}</td>'
+            )
+        rows.append(f"<tr><th>{esc(scenario)}</th>{''.join(tds)}</tr>")
+    return f'<table class="winners"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def _left_out(failed: pd.DataFrame) -> str:
+    """What the answer left out, and how the charts and tables below mark it: a marked
+    bar may stand taller than the winner's, and the reader must know why."""
+    if failed.empty:
+        return (
+            "<p>No phase failed a validity check: the charts and tables below show the "
+            "phases the answer used.</p>"
+        )
+    reps = failed.groupby(["scenario", "strategy"])["replication"].apply(sorted).to_dict()
+    named = [
+        f"{c} {s} (rep{'s' if len(reps[(c, s)]) > 1 else ''} {', '.join(map(str, reps[(c, s)]))})"
+        for c in order_scenarios(failed["scenario"])
+        for s in order_strategies(failed["strategy"])
+        if (c, s) in reps
+    ]
+    n = len(failed)
+    return (
+        f'<p class="note">The answer leaves out {n} phase{"s" if n != 1 else ""} that failed a '
+        f"validity check: {html.escape('; '.join(named))}. The charts and tables below still "
+        f"include them, marked: hatched and faded bars, boxes and cells, dashed lines, and "
+        f"{MARK} in the tables. A marked bar can stand taller than the winner's: its height "
+        "includes a phase the answer rejected.</p>"
+    )
 
 
 def _table(frame: pd.DataFrame, name: str) -> str:

@@ -1,4 +1,9 @@
-"""Summary tables for people: pooled metrics as "mean [lo, hi]" strings, one row per cell."""
+"""Summary tables for people: pooled metrics as "mean [lo, hi]" strings, one row per cell.
+
+The tables pool every phase, the failed ones too; the answer leaves those out. A row
+that includes a phase that failed a validity check carries ``MARK`` after its strategy,
+and the page or notebook showing it gives ``FOOTNOTE``.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from lblab.analysis.charts import FAILED, failed_keys
 from lblab.analysis.metrics import HEADLINE, metric_info
 from lblab.analysis.ordering import order_scenarios, order_strategies
+
+MARK = "\u2020"
+FOOTNOTE = f"{MARK} {FAILED}."
 
 
 def _cell(metric: str, mean: float, lo: float, hi: float) -> str:
@@ -22,10 +31,13 @@ def _cell(metric: str, mean: float, lo: float, hi: float) -> str:
 
 def summary_table(
     pooled: pd.DataFrame,
+    failed: pd.DataFrame,
     metrics: Sequence[str] = HEADLINE,
     by: Sequence[str] = ("scenario", "strategy"),
 ) -> pd.DataFrame:
-    """Rows (scenario, strategy), one column per metric: "mean [95 % CI]" or the mean alone (one replication)."""
+    """Rows (scenario, strategy), one column per metric: "mean [95 % CI]" or the mean
+    alone (one replication); ``failed`` (``Summary.failed``) marks the strategy of a
+    row that includes a failed phase: ``rr †``."""
     by = list(by)
     rows = pooled.loc[pooled["metric"].isin(metrics)] if not pooled.empty else pooled
     if rows.empty:
@@ -47,16 +59,41 @@ def summary_table(
         order["server"] = sorted(rows["server"].unique())
     table = table.sort_index(key=lambda idx: idx.map({v: i for i, v in enumerate(order[idx.name])}))
     table.columns = [metric_info(m).label for m in table.columns]
+    marked = failed_keys(failed, ("scenario", "strategy"))
+    table.index = pd.MultiIndex.from_tuples(
+        [_marked(dict(zip(by, key, strict=True)), marked) for key in table.index], names=by
+    )
     return table.fillna("-")
 
 
-def replication_counts(units: pd.DataFrame) -> pd.DataFrame:
-    """How many replications each strategy x scenario has (rows strategies, columns scenarios)."""
+def _marked(row: dict[str, str], marked: set[tuple[str, ...]]) -> tuple[str, ...]:
+    """The row's key, its strategy followed by ``MARK`` when it includes a failed phase."""
+    if (str(row["scenario"]), str(row["strategy"])) in marked:
+        row = {**row, "strategy": f"{row['strategy']} {MARK}"}
+    return tuple(row.values())
+
+
+def replication_counts(units: pd.DataFrame, failed: pd.DataFrame) -> pd.DataFrame:
+    """How many replications each strategy x scenario has (rows strategies, columns
+    scenarios), and how many of them failed a validity check: ``3 (1 failed)``."""
     if units.empty:
         return pd.DataFrame()
     counts = (
         units.groupby(["strategy", "scenario"]).size().unstack("scenario").fillna(0).astype(int)
     )
-    return counts.reindex(
+    counts = counts.reindex(
         index=order_strategies(counts.index), columns=order_scenarios(counts.columns)
+    )
+    if failed.empty:
+        return counts
+    bad = failed.groupby(["strategy", "scenario"]).size()
+    return pd.DataFrame(
+        {
+            scenario: [
+                f"{n} ({bad[(s, scenario)]} failed)" if (s, scenario) in bad.index else str(n)
+                for s, n in counts[scenario].items()
+            ]
+            for scenario in counts.columns
+        },
+        index=counts.index,
     )

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from lblab.analysis import charts
+from lblab.analysis import charts, tables
 from lblab.analysis.answer import answer, equivalence_of, read_answer
 from lblab.analysis.load import open_results
 from lblab.analysis.manifest import run_facts
@@ -54,6 +54,21 @@ class RunView:
         """Which strategy wins where, in words, for ``metrics`` (all headline metrics if None)."""
         cells = [c for c in self.cells if metrics is None or c["metric"] in metrics]
         return Markdown(verdict(cells))
+
+    def left_out(self) -> Markdown:
+        """The phases that failed a validity check: the answer leaves them out, the
+        charts hatch (or dash) what includes them and the tables mark it with a dagger."""
+        failed = self.summary.failed
+        if failed.empty:
+            return Markdown("No phase failed a validity check: every phase counts in the answer.")
+        lines = [
+            f"- {r.scenario} {r.strategy} rep {r.replication}: {r.why}"
+            for r in failed.itertuples(index=False)
+        ]
+        return Markdown(
+            "Left out of the answer (failed a validity check); the charts hatch or dash what "
+            f"includes them, the tables mark it {tables.MARK}:\n\n" + "\n".join(lines)
+        )
 
     def notes(self) -> Markdown:
         """What the loader had to skip (missing tables), or that nothing was."""
@@ -135,4 +150,6 @@ def cpu_over_time(view: RunView) -> Gallery:
     scenarios = view.summary.scenarios
     if not scenarios:
         return Gallery([charts.no_data("CPU per server over time", "no scenario has requests")])
-    return Gallery(charts.cpu_over_time(view.summary.cpu, s) for s in scenarios)
+    return Gallery(
+        charts.cpu_over_time(view.summary.cpu, s, view.summary.failed) for s in scenarios
+    )

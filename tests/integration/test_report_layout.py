@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -20,8 +21,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from lblab.analysis import charts
 from lblab.analysis.report import build_report
 from lblab.analysis.synthetic import write_synthetic_run
+from lblab.analysis.tables import FOOTNOTE
 from lblab.results import MANIFEST
 from tests.integration.test_report import chromium, probe_page
 
@@ -149,10 +152,69 @@ def test_answer_names_the_winners_and_the_phases_not_to_trust(report: Path) -> N
     text = report.read_text(encoding="utf-8")
     answer = text[text.index('id="answer"') : text.index('id="matrices"')]
     assert "On throughput (ok/s):" in answer and "cells are decided" in answer  # the words
-    assert 'class="dataframe winners"' in answer
+    assert '<table class="winners">' in answer
+    # Each cell is coloured by its verdict, as the notebooks' winner chart.
+    verdicts = re.findall(r'<td class="(winner|tie|unresolved)" style="background:([^"]+)"', answer)
+    assert len(verdicts) == len(SCENARIOS) * 5
+    assert all(colour == charts.VERDICT_COLOURS[v] for v, colour in verdicts)
     assert "<b>Do not trust</b> sp+sr wrr rep 1 (machine)" in answer
     assert "<b>Read with care</b> (a check warned): lp+lr lc rep 2 (machine)" in answer
     assert "12 phases checked: 10 pass, 1 warn, 1 fail." in answer
+
+
+def test_the_charts_and_tables_mark_what_the_answer_left_out(report: Path) -> None:
+    """sp+sr wrr rep 1 failed: the answer says so and how the rest of the page marks it,
+    each per-strategy chart hatches (or dashes) exactly what includes it, with the legend
+    line, and the summary table marks the row with a dagger and its footnote."""
+    text = report.read_text(encoding="utf-8")
+    answer = text[text.index('id="answer"') : text.index('id="validity"')]
+    assert (
+        "The answer leaves out 1 phase that failed a validity check: sp+sr wrr (rep 1)." in answer
+    )
+    assert (
+        "hatched and faded bars, boxes and cells, dashed lines, and \u2020 in the tables" in answer
+    )
+    svg = {p.stem: p.read_text() for p in (report.parent / "charts").glob("*.svg")}
+    legend = "hatched: " + charts.FAILED
+    assert (
+        legend == "hatched: includes a phase that failed a validity check (left out of the answer)"
+    )
+    hatched = {name for name, body in svg.items() if legend in body}
+    assert hatched == {
+        *(
+            f"matrix-{m}"
+            for m in (
+                "requests",
+                "throughput_rps",
+                "latency_mean_ms",
+                "latency_p95_ms",
+                "failure_rate",
+            )
+        ),
+        *(
+            f"bars-{m}"
+            for m in (
+                "throughput_rps",
+                "latency_mean_ms",
+                "latency_p95_ms",
+                "cpu_imbalance",
+                "cpu_jain",
+            )
+        ),
+        "server-share",
+        "latency-by-server",
+    }, sorted(hatched)
+    # One hatched bar (sp+sr wrr) plus the legend's swatch: a hatch is a fill with a pattern.
+    assert svg["bars-throughput_rps"].count("url(#h") == 2
+    assert svg["server-share"].count("url(#h") == 3 + 1  # wrr's bar: one segment per server
+    assert "dashed: includes a phase" in svg["latency-percentiles"]
+    assert "dashed: a phase that failed" in svg["cpu-sp_sr"]
+    assert "dashed" not in svg["cpu-lp_lr"]  # nothing failed there
+    tables = text[text.index('id="tables"') : text.index('id="manifest"')]
+    summary = tables[: tables.index("All request metrics")]
+    assert summary.count("\u2020</th>") == 1 and "<th>wrr \u2020</th>" in summary
+    assert f'<p class="footnote">{FOOTNOTE}</p>' in summary
+    assert "2 (1 failed)" in tables  # replications of sp+sr wrr
 
 
 def test_every_image_is_a_figure_with_a_caption(page: Page, report: Path) -> None:

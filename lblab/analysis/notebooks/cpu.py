@@ -49,17 +49,23 @@ views.cpu_over_time(view)
 #
 # Imbalance is the busiest server's mean CPU over the average (1 is perfect); Jain's
 # index is 1 when all servers are equally loaded and 1/n when one takes everything.
+# One panel per scenario, each on its own y axis. A hatched bar (a dagger in the
+# tables, a dashed line over time) includes a phase that failed a validity check,
+# which the answer leaves out.
 
 # %%
-views.show(charts.comparison_bars(view.summary.pooled, "cpu_imbalance"))
+views.show(charts.comparison_bars(view.summary.pooled, "cpu_imbalance", view.summary.failed))
 
 # %%
-views.show(charts.comparison_bars(view.summary.pooled, "cpu_jain"))
+views.show(charts.comparison_bars(view.summary.pooled, "cpu_jain", view.summary.failed))
 
 # %%
-tables.summary_table(view.summary.pooled, views.metrics_of("cpu"))
+tables.summary_table(view.summary.pooled, view.summary.failed, views.metrics_of("cpu"))
 
 # %%
 tables.summary_table(
-    view.summary.servers_pooled, ["cpu_mean", "cpu_std"], by=("scenario", "strategy", "server")
+    view.summary.servers_pooled,
+    view.summary.failed,
+    ["cpu_mean", "cpu_std"],
+    by=("scenario", "strategy", "server"),
 )

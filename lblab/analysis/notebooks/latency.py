@@ -35,20 +35,21 @@ view = views.open_view(RESULTS)
 view.verdict(views.metrics_of("latency"))
 
 # %%
-views.show(charts.matrix_heatmaps(view.summary.pooled, "latency_mean_ms"))
+views.show(charts.matrix_heatmaps(view.summary.pooled, "latency_mean_ms", view.summary.failed))
 
 # %%
-views.show(charts.matrix_heatmaps(view.summary.pooled, "latency_p95_ms"))
+views.show(charts.matrix_heatmaps(view.summary.pooled, "latency_p95_ms", view.summary.failed))
 
 # %% [markdown]
 # ## Percentile curves
 #
 # Each line is one strategy; the x axis stretches the tail (p90, p99, p99.9). Lines
 # that part only at the right end differ in their worst requests, not their typical
-# ones.
+# ones. A dashed line (a hatched bar or box, a dagger in the table) includes a phase
+# that failed a validity check, which the answer leaves out.
 
 # %%
-views.show(charts.latency_percentiles(view.summary.curves))
+views.show(charts.latency_percentiles(view.summary.curves, view.summary.failed))
 
 # %% [markdown]
 # ## By server
@@ -58,10 +59,10 @@ views.show(charts.latency_percentiles(view.summary.curves))
 # s1 and s2.
 
 # %%
-views.show(charts.latency_by_server(view.summary.boxes))
+views.show(charts.latency_by_server(view.summary.boxes, view.summary.failed))
 
 # %%
-views.show(charts.comparison_bars(view.summary.pooled, "latency_p95_ms"))
+views.show(charts.comparison_bars(view.summary.pooled, "latency_p95_ms", view.summary.failed))
 
 # %%
-tables.summary_table(view.summary.pooled, views.metrics_of("latency"))
+tables.summary_table(view.summary.pooled, view.summary.failed, views.metrics_of("latency"))

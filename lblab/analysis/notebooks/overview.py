@@ -37,9 +37,13 @@ view.facts()
 # %% [markdown]
 # ## The verdict
 #
-# A winner is the best mean across replications. It is *clear* only when its 95 %
-# t-interval does not overlap the runner-up's; with a single replication there is no
-# interval, and the table marks the win with "?".
+# The answer of `winners.json`, the same as the report's: each block (replication) runs
+# every strategy once, and strategies are compared paired within blocks, leaving out
+# the phases that failed a validity check. A cell is a winner (green, no mark: better
+# than every other strategy, its 95 % interval of the paired difference excluding 0),
+# a tie (blue, "=": the strategies named are equivalent within the run's margin) or
+# unresolved (grey, "?": the strategy named has the best mean so far, but some pair is
+# neither resolved nor equivalent; more blocks would tell).
 
 # %%
 view.verdict()
@@ -48,13 +52,23 @@ view.verdict()
 views.show(charts.winner_table(view.winners))
 
 # %% [markdown]
+# The phases the answer left out. The charts and tables of these notebooks still
+# include them, marked: hatched bars, boxes and cells, dashed lines, and a dagger after
+# the strategy in the tables. A marked bar may stand taller than the winner's.
+
+# %%
+view.left_out()
+
+# %% [markdown]
 # ## Summary table
 #
 # Mean across replications, 95 % interval in brackets. Throughput counts successful
-# responses per second; latency is over successful requests only.
+# responses per second; latency is over successful requests only. A dagger after the
+# strategy: the row includes a phase that failed a validity check (left out of the
+# answer).
 
 # %%
-tables.summary_table(view.summary.pooled)
+tables.summary_table(view.summary.pooled, view.summary.failed)
 
 # %% [markdown]
 # ## Where the requests went
@@ -63,7 +77,7 @@ tables.summary_table(view.summary.pooled)
 # much as the large one; capacity-aware strategies should send most of the work to s3.
 
 # %%
-views.show(charts.server_share(view.summary.servers_pooled))
+views.show(charts.server_share(view.summary.servers_pooled, view.summary.failed))
 
 # %%
 view.notes()

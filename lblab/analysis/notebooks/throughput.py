@@ -41,22 +41,27 @@ view.verdict(["throughput_rps"])
 # cells, so only the comparison inside a cell is meaningful.
 
 # %%
-views.show(charts.matrix_heatmaps(view.summary.pooled, "requests"))
+views.show(charts.matrix_heatmaps(view.summary.pooled, "requests", view.summary.failed))
 
 # %%
-views.show(charts.matrix_heatmaps(view.summary.pooled, "throughput_rps"))
+views.show(charts.matrix_heatmaps(view.summary.pooled, "throughput_rps", view.summary.failed))
 
 # %% [markdown]
 # ## With confidence intervals
 #
-# Whiskers are 95 % t-intervals across replications. Overlapping whiskers mean the
-# run cannot tell the strategies apart on this metric.
+# One panel per scenario, each on its own y axis (lp+lr serves tens of requests a
+# second, sp+sr thousands): compare bars within a panel. Whiskers are each strategy's
+# 95 % t-interval across replications. The answer pairs the strategies within blocks,
+# which cancels the drift between blocks that widens these whiskers, so overlapping
+# whiskers can still be a resolved difference: the verdict above says which. A hatched
+# bar (a dagger in the table) includes a phase that failed a validity check, which
+# the answer leaves out.
 
 # %%
-views.show(charts.comparison_bars(view.summary.pooled, "throughput_rps"))
+views.show(charts.comparison_bars(view.summary.pooled, "throughput_rps", view.summary.failed))
 
 # %%
-tables.summary_table(view.summary.pooled, ["requests", "ok", "throughput_rps"])
+tables.summary_table(view.summary.pooled, view.summary.failed, ["requests", "ok", "throughput_rps"])
 
 # %%
-tables.replication_counts(view.summary.units)
+tables.replication_counts(view.summary.units, view.summary.failed)
