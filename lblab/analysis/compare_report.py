@@ -1,8 +1,10 @@
 """The HTML page of ``lblab compare``: one self-contained file (inline CSS, no scripts).
 
-The answer comes first (how many differences are significant, in which direction, and
-each significant one in words), then what changed between the runs, then every
-difference per strategy x scenario. ``analysis/compare.py`` computes everything.
+The answer comes first (how many differences are significant, in which direction, how
+many are not comparable, and each significant one in words with both runs' checks),
+then whether the runs agree, then what changed between them, then every difference per
+strategy x scenario beside both runs' checks of its phases. ``analysis/compare.py``
+computes everything and words it; this module only lays it out.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from typing import Any
 
 from lblab.analysis.compare import (
     COMPARE_JSON,
-    VERDICT_TEXT,
     Change,
     Comparison,
     Report,
     RunSide,
+    agreement_lines,
     fmt_interval,
     fmt_p,
     fmt_relative,
@@ -26,7 +28,10 @@ from lblab.analysis.compare import (
     headline,
     sentence,
     to_json,
+    verdict_text,
+    what_changed,
 )
+from lblab.analysis.conditions import Checks
 from lblab.errors import ConfigError
 
 CONFIG_ROWS = 80
@@ -41,6 +46,8 @@ td, th { border: 1px solid #ddd; padding: 3px 7px; text-align: right; vertical-a
 th { background: #f3f3f3; } td.text, th.text { text-align: left; }
 tr.better td { background: #e3f4e1; } tr.worse td { background: #fbe3e3; }
 tr.changed td { background: #fff6d8; } .answer { background: #f6f8ee; padding: 0.8em 1em; }
+tr.not-comparable td { color: #777; } td.fail { background: #f8d7da; } td.warn { background: #fff3cd; }
+td.pass { background: #e8f4e8; } tr.reversed td, td.different { background: #fbe3e3; }
 .how { color: #444; font-size: 14px; } code { background: #f3f3f3; padding: 0 3px; }
 """
 
@@ -54,12 +61,12 @@ def _runs_table(runs: list[RunSide]) -> str:
         f"<tr><td class=text>{_esc(r.label)}{' (baseline)' if i == 0 else ''}</td>"
         f"<td class=text>{_esc(r.run_id)}</td>"
         f"<td class=text>{'simulated' if r.simulated else 'live'}</td>"
-        f"<td class=text>{_esc(r.path)}</td></tr>"
+        f"<td class=text>{_esc(r.path)}</td><td class=text>{_esc(r.winners_from)}</td></tr>"
         for i, r in enumerate(runs)
     )
     return (
         "<table><tr><th class=text>run</th><th class=text>run id</th><th class=text>kind</th>"
-        f"<th class=text>folder</th></tr>{rows}</table>"
+        f"<th class=text>folder</th><th class=text>winners</th></tr>{rows}</table>"
     )
 
 
@@ -73,9 +80,16 @@ def _how_to_read(level: float) -> str:
         "or <b>worse</b> (red) by the metric's direction (throughput higher is better; "
         "latency, failure rate and CPU imbalance lower is better). With one replication "
         "in either run there is no spread to estimate: the row says <i>no interval</i> and "
-        "claims nothing. Many rows are tested at once: at 95 %, about 1 in 20 rows with no "
-        "real change is flagged by chance, so a lone significant row deserves a re-run "
-        "before a conclusion.</p>"
+        "claims nothing. A strategy x scenario whose conditions differ between the runs "
+        "(offered load: load model, users or offered rate, think time, request shapes, "
+        "phase length, warm-up; capacity: the servers' CPU quotas as they ran, workers, "
+        "CPUs, host, fault timeline; the strategy's options and the server weights) is "
+        "<b>not comparable</b>: whatever its interval, its difference is the testbed's "
+        "change, and the row says which condition differs. Beside every row stand both "
+        "runs' validity checks of the cell's phases (pass, warn or fail, with the checks "
+        "that did); a difference that rests on a failed phase may be the fault's. Many rows "
+        "are tested at once: at 95 %, about 1 in 20 rows with no real change is flagged by "
+        "chance, so a lone significant row deserves a re-run before a conclusion.</p>"
     )
 
 
@@ -100,35 +114,34 @@ def _changes_table(changes: list[Change], c: Comparison, limit: int | None = Non
 
 def _what_changed(c: Comparison, runs: dict[str, RunSide]) -> str:
     base, other = runs[c.baseline], runs[c.other]
-    same = [k for k in base.facts if k in other.facts and base.facts[k] == other.facts[k]]
-    parts = ["<h3>What changed</h3>"]
-    if c.facts:
-        parts.append(_changes_table(c.facts, c))
-    else:
-        parts.append(
-            "<p>The manifests' facts (kind, load, servers, host, software) are the same.</p>"
-        )
+    same = [k for k in base.facts if k != "run" and base.facts[k] == other.facts.get(k)]
+    parts = ["<h3>What changed</h3>", f"<p>{_esc(what_changed(c))}</p>"]
+    if c.facts or c.conditions:
+        parts.append(_changes_table([*c.facts, *c.conditions], c))
     if same:
-        parts.append(f"<p>Unchanged: {_esc(', '.join(same))}.</p>")
+        parts.append(f"<p>Facts both runs give alike: {_esc(', '.join(same))}.</p>")
     if c.config:
         parts.append(f"<p>Config keys that differ ({len(c.config)}):</p>")
         parts.append(_changes_table(c.config, c, CONFIG_ROWS))
-    elif not c.config_note:
-        parts.append("<p>No config key differs.</p>")
-    if c.config_note:
-        parts.append(f"<p>{_esc(c.config_note)}.</p>")
     return "".join(parts)
+
+
+def _checks_cell(checks: Checks) -> str:
+    return f"<td class='text {_esc(checks.level)}'>{_esc(checks.text())}</td>"
 
 
 def _differences_table(c: Comparison) -> str:
     head = (
         "<tr><th class=text>strategy</th><th class=text>scenario</th><th class=text>metric</th>"
         f"<th>{_esc(c.baseline)}</th><th>{_esc(c.other)}</th><th>change</th>"
-        "<th>difference</th><th>95 % interval</th><th>p</th><th class=text>verdict</th></tr>"
+        "<th>difference</th><th>95 % interval</th><th>p</th><th class=text>verdict</th>"
+        f"<th class=text>checks in {_esc(c.baseline)}</th>"
+        f"<th class=text>checks in {_esc(c.other)}</th></tr>"
     )
+    classes = {"better": "better", "worse": "worse", "not comparable": "not-comparable"}
     rows = []
     for d in c.differences:
-        cls = f" class={d.verdict}" if d.verdict in ("better", "worse") else ""
+        cls = f" class={classes[d.verdict]}" if d.verdict in classes else ""
         rows.append(
             f"<tr{cls}><td class=text>{_esc(d.strategy)}</td><td class=text>{_esc(d.scenario)}</td>"
             f"<td class=text>{_esc(d.label)}</td>"
@@ -136,9 +149,64 @@ def _differences_table(c: Comparison) -> str:
             f"<td>{_esc(fmt_value(d.metric, d.other))} (n={d.other_n})</td>"
             f"<td>{_esc(fmt_relative(d))}</td><td>{_esc(fmt_value(d.metric, d.diff, True))}</td>"
             f"<td>{_esc(fmt_interval(d))}</td><td>{_esc(fmt_p(d.p))}</td>"
-            f"<td class=text>{_esc(VERDICT_TEXT[d.verdict])}</td></tr>"
+            f"<td class=text>{_esc(verdict_text(d))}</td>"
+            f"{_checks_cell(d.baseline_checks)}{_checks_cell(d.other_checks)}</tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _agreement(c: Comparison, runs: dict[str, RunSide]) -> str:
+    """The agreement in words (the terminal's sentences), then its tables."""
+    g = c.agreement
+    parts = [
+        f"<h3>Do {_esc(c.baseline)} and {_esc(c.other)} agree?</h3>",
+        "<ul>" + "".join(f"<li>{_esc(line.strip())}</li>" for line in agreement_lines(c, runs)),
+        "</ul>",
+    ]
+    if g.rankings:
+        rows = "".join(
+            f"<tr><td class=text>{_esc(r.scenario)}</td>"
+            f"<td class=text>{_esc(' > '.join(r.baseline))}</td>"
+            f"<td class=text>{_esc(' > '.join(r.other))}</td>"
+            f"<td>{'undefined' if r.tau is None else f'{r.tau:+.2f}'}</td></tr>"
+            for r in g.rankings
+        )
+        parts.append(
+            "<table><tr><th class=text>scenario</th>"
+            f"<th class=text>{_esc(c.baseline)}: by throughput</th>"
+            f"<th class=text>{_esc(c.other)}: by throughput</th><th>Kendall tau-b</th></tr>"
+            f"{rows}</table>"
+        )
+    if g.resolved_by_both:
+        rows = "".join(
+            f"<tr{' class=reversed' if p.reversed else ''}><td class=text>{_esc(p.scenario)}</td>"
+            f"<td class=text>{_esc(p.metric)}</td><td class=text>{_esc(p.baseline)}</td>"
+            f"<td class=text>{_esc(p.other)}</td>"
+            f"<td class=text>{'reversed' if p.reversed else 'same direction'}</td></tr>"
+            for p in g.resolved_by_both
+        )
+        parts.append(
+            "<p>Strategy pairs both runs resolve (reversed ones first):</p><table><tr>"
+            "<th class=text>scenario</th><th class=text>metric</th>"
+            f"<th class=text>{_esc(c.baseline)}</th><th class=text>{_esc(c.other)}</th>"
+            f"<th class=text></th></tr>{rows}</table>"
+        )
+    if g.winners:
+        rows = "".join(
+            f"<tr><td class=text>{_esc(w.scenario)}</td><td class=text>{_esc(w.metric)}</td>"
+            f"<td class=text>{_esc(w.baseline)}</td><td class=text>{_esc(w.other)}</td>"
+            f"<td class='text {'different' if w.agree == 'different' else ''}'>"
+            f"{_esc(w.agree)}</td></tr>"
+            for w in g.winners
+        )
+        parts.append(
+            "<p>Winners, as each run's winners.json gives them (computed alike where a run "
+            "has none):</p><table><tr>"
+            "<th class=text>scenario</th><th class=text>metric</th>"
+            f"<th class=text>{_esc(c.baseline)}</th><th class=text>{_esc(c.other)}</th>"
+            f"<th class=text></th></tr>{rows}</table>"
+        )
+    return "".join(parts)
 
 
 def _comparison(c: Comparison, runs: dict[str, RunSide]) -> str:
@@ -155,7 +223,7 @@ def _comparison(c: Comparison, runs: dict[str, RunSide]) -> str:
         if cells
     )
     return (
-        f"<h2>{_esc(c.other)} vs {_esc(c.baseline)}</h2>{answer}"
+        f"<h2>{_esc(c.other)} vs {_esc(c.baseline)}</h2>{answer}{_agreement(c, runs)}"
         f"{_what_changed(c, runs)}<h3>Differences per strategy x scenario</h3>"
         f"{_differences_table(c)}{unshared}"
     )
