@@ -156,7 +156,18 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="A metric to compare (repeatable; default: the headline metrics)."),
         ] = None,
     ) -> None:
-        """What changed between runs, and which metric differences are significant."""
+        """What changed between runs, which differences are real, do the runs agree.
+
+        Per strategy x scenario: each metric's change with its 95 % interval,
+        beside both runs' validity checks of its phases. A cell whose offered
+        load or capacity differs between the runs (load model, users or rate,
+        request shapes, phase length, warm-up, the servers' quotas as they ran,
+        strategy options, ...) is "not comparable", never significant. Then the
+        agreement over the cells run under the same conditions: throughput
+        within 10 % and 15 %, strategy pairs both runs resolve but in opposite
+        directions, Kendall tau-b of the throughput rankings, and each run's
+        winners (its winners.json).
+        """
         from rich.console import Console
 
         from lblab.analysis.compare import compare, default_out, print_report
