@@ -154,7 +154,11 @@ def _winners(
         if b is None:
             continue
         settled = a.get("verdict") != UNRESOLVED and b.get("verdict") != UNRESOLVED
-        same = (a.get("verdict"), a.get("strategies")) == (b.get("verdict"), b.get("strategies"))
+        same = a.get("verdict") == b.get("verdict") and (
+            set(a.get("strategies") or ()) == set(b.get("strategies") or ())
+            if a.get("verdict") == TIE  # a tie's order is by mean, no part of the verdict
+            else a.get("strategies") == b.get("strategies")
+        )
         agree = (
             "not comparable"
             if a.get("scenario") not in comparable

@@ -337,3 +337,14 @@ def test_two_synthetic_runs_on_disk(tmp_path: Path) -> None:
     assert "failed: disturbance (both)" in out
     assert "the same" not in what_changed(c)
     assert np.isclose(c.agreement.cells, 0)
+
+
+def test_a_tie_is_the_same_whatever_order_its_strategies_come_in() -> None:
+    tie = {"sp+sr": ("tie", ["wrr", "rr"]), "mp+mr": ("unresolved", ["wrr"])}
+    a = side("a", BASE, live_manifest("a"), winners(tie))
+    b = side("b", BASE, live_manifest("b"), winners({**tie, "sp+sr": ("tie", ["rr", "wrr"])}))
+    (c,) = compare_sides([a, b]).comparisons
+    assert {w.scenario: w.agree for w in c.agreement.winners} == {
+        "sp+sr": "same",
+        "mp+mr": "not settled in both",
+    }
