@@ -20,7 +20,9 @@ from typing import Any
 
 from lblab.errors import ConfigError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(ms|s|m|h)?\s*$")
+"""A plain or exponent number (``str(1e-05)`` is ``'1e-05'``: a value the runner passes on
+as text must parse again), then an optional unit."""
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|KIB|MB|MIB|GB|GIB)?\s*$", re.IGNORECASE)
 # Decimal units as the thesis uses them (10 KB = 10,000 bytes); binary with an "i".
@@ -42,6 +44,27 @@ MAX_DURATION = 7 * 86400.0
 
 MAX_WEIGHT = 1e6
 """Largest static weight: a million to one is past any capacity mix; more is a typo."""
+
+
+MAX_SEED = 2**32 - 1
+"""Largest seed: numpy seeds with it, JSON and Parquet carry it, and ``seed + phase``
+stays a 64-bit integer."""
+
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""The one grammar of an id a person gives (a server, a backend, an agent's server, a
+timeline event's server): 1-64 ASCII letters, digits, ``_``, ``.`` or ``-``. Ids name
+``/metrics`` labels, log lines, cgroups (``lblab-<id>-<pid>``, read back from the right)
+and files (``server-<id>.log``), so none can add a line, a label or a folder."""
+
+
+def check_id(value: object, field: str) -> str:
+    """``value`` if it is an id (``ID_PATTERN``), else a ``ConfigError`` naming ``field``."""
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        raise ConfigError(
+            f"{field}: {value!r} is not an id; give 1-64 letters, digits, '_', '.' or '-', e.g. s1"
+        )
+    return value
 
 
 def check_weight(raw: object, where: str) -> float:
@@ -80,11 +103,16 @@ def check_range(
     if not finite:
         raise ConfigError(f"{field}: {value!r} is not a finite number; give a plain number")
     if minimum is not None and value < minimum:
-        raise ConfigError(f"{field}: {value} must be {minimum:g} or more")
+        raise ConfigError(f"{field}: {value} must be {_bound(minimum)} or more")
     if above is not None and value <= above:
-        raise ConfigError(f"{field}: {value} must be above {above:g}")
+        raise ConfigError(f"{field}: {value} must be above {_bound(above)}")
     if maximum is not None and value > maximum:
-        raise ConfigError(f"{field}: {value} must be at most {maximum:g}")
+        raise ConfigError(f"{field}: {value} must be at most {_bound(maximum)}")
+
+
+def _bound(x: float) -> str:
+    """A bound as a person writes it: 4194304 and 0.01, not 4.1943e+06; 1e+09 stays."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e7 else f"{x:g}"
 
 
 def parse_float(

@@ -14,9 +14,9 @@ import re
 import socket
 from collections.abc import Iterable
 
+from lblab.config import check_id
 from lblab.errors import ConfigError
 
-BACKEND_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*\.?")
 """DNS labels; ``_`` too, as /etc/hosts and inventories use it."""
@@ -27,10 +27,8 @@ RESOLVE_TIMEOUT_S = 2.0
 
 
 def check_backend_id(backend_id: str) -> None:
-    if not BACKEND_ID.fullmatch(backend_id):
-        raise ConfigError(
-            f"backend id {backend_id!r} is not 1-64 letters, digits, '_', '.' or '-'; write e.g. s4"
-        )
+    """A backend id is an id of the one grammar (``lblab.config.ID_PATTERN``)."""
+    check_id(backend_id, "backend id")
 
 
 def check_host(host: str, field: str) -> None:

@@ -79,7 +79,9 @@ def balancer_command(
         "--max-frame-bytes",
         help="Largest frame body accepted (default: the 24-bit maximum).",
     ),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of the strategy's random numbers."),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Seed of the strategy's random numbers (0..4294967295)."
+    ),
     setup_timeout: str = typer.Option(
         f"{SETUP_TIMEOUT_S:g}s",
         "--setup-timeout",
@@ -97,7 +99,8 @@ def balancer_command(
         5,
         "--eject-after",
         help="Consecutive failures a backend is responsible for (timeouts, lost connections, "
-        "its own faults; never REJECTED or errors about the request) that eject it; 0: off.",
+        "its own faults; never REJECTED or errors about the request) that eject it "
+        "(0..1000000; 0: off).",
     ),
     eject_base: str = typer.Option(
         "1s", "--eject-base", help="First ejection's length; each next one doubles."
@@ -106,8 +109,8 @@ def balancer_command(
     panic_threshold: float = typer.Option(
         50.0,
         "--panic-threshold",
-        help="Percent of connected backends that must be un-ejected; below it ejection is "
-        "ignored and all take requests (Envoy's panic threshold); 0: off.",
+        help="Percent (0..100) of connected backends that must be un-ejected; below it "
+        "ejection is ignored and all take requests (Envoy's panic threshold); 0: off.",
     ),
 ) -> None:
     """Run the RSocket balancer node: forward each request to a backend the strategy picks."""
@@ -115,8 +118,18 @@ def balancer_command(
     from lblab.balancer.health import HealthConfig
     from lblab.balancer.node import NodeConfig
     from lblab.balancer.serve import run
-    from lblab.config import parse_assignments, parse_duration, parse_hostport
+    from lblab.config import (
+        MAX_SEED,
+        check_range,
+        parse_assignments,
+        parse_duration,
+        parse_hostport,
+    )
 
+    if seed is not None:
+        check_range("--seed", seed, minimum=0, maximum=MAX_SEED)
+    check_range("--panic-threshold", panic_threshold, minimum=0, maximum=100)
+    check_range("--eject-after", eject_after, minimum=0, maximum=1_000_000)
     weight_of = _weights(parse_assignments(weights, "--weights"))
     backends = []
     for item in backend or []:

@@ -28,6 +28,7 @@ from typing import IO, Protocol
 import orjson
 
 from lblab.backoff import jittered_backoff
+from lblab.config import check_id, check_range
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport
 from lblab.procs import announce_ready, stop_on_signals
@@ -52,6 +53,8 @@ BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 2.0
 MAX_SEND_BUFFER = 1 << 20
 """Bytes queued toward a balancer that does not read; past this, samples are not sent."""
+PID_MAX = 1 << 22
+"""Linux's largest pid (``PID_MAX_LIMIT``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,14 +68,16 @@ class AgentConfig:
     allowance: float | None = None
 
     def __post_init__(self) -> None:
+        check_id(self.server, "--server")
         if (self.pid is None) == (self.cgroup is None):
             raise ConfigError("give exactly one of --pid PID or --cgroup NAME to measure")
+        if self.pid is not None:
+            check_range("--pid", self.pid, minimum=1, maximum=PID_MAX)
         if not 0.01 <= self.interval_s <= 60:
             raise ConfigError(f"--interval {self.interval_s}: give seconds in 0.01..60")
-        if self.allowance is not None and self.allowance <= 0:
-            raise ConfigError(
-                f"--allowance must be a positive number of CPUs, not {self.allowance}"
-            )
+        if self.allowance is not None:
+            # As --cpu-quota: below a hundredth of a CPU a sample is noise times 100.
+            check_range("--allowance", self.allowance, minimum=0.01, maximum=4096)
 
 
 class CpuSource(Protocol):

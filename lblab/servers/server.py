@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import signal
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from lblab.admission import (
     SETUP_TIMEOUT_S,
     check_limits,
 )
+from lblab.config import check_id, check_range
 from lblab.errors import ConfigError
 from lblab.procs import announce_ready, stop_on_signals
 from lblab.servers.cpulimit import CpuLimit, LimitMethod, apply_cpu_limit
@@ -32,8 +32,10 @@ log = logging.getLogger(__name__)
 CLOSE_GRACE_S = 1.0
 """How long the closing ERROR frames get to reach the peers before the process exits."""
 
-ID_PATTERN = re.compile(r"[A-Za-z0-9_.]+")
-"""Server ids name cgroups and result rows; '-' is kept out so ``lblab-<id>-<pid>`` parses."""
+MAX_INFLIGHT = 1_000_000
+"""Most requests a server admits at once; LEASE frames carry free slots in 31 bits."""
+MAX_WORKERS = 1024
+"""Most service slots (threads; CPU work shares one core, so more only cost memory)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,25 +54,19 @@ class ServerConfig:
     max_pending_setup: int = MAX_PENDING_SETUP
 
     def __post_init__(self) -> None:
-        if not ID_PATTERN.fullmatch(self.id):
-            raise ConfigError(f"--id {self.id!r}: use letters, digits, '_' or '.', e.g. s1")
+        check_id(self.id, "--id")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port {self.port} is not a TCP port (0..65535; 0 picks one)")
-        cpus = os.cpu_count() or 1
-        if self.cpu_quota is not None and not 0.01 <= self.cpu_quota <= cpus:
+        if self.cpu_quota is not None:
+            check_range("--cpu-quota", self.cpu_quota, minimum=0.01, maximum=os.cpu_count() or 1)
+        check_range("--max-inflight", self.max_inflight, minimum=1, maximum=MAX_INFLIGHT)
+        if not 1 <= self.workers <= min(self.max_inflight, MAX_WORKERS):
             raise ConfigError(
-                f"--cpu-quota {self.cpu_quota}: give a share of CPUs in 0.01..{cpus}, e.g. 0.25"
+                f"--workers {self.workers} must be in 1..--max-inflight ({self.max_inflight}) "
+                f"and at most {MAX_WORKERS}"
             )
-        if self.max_inflight < 1:
-            raise ConfigError(f"--max-inflight must be >= 1, not {self.max_inflight}")
-        if not 1 <= self.workers <= self.max_inflight:
-            raise ConfigError(
-                f"--workers {self.workers} must be in 1..--max-inflight ({self.max_inflight})"
-            )
-        if self.delay_ms < 0:
-            raise ConfigError(f"--delay-ms must be >= 0, not {self.delay_ms}")
-        if self.drain_timeout_s <= 0:
-            raise ConfigError(f"--drain-timeout must be > 0, not {self.drain_timeout_s}")
+        check_range("--delay-ms", self.delay_ms, minimum=0, maximum=3_600_000)
+        check_range("--drain-timeout", self.drain_timeout_s, above=0, maximum=3600)
         check_limits(self.max_connections, self.max_pending_setup, self.setup_timeout_s)
 
 

@@ -194,19 +194,22 @@ def test_agent_reads_cpu_as_percent_of_the_allowance(tmp_path: Path) -> None:
         ({}, "exactly one of --pid PID or --cgroup NAME"),
         ({"pid": 1, "cgroup": "g"}, "exactly one of --pid PID or --cgroup NAME"),
         ({"pid": 1, "interval_s": 0}, "--interval 0: give seconds in 0.01..60"),
-        ({"pid": 1, "allowance": 0}, "--allowance must be a positive number of CPUs"),
+        ({"pid": 1, "allowance": 0}, "--allowance: 0 must be 0.01 or more"),
+        ({"pid": 1, "allowance": 1e-300}, "--allowance: 1e-300 must be 0.01 or more"),
+        ({"pid": 1 << 40}, "--pid: 1099511627776 must be at most 4194304"),
+        ({"pid": 1, "server": "s 1"}, "--server: 's 1' is not an id"),
     ],
 )
 def test_agent_config_errors_name_the_flag(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        AgentConfig(server="s1", report_to=("127.0.0.1", 1), **fields)  # type: ignore[arg-type]
+        AgentConfig(**{"server": "s1", "report_to": ("127.0.0.1", 1), **fields})  # type: ignore[arg-type]
 
 
 def test_agent_refuses_a_missing_pid_with_exit_code_2() -> None:
     result = subprocess.run(
-        lblab_command("agent", "--server", "s1", "--pid", "4194999", "--report-to", "127.0.0.1:1"),
+        lblab_command("agent", "--server", "s1", "--pid", "4194303", "--report-to", "127.0.0.1:1"),
         capture_output=True,
         text=True,
         timeout=30,
     )
-    assert result.returncode == 2 and "--pid 4194999: no such process" in result.stderr
+    assert result.returncode == 2 and "--pid 4194303: no such process" in result.stderr

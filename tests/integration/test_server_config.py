@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 
@@ -15,15 +16,24 @@ from lblab.servers.server import ServerConfig
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"id": "s-1"}, "--id 's-1': use letters, digits"),
+        ({"id": "s 1"}, "--id: 's 1' is not an id; give 1-64 letters, digits"),
+        ({"id": "x" * 65}, "is not an id"),
         ({"port": 70000}, "--port 70000 is not a TCP port"),
-        ({"cpu_quota": 0.0}, "--cpu-quota 0.0: give a share of CPUs"),
-        ({"cpu_quota": 1000.0}, "--cpu-quota 1000.0: give a share of CPUs"),
-        ({"max_inflight": 0}, "--max-inflight must be >= 1"),
+        ({"cpu_quota": 0.0}, "--cpu-quota: 0.0 must be 0.01 or more"),
+        ({"cpu_quota": 1000.0}, "--cpu-quota: 1000.0 must be at most"),
+        ({"cpu_quota": math.nan}, "--cpu-quota: nan is not a finite number"),
+        ({"max_inflight": 0}, "--max-inflight: 0 must be 1 or more"),
+        ({"max_inflight": 10**6 + 1}, "--max-inflight: 1000001 must be at most 1000000"),
         ({"workers": 0}, "--workers 0 must be in 1..--max-inflight (32)"),
-        ({"workers": 40}, "--workers 40 must be in 1..--max-inflight (32)"),
-        ({"delay_ms": -1.0}, "--delay-ms must be >= 0"),
-        ({"drain_timeout_s": 0.0}, "--drain-timeout must be > 0"),
+        ({"workers": 40}, "--workers 40 must be in 1..--max-inflight (32) and at most 1024"),
+        (
+            {"workers": 1025, "max_inflight": 2000},
+            "--workers 1025 must be in 1..--max-inflight (2000) and at most 1024",
+        ),
+        ({"delay_ms": -1.0}, "--delay-ms: -1.0 must be 0 or more"),
+        ({"delay_ms": math.inf}, "--delay-ms: inf is not a finite number"),
+        ({"drain_timeout_s": 0.0}, "--drain-timeout: 0.0 must be above 0"),
+        ({"drain_timeout_s": math.nan}, "--drain-timeout: nan is not a finite number"),
     ],
 )
 def test_bad_flags_name_the_flag(fields: dict[str, object], message: str) -> None:
