@@ -20,12 +20,13 @@ may describe heterogeneous servers as groups::
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lblab.config import check_range, parse_duration, parse_float, parse_int
+from lblab.config import MAX_DURATION, MAX_SEED, check_range, parse_duration, parse_float, parse_int
 from lblab.errors import ConfigError
 from lblab.simulator.service import ServiceModel, parse_service
 from lblab.simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals, scenario_cells
@@ -33,7 +34,15 @@ from lblab.simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals, 
 MAX_SERVERS = 100_000
 MAX_WORKERS = 10_000
 MAX_REQUESTS = 1_000_000_000
+MAX_ROUTING_KEYS = 1_000_000
 """Past these a run would not finish (or not fit in memory): a typo, not an experiment."""
+MIN_PERIOD = 0.001
+"""Shortest agent or health period (1 ms): shorter ones only add events (and below the
+clock's 1 ns grid one would never advance the clock)."""
+MAX_SIM_SECONDS = MAX_DURATION
+"""Longest simulated span: a week, the longest duration any lblab setting takes."""
+MAX_CPU_ROWS = 10_000_000
+"""Most agent samples (cpu rows: servers x span / report period), about a gigabyte."""
 
 EPOCH = 1_700_000_000.0
 """Simulated time 0 in epoch seconds (2023-11-14T22:13:20Z): fixed, so runs are reproducible."""
@@ -62,7 +71,7 @@ class ServerGroup:
     def __post_init__(self) -> None:
         check_range("lblab.servers.count", self.count, minimum=1, maximum=MAX_SERVERS)
         check_range("lblab.servers.workers", self.workers, minimum=1, maximum=MAX_WORKERS)
-        check_range("lblab.servers.speed", self.speed, above=0, maximum=1e6)
+        check_range("lblab.servers.speed", self.speed, minimum=1e-3, maximum=1e6)
         check_range("lblab.servers.weight", self.weight, above=0, maximum=1e6)
         if self.capacity is not None:
             check_range("lblab.servers.capacity", self.capacity, minimum=1)
@@ -119,16 +128,60 @@ class SimConfig:
             raise ConfigError(f"servers: {self.server_count} in all; give at most {MAX_SERVERS}")
         check_range("requests", self.requests, minimum=1, maximum=MAX_REQUESTS)
         check_range("max_tries", self.max_tries, minimum=1, maximum=100)
-        check_range("picks_every", self.picks_every, minimum=0)
-        check_range("routing_keys", self.routing_keys, minimum=0, maximum=MAX_REQUESTS)
+        check_range("picks_every", self.picks_every, minimum=0, maximum=MAX_REQUESTS)
+        check_range("routing_keys", self.routing_keys, minimum=0, maximum=MAX_ROUTING_KEYS)
+        check_range("seed", self.seed, minimum=0, maximum=MAX_SEED)
+        check_range("replication", self.replication, minimum=0, maximum=MAX_SEED)
         for name in ("report_period", "tick_period"):
-            check_range(name, getattr(self, name), above=0)
+            check_range(name, getattr(self, name), minimum=MIN_PERIOD)
         for name in ("report_delay", "client_delay", "server_delay"):
-            check_range(name, getattr(self, name), minimum=0)
+            check_range(name, getattr(self, name), minimum=0, maximum=MAX_SIM_SECONDS)
         if self.deadline is not None:
-            check_range("deadline", self.deadline, above=0)
+            check_range("deadline", self.deadline, above=0, maximum=MAX_SIM_SECONDS)
         if not self.cells:
             object.__setattr__(self, "cells", scenario_cells(self.scenario))
+        span, why = self.least_span()
+        if span > self.horizon:
+            raise ConfigError(
+                f"{self.requests} requests take at least {span:.3g} simulated seconds ({why}); "
+                f"{self.horizon_rule()}: raise the rate, lower think or service times, or "
+                "send fewer requests"
+            )
+
+    @property
+    def horizon(self) -> float:
+        """The longest simulated span this run may have (``MAX_SIM_SECONDS``, or less
+        where its agent samples would pass ``MAX_CPU_ROWS``); the run stops with a
+        ``ConfigError`` past it, and a config whose ``least_span`` passes it is refused."""
+        return min(MAX_SIM_SECONDS, MAX_CPU_ROWS * self.report_period / self.server_count)
+
+    def horizon_rule(self) -> str:
+        """Why the horizon is where it is, for the message that refuses a run."""
+        if self.horizon == MAX_SIM_SECONDS:
+            return f"a simulation spans at most a week ({MAX_SIM_SECONDS:g} s)"
+        return (
+            f"{self.server_count} servers sampled every {self.report_period:g} s may span "
+            f"at most {self.horizon:.3g} s ({MAX_CPU_ROWS:,} samples)"
+        )
+
+    def least_span(self) -> tuple[float, str]:
+        """Simulated seconds the run lasts at least, and why: its arrivals' span (the
+        mean gaps between sends), or the work its servers do at full speed."""
+        arrivals = self.arrivals
+        if isinstance(arrivals, OpenArrivals):
+            sending = (self.requests - 1) / arrivals.rate
+            why = f"sent at {arrivals.rate:g} per second"
+        else:
+            sending = max(self.requests / arrivals.users - 1, 0) * arrivals.think
+            why = f"{arrivals.users} users thinking {arrivals.think:g} s"
+        per_second = sum(
+            g.count * g.workers * g.speed / g.service.mean_s if g.service.mean_s > 0 else math.inf
+            for g in self.servers
+        )
+        working = self.requests / per_second
+        if working > sending:
+            return working, f"served at most {per_second:.3g} per second"
+        return sending, why
 
     @property
     def server_count(self) -> int:

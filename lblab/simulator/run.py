@@ -44,6 +44,7 @@ from lblab.balancer.strategies.base import (
     next_attempt,
 )
 from lblab.balancer.strategies.registry import make_strategy
+from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport
 from lblab.simulator.clock import GRID, LATE, at, run_events
 from lblab.simulator.config import EPOCH, SimConfig, rng_stream
@@ -197,6 +198,7 @@ class Simulation:
         self._picks_every = cfg.picks_every
         self._max_tries = cfg.max_tries
         self._closed = isinstance(cfg.arrivals, ClosedUsers)
+        self._horizon = cfg.horizon
 
     # ---- clients -------------------------------------------------------------------
 
@@ -432,6 +434,13 @@ class Simulation:
 
     def _sample(self, _: None = None) -> None:
         now = self.env._now
+        if now > self._horizon:  # checked here, once a period, not once an event
+            raise ConfigError(
+                f"the simulation passed {self._horizon:.3g} simulated seconds with "
+                f"{self.cfg.requests - self._finished} of {self.cfg.requests} requests "
+                f"unanswered; {self.cfg.horizon_rule()}: lower think or service times, "
+                "or send fewer requests"
+            )
         period = self.cfg.report_period
         cpu = self.cpu
         reports = []

@@ -28,7 +28,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lblab.config import parse_duration
+from lblab.config import check_range, parse_duration, parse_float
 from lblab.errors import ConfigError
 
 EXAMPLES = (
@@ -73,8 +73,7 @@ class Bimodal:
     p_slow: float
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.p_slow <= 1.0:
-            raise ConfigError(f"service bimodal: p_slow {self.p_slow} must be in [0, 1]")
+        check_range("service bimodal: p_slow", self.p_slow, minimum=0, maximum=1)
 
     @property
     def mean_s(self) -> float:
@@ -93,8 +92,8 @@ class LogNormal:
     sigma: float
 
     def __post_init__(self) -> None:
-        if self.sigma <= 0:
-            raise ConfigError(f"service lognormal: sigma {self.sigma} must be > 0")
+        # Past sigma 10 the mean rests on draws rarer than one in 10^20 (mu = log(mean) - 50).
+        check_range("service lognormal: sigma", self.sigma, above=0, maximum=10)
 
     @property
     def mean_s(self) -> float:
@@ -117,6 +116,10 @@ class JsonCost:
     c: float
     typical_work_bytes: int = 10_000
     """Work size used for ``mean_s`` (the server's own estimate of one request)."""
+
+    def __post_init__(self) -> None:
+        for name in ("b", "c"):  # a millisecond a byte is past any CPU (calibrated: ~1e-8)
+            check_range(f"service json: {name}", getattr(self, name), minimum=0, maximum=1e-3)
 
     @property
     def mean_s(self) -> float:
@@ -142,13 +145,6 @@ def _positive(value: float, what: str, spec: str) -> float:
     return value
 
 
-def _float(text: str, what: str, spec: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigError(f"service {spec!r}: {what} {text!r} is not a number") from None
-
-
 def parse_service(spec: str, field: str = "service") -> ServiceModel:
     """A service model from its spec string; ``ConfigError`` names what is wrong."""
     kind, sep, rest = spec.strip().partition(":")
@@ -162,12 +158,12 @@ def parse_service(spec: str, field: str = "service") -> ServiceModel:
             return Bimodal(
                 parse_duration(args[0], field),
                 parse_duration(args[1], field),
-                _float(args[2], "p_slow", spec),
+                parse_float(args[2], "p_slow"),
             )
         if kind == "lognormal" and len(args) == 2:
             return LogNormal(
                 _positive(parse_duration(args[0], field), "mean", spec),
-                _float(args[1], "sigma", spec),
+                parse_float(args[1], "sigma"),
             )
         if kind == "json" and args:
             named = dict(a.partition("=")[::2] for a in args)
@@ -175,8 +171,8 @@ def parse_service(spec: str, field: str = "service") -> ServiceModel:
                 raise ConfigError(f"{field}: {spec!r}: json takes a=DURATION,b=S_PER_BYTE,c=...")
             return JsonCost(
                 parse_duration(named["a"], field),
-                _float(named.get("b", "0"), "b", spec),
-                _float(named.get("c", "0"), "c", spec),
+                parse_float(named.get("b", "0"), "b"),
+                parse_float(named.get("c", "0"), "c"),
             )
     except ConfigError as exc:
         raise ConfigError(f"{exc} (in {field} {spec!r})") from None

@@ -10,19 +10,25 @@ from typing import Annotated, Any
 
 import typer
 
+from lblab.config import MAX_SEED, check_range
 from lblab.errors import ConfigError
+from lblab.simulator.config import MAX_SERVERS
 from lblab.simulator.reproduce.thesis import thesis
 
+MAX_JOBS = 64
+MAX_RUNS = 1000
+"""Most runs (seeds) per row: a thousand already resolves medians far past the papers'."""
 
-def _ints(text: str, field: str) -> list[int]:
+
+def _ints(text: str, field: str, maximum: int = 10_000_000) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError(
             f"{field}: {text!r} is not a comma list of numbers, e.g. 10,100,500"
         ) from None
-    if not values or min(values) < 1 or max(values) > 10_000_000:
-        raise ConfigError(f"{field}: {text!r} needs numbers in 1..10^7, e.g. 10,100,500")
+    if not values or min(values) < 1 or max(values) > maximum:
+        raise ConfigError(f"{field}: {text!r} needs numbers in 1..{maximum}, e.g. 10,100,500")
     return values
 
 
@@ -81,7 +87,10 @@ def ingram(
         "first,rr,r,lc,dynamic,dynamic-immediate,dynamic-hybrid"
     ),
     seeds: Annotated[
-        int, typer.Option(min=1, help="Runs per row (own timer jitter each); medians shown.")
+        int,
+        typer.Option(
+            min=1, max=MAX_RUNS, help="Runs per row (own timer jitter each); medians shown."
+        ),
     ] = 20,
     lblab_strategies: Annotated[
         bool,
@@ -133,11 +142,15 @@ def cheetah(
         ),
     ] = None,
     awrr_load: Annotated[
-        float, typer.Option(min=0.05, max=0.95, help="AWRR comparison: load per server.")
+        float, typer.Option(help="AWRR comparison: load per server (0.05..0.95).")
     ] = 0.6,
     runs: Annotated[
         int | None,
-        typer.Option(min=1, help="AWRR comparison: 15 s runs per strategy (default 2; --full 10)."),
+        typer.Option(
+            min=1,
+            max=MAX_RUNS,
+            help="AWRR comparison: 15 s runs per strategy (default 2; --full 10).",
+        ),
     ] = None,
     full: Annotated[
         bool,
@@ -145,8 +158,10 @@ def cheetah(
             "--full", help="The old depth: imbalance over 2 + 4 mean durations, 10 AWRR runs."
         ),
     ] = False,
-    jobs: Annotated[int | None, typer.Option(min=1, help="Worker processes (default 2).")] = None,
-    seed: Annotated[int, typer.Option()] = 1,
+    jobs: Annotated[
+        int | None, typer.Option(min=1, max=MAX_JOBS, help="Worker processes (default 2).")
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED)] = 1,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     out: Annotated[Path, typer.Option(help="Charts and JSON here.")] = Path(
         "results/reproduce-cheetah"
@@ -158,6 +173,7 @@ def cheetah(
     from lblab.simulator.reproduce.parallel import default_jobs, run_calls
     from lblab.simulator.service import LogNormal, parse_service
 
+    check_range("--awrr-load", awrr_load, minimum=0.05, maximum=0.95)
     studies = _names(study, ("imbalance", "broken", "awrr"), "--study")
     model = parse_service(duration, "--duration")
     if not isinstance(model, LogNormal):
@@ -165,7 +181,9 @@ def cheetah(
     actives = _ints(active, "--active")
     depth = ch.FULL if full else ch.QUICK
     awrr_runs = runs or (10 if full else 2)
-    awrr_counts = _ints(awrr_servers or ("16,32,64" if full else "64"), "--awrr-servers")
+    awrr_counts = _ints(
+        awrr_servers or ("16,32,64" if full else "64"), "--awrr-servers", MAX_SERVERS
+    )
     awrr_calls, imbalance_calls, broken_calls = [], [], []
     if "awrr" in studies:
         awrr_calls = [(aw.awrr_point, (name, n, awrr_load, 15.0, awrr_runs, seed),
@@ -244,8 +262,12 @@ def martins(
     ] = True,
     rates: Annotated[str, typer.Option(help="Request rates, req/s.")] = "10,50,100,150,200",
     algorithms: Annotated[str, typer.Option(help="Algorithms to run.")] = "rr,lc,lrt",
-    seconds: Annotated[float, typer.Option(min=0.1, help="Seconds of arrivals per point.")] = 20.0,
-    seeds: Annotated[int, typer.Option(min=1, help="Replications averaged per point.")] = 3,
+    seconds: Annotated[
+        float, typer.Option(help="Seconds of arrivals per point (0.1..3600).")
+    ] = 20.0,
+    seeds: Annotated[
+        int, typer.Option(min=1, max=MAX_RUNS, help="Replications averaged per point.")
+    ] = 3,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     out: Annotated[Path, typer.Option(help="Chart and JSON here.")] = Path(
         "results/reproduce-martins"
@@ -262,6 +284,7 @@ def martins(
 
     if not sim:
         raise ConfigError("the live Martins experiment runs with `lblab run --preset martins`")
+    check_range("--seconds", seconds, minimum=0.1, maximum=3600)
     rows = reproduce_martins(
         _ints(rates, "--rates"),
         _names(algorithms, ALGORITHMS, "--algorithms"),
@@ -290,11 +313,13 @@ def linkerd(
         ),
     ] = "post,lblab",
     seconds: Annotated[
-        float, typer.Option(min=1.0, max=3600.0, help="Run length (post: 60); the window scales.")
+        float, typer.Option(help="Run length, 1..3600 s (post: 60); the window scales.")
     ] = 60.0,
-    rate: Annotated[float, typer.Option(min=1.0, max=100_000.0, help="Requests/s.")] = 1000.0,
-    seed: Annotated[int, typer.Option()] = 1,
-    jobs: Annotated[int | None, typer.Option(min=1, help="Worker processes (default 2).")] = None,
+    rate: Annotated[float, typer.Option(help="Requests/s (1..100000).")] = 1000.0,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED)] = 1,
+    jobs: Annotated[
+        int | None, typer.Option(min=1, max=MAX_JOBS, help="Worker processes (default 2).")
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     out: Annotated[Path, typer.Option(help="Chart and JSON here.")] = Path(
         "results/reproduce-linkerd"
@@ -307,6 +332,8 @@ def linkerd(
 
     if fmt not in ("table", "json"):
         raise ConfigError(f"--format: {fmt!r} is not table or json")  # before a minute's run
+    check_range("--seconds", seconds, minimum=1, maximum=3600)
+    check_range("--rate", rate, minimum=1, maximum=100_000)
     names = [x.strip() for x in strategies.split(",") if x.strip()]
     if not names:
         raise ConfigError("--strategies: give strategy names, e.g. rr,lc,peak-ewma")
