@@ -11,6 +11,7 @@ from lblab.balancer.strategies.base import Health, RequestView
 from lblab.balancer.strategies.ip_hash import key_bytes
 from lblab.balancer.strategies.maglev import populate
 from lblab.balancer.strategies.registry import make_strategy
+from lblab.balancer.strategies.ring_hash import MAX_RING_POINTS
 from lblab.errors import ConfigError
 
 
@@ -88,6 +89,16 @@ def test_ring_hash_weight_scales_the_share() -> None:
     keys = [f"k{i}".encode() for i in range(4000)]
     share = sum(pick(pool, routing_key=k) == "s1" for k in keys) / len(keys)
     assert 0.65 < share < 0.85, share
+
+
+def test_ring_hash_takes_the_whole_weight_range_within_its_ring_size() -> None:
+    # 160 * 10^6 points would take minutes: the ring is scaled to MAX_RING_POINTS.
+    pool = make("ring-hash", [1e-300, 1e6, 5e5])
+    keys = [f"k{i}".encode() for i in range(3000)]
+    share = sum(pick(pool, routing_key=k) == "s1" for k in keys) / len(keys)
+    assert 0.6 < share < 0.73, share  # 2/3: the weights' proportions hold
+    ring = pool.strategy._points  # type: ignore[attr-defined]
+    assert MAX_RING_POINTS - 12 <= len(ring) <= MAX_RING_POINTS + 12  # 4 points a digest
 
 
 def test_maglev_table_is_balanced_and_validated() -> None:

@@ -2,9 +2,12 @@
 
 Each backend puts ``160 * weight`` points on a 32-bit ring (rounded to a multiple of 4,
 at least 4): for ``j`` in ``0 .. points/4 - 1``, ``md5(f"{id}-{j}")`` gives 4 points,
-the little-endian 32-bit words of the digest (libketama). A request's key is its
-routing key (else its client address, else its request id, which spreads keyless
-requests like random); its point is the first 4 bytes of ``md5(key)``, little-endian.
+the little-endian 32-bit words of the digest (libketama). A ring that would pass
+``MAX_RING_POINTS`` has every backend's points scaled down by the same factor (Envoy's
+``maximum_ring_size``): weights up to 10^6 are valid, and 160 * 10^6 points would take
+minutes and gigabytes to build. A request's key is its routing key (else its client
+address, else its request id, which spreads keyless requests like random); its point
+is the first 4 bytes of ``md5(key)``, little-endian.
 The request goes to the owner of the first ring point at or clockwise after it,
 skipping points of backends that are not eligible (the next eligible point).
 
@@ -26,6 +29,9 @@ import numpy as np
 from .base import BackendView, RequestView, eligible
 from .configured import ConfiguredStrategy
 from .options import check
+
+MAX_RING_POINTS = 1_000_000
+"""Most points on the ring (250 000 md5 digests, under a second to build)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +86,10 @@ class RingHash(ConfiguredStrategy):
         self._signature = signature
         points: list[int] = []
         owners: list[int] = []
-        for b in backends:
-            mine = ketama_points(b.id, round(self.config.points_per_weight * self.weight(b)))
+        wanted = [self.config.points_per_weight * w for _, w in signature]
+        scale = min(1.0, MAX_RING_POINTS / sum(wanted)) if wanted else 1.0
+        for b, count in zip(backends, wanted, strict=True):
+            mine = ketama_points(b.id, round(count * scale))
             points.extend(mine)
             owners.extend([b.index] * len(mine))
         point_array = np.array(points, dtype=np.uint64)
