@@ -42,6 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from lblab.config import (
+    MAX_DURATION,
+    MAX_SEED,
+    check_id,
     check_range,
     check_weight,
     parse_duration,
@@ -141,6 +144,12 @@ class LoadConfig:
         if self.model == "open" and self.rate <= 0:
             raise ConfigError("load.rate: the open model needs a rate above 0 requests/s")
         check_range("load.count", self.count, minimum=0, maximum=MAX_COUNT)
+        if self.model == "open" and self.count and self.count / self.rate > MAX_DURATION:
+            raise ConfigError(
+                f"load: {self.count} requests at {self.rate:g}/s take {self.count / self.rate:.3g} "
+                f"s; a phase lasts at most a week ({MAX_DURATION:g} s): raise load.rate or "
+                "lower load.count"
+            )
 
     def facts(self) -> dict[str, Any]:
         """The load model as a phase's manifest entry records it (``count`` aside)."""
@@ -207,7 +216,7 @@ class ServerSpec:
             return None if raw.get(key) is None else parse(raw[key], f"{where}.{key}", **bounds)
 
         return cls(
-            id=str(raw["id"]),
+            id=check_id(str(raw["id"]), f"{where}.id"),
             cpu_quota=number("cpu_quota", parse_float),
             workers=number("workers", parse_int, minimum=1),
             delay_ms=number("delay_ms", parse_float, minimum=0, maximum=3_600_000),
@@ -621,7 +630,7 @@ def _run_values(run: Mapping[str, Any]) -> dict[str, Any]:
         "max_replications": parse_int(run.get("max_replications", 0), "run.max_replications"),
         "budget": parse_duration(run.get("budget", "0s"), "run.budget"),
         "equivalence": parse_float(run.get("equivalence", 0.05), "run.equivalence"),
-        "seed": parse_int(run["seed"], "run.seed"),
+        "seed": parse_int(run["seed"], "run.seed", maximum=MAX_SEED),
         "request_timeout": parse_duration(run["request_timeout"], "run.request_timeout"),
         "locust_workers": parse_int(run["locust_workers"], "run.locust_workers"),
         "locust_master_bind": _master_bind(str(run.get("locust_master_bind") or "")),
