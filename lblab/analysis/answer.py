@@ -123,7 +123,8 @@ class Cell:
     metric: str
     better: str
     verdict: str
-    strategies: tuple[str, ...]  # the winner, or the tied group, or the best by mean
+    strategies: tuple[str, ...]
+    """The winner, or the tied group; unresolved: those with the best mean."""
     means: Mapping[str, float]
     blocks: int
     runner_up: str | None = None
@@ -255,7 +256,9 @@ def _cell(
         return Cell(verdict=TIE, strategies=tuple(unbeaten), **base)
     still_open = [p.describe() for p in pairs.values() if not p.settled]
     why = "; ".join(still_open) or "the results do not order (a beats b, b beats c, c beats a)"
-    return Cell(verdict=UNRESOLVED, strategies=(best,), why=why, **base)
+    # The strategies that share the best mean (all of them when every mean is 0).
+    leading = tuple(s for s in unbeaten or ranked if means[s] == means[best])
+    return Cell(verdict=UNRESOLVED, strategies=leading, why=why, **base)
 
 
 def _difference(p: Pair, best: str) -> dict[str, float]:

@@ -136,3 +136,9 @@ def test_a_foreign_winners_json_is_refused(tmp_path: Path) -> None:
     (tmp_path / "winners.json").write_text('{"schema_version": 99}')
     with pytest.raises(Exception, match="schema_version 99"):
         read_answer(tmp_path)
+
+
+def test_an_unresolved_cell_where_every_mean_is_equal_leads_with_all_of_them() -> None:
+    cell = only(answer(units({"rr": [0.0], "lc": [0.0], "r": [0.0]}, "failure_rate"),
+                       metrics=["failure_rate"]), "failure_rate")  # fmt: skip
+    assert cell.verdict == UNRESOLVED and set(cell.strategies) == {"rr", "lc", "r"}
