@@ -37,6 +37,7 @@ import orjson
 from lblab.balancer import checks
 from lblab.config import check_weight, parse_hostport
 from lblab.errors import ConfigError
+from lblab.wire_asyncio import within
 
 if TYPE_CHECKING:
     from lblab.balancer.node import BalancerNode
@@ -131,7 +132,7 @@ async def _respond(
     """Read one request and answer it; every failure becomes a status, never an escape."""
     try:
         try:
-            request = await asyncio.wait_for(read_request(reader, writer), READ_TIMEOUT_S)
+            request = await within(READ_TIMEOUT_S, read_request(reader, writer))
         except TimeoutError:
             raise HttpError(
                 408, f"the request was not complete within {READ_TIMEOUT_S:g} s"
@@ -158,7 +159,7 @@ async def _send(writer: asyncio.StreamWriter, response: Response) -> None:
     ]
     with contextlib.suppress(ConnectionError, TimeoutError):
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("ascii") + response.body)
-        await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+        await within(WRITE_TIMEOUT_S, writer.drain())
 
 
 async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -174,7 +175,7 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     with contextlib.suppress(OSError, RuntimeError, TimeoutError):
         if writer.can_write_eof():
             writer.write_eof()
-        await asyncio.wait_for(discard(), LINGER_S)
+        await within(LINGER_S, discard())
 
 
 def _error(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Response:

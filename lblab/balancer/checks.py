@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from lblab.config import check_id
 from lblab.errors import ConfigError
+from lblab.wire_asyncio import within
 
 _LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*\.?")
@@ -90,8 +91,8 @@ async def resolved_self_loop(host: str, port: int, own_ports: Iterable[int]) -> 
         return self_loop(host, port, ports)
     loop = asyncio.get_running_loop()
     try:
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S
+        infos = await within(
+            RESOLVE_TIMEOUT_S, loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         )
     except (OSError, TimeoutError) as exc:
         raise ConfigError(

@@ -26,6 +26,7 @@ from lblab.servers.service import WorkService
 from lblab.servers.slowdown import read_slowdown
 from lblab.servers.state import ServerState
 from lblab.wire.codes import ErrorCode
+from lblab.wire_asyncio import within
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
     state.begin_drain()
     code = 0
     try:
-        await asyncio.wait_for(state.drained.wait(), config.drain_timeout_s)
+        await within(config.drain_timeout_s, state.drained.wait())
     except TimeoutError:
         log.warning(
             "drain deadline of %.1fs passed with %d still in flight; exiting",
