@@ -9,6 +9,7 @@ import pytest
 
 from lblab.config import (
     MAX_DURATION,
+    check_id,
     check_range,
     load_json_object,
     load_toml,
@@ -48,6 +49,35 @@ def test_bounds_name_the_value_and_the_limit(value: float, bounds: dict, message
 def test_whole_numbers_are_whole(value: object) -> None:
     with pytest.raises(ConfigError, match="not a whole number"):
         parse_int(value, "load.users")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(4194305, "must be at most 4194304"), (0.001, "must be 0.01 or more")],
+)
+def test_bounds_read_as_written(value: float, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_range("x", value, minimum=0.01, maximum=4194304)
+
+
+@pytest.mark.parametrize("good", ["s1", "s-1", "web_2.eu-west", "x" * 64, "-", "..."])
+def test_ids_of_the_one_grammar_pass(good: str) -> None:
+    assert check_id(good, "--id") == good
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 65, "s 1", "s/1", "s\n1", "s1\n", "s\u00e9", 5, None])
+def test_other_ids_are_refused_naming_the_field(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"--id: .* is not an id; give 1-64 letters"):
+        check_id(bad, "--id")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("1e-05", 1e-05), ("2.5e3ms", 2.5), ("1E2", 100.0), ("1e-300s", 1e-300)]
+)
+def test_durations_take_the_exponent_form_str_gives(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds  # the runner passes str(float) on to its parts
+    with pytest.raises(ConfigError, match="finite"):
+        parse_duration("1e999")
 
 
 def test_durations_are_finite_and_at_most_a_week() -> None:
