@@ -222,3 +222,19 @@ def test_simulated_time_ends_at_the_last_answer_not_the_last_pending_deadline(tm
     write_run(tmp_path, [result])
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["end"] - manifest["start"] == pytest.approx(last_answer, abs=1e-6)
+
+
+def test_a_run_that_cannot_finish_is_refused_with_its_bound() -> None:
+    with pytest.raises(ConfigError, match=r"at least 9e\+300 simulated seconds .* at most a week"):
+        small(requests=10, rate=1e-300)  # was an OverflowError deep in the clock
+    with pytest.raises(ConfigError, match=r"served at most .* per second"):
+        small(requests=10, servers=1, service="fixed:604800s")
+
+
+def test_a_run_that_passes_its_horizon_stops_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 3 servers sampled every 0.25 s may span 1000 * 0.25 / 3 = 83 s here; the one
+    # request's 200 s of service is spread over all three in the start estimate (67 s).
+    monkeypatch.setattr("lblab.simulator.config.MAX_CPU_ROWS", 1000)
+    cfg = small(requests=1, servers=3, service="fixed:200s", deadline="none")
+    with pytest.raises(ConfigError, match=r"passed 83.3 simulated seconds with 1 of 1 requests"):
+        simulate(cfg)
