@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
+import os
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
@@ -61,6 +63,9 @@ from lblab.servers.slowdown import Slowdown
 from lblab.servers.work import MAX_WORK_BYTES
 from lblab.strategy_names import THESIS_FIVE
 from lblab.wire.codes import MAX_FRAME_LENGTH
+
+log = logging.getLogger(__name__)
+RESULTS_DIR = "results"
 
 TESTBEDS = ("local", "external")
 ACTIONS = ("kill", "restart", "drain", "add", "remove", "slow", "pause", "resume")
@@ -746,7 +751,7 @@ def with_new_run_dir(config: RunConfig, prefix: str, when_taken: str) -> RunConf
     """``config`` writing to a new run folder: ``--out``, else ``results/PREFIX-<time>``,
     created now. A folder that already holds a run is refused (``when_taken`` says what
     to do instead; ``{run_dir}`` in it names the folder), as is one that cannot be created."""
-    run_dir = Path(config.out or f"results/{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = Path(config.out or f"{RESULTS_DIR}/{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
     if (run_dir / "manifest.json").exists():
         raise ConfigError(f"{run_dir} already holds a run; {when_taken.format(run_dir=run_dir)}")
     try:
@@ -756,7 +761,22 @@ def with_new_run_dir(config: RunConfig, prefix: str, when_taken: str) -> RunConf
             f"run directory {run_dir} cannot be created ({exc.strerror or exc}); "
             "choose another --out"
         ) from None
+    if not config.out:
+        point_latest(run_dir)
     return with_out(config, str(run_dir))
+
+
+def point_latest(run_dir: Path) -> None:
+    """``results/latest`` names the newest run made in ``results/`` (what ``lblab
+    notebooks`` opens by default); replaced atomically, never a half-made link."""
+    link = run_dir.parent / "latest"
+    tmp = run_dir.parent / f".latest-{os.getpid()}"
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_dir.name)
+        os.replace(tmp, link)
+    except OSError as exc:  # a convenience: the run goes on without it
+        log.warning("could not point %s at %s: %s", link, run_dir, exc)
 
 
 # ------------------------------------------------------------------ TOML output

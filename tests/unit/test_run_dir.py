@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lblab.errors import ConfigError
@@ -30,3 +32,19 @@ def test_a_folder_that_cannot_be_made_is_refused(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match=r"cannot be created .*choose another --out"):
         runconfig.with_new_run_dir(_config(str(tmp_path / "file" / "run")), "tiny", "-")
+
+
+def test_a_run_made_in_results_is_what_results_latest_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = runconfig.with_new_run_dir(_config(""), "tiny", "-")
+    assert (tmp_path / "results" / "latest").resolve() == (tmp_path / first.out).resolve()
+    (tmp_path / first.out / "manifest.json").write_text("{}")
+    monkeypatch.setattr(runconfig.time, "strftime", lambda fmt: "20990101-000000")
+    second = runconfig.with_new_run_dir(_config(""), "tiny", "-")
+    assert second.out != first.out
+    assert (tmp_path / "results" / "latest").resolve() == (tmp_path / second.out).resolve()
+    # A run given its own --out leaves results/latest alone.
+    runconfig.with_new_run_dir(_config(str(tmp_path / "elsewhere")), "tiny", "-")
+    assert (tmp_path / "results" / "latest").resolve() == (tmp_path / second.out).resolve()
