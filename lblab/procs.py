@@ -144,6 +144,15 @@ def spawn(
     if log_path:
         log.close()  # type: ignore[union-attr]
     child = Child(name, popen, log_path=log_path)
+    try:
+        return _await_ready(child, ready_timeout, log_path)
+    except BaseException:  # a deadline, a failed start, or Ctrl-C: no orphan is left
+        stop(child, timeout=2)
+        raise
+
+
+def _await_ready(child: Child, ready_timeout: float, log_path: Path | None) -> Child:
+    name, popen = child.name, child.popen
     seen: list[str] = []
     deadline = time.monotonic() + ready_timeout
     assert popen.stdout is not None
@@ -154,7 +163,6 @@ def spawn(
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                stop(child, timeout=2)
                 raise ProcessFailed(
                     f"{name} did not report ready within {ready_timeout:.0f}s; output: {seen[-10:]}"
                     + _log_tail(log_path)

@@ -178,16 +178,19 @@ def register(app: typer.Typer) -> None:
             if print_config:
                 sys.stdout.write(cfg.to_toml())
                 return
+            layout = None
             if cfg.testbed.kind == "local":  # the preflight, before anything is written
                 from lblab.loadtests.local_testbed import cpu_layout
 
-                console.print(cpu_layout(cfg).describe())
+                layout = cpu_layout(cfg)
             cfg = runconfig.with_new_run_dir(
                 cfg,
                 cfg.name,
                 "continue it with --resume --out {run_dir} or choose another --out",
             )
             run_dir = Path(cfg.out or "")
+            if layout is not None:
+                console.print(layout.describe())
         # The config is checked: only now the heavy parts load.
         from lblab.loadtests import summary
         from lblab.loadtests.runner import EXIT_PHASE_FAILED, Manifest, Runner, new_manifest

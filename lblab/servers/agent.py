@@ -8,7 +8,7 @@ allowance: a 0.25-CPU server that is saturated reads 100. The allowance is
 duty-cycle server needs ``--allowance``, which the runner passes).
 
 Each sample is appended to ``--out`` as a JSON line and flushed (results are written as
-they come), and sent to the balancer's agent port as one REQUEST_FNF whose data is a
+they come; a full disk drops samples whole, counted and logged once), and sent to the balancer's agent port as one REQUEST_FNF whose data is a
 ``LoadReport(source="agent")``. The connection (plain asyncio + ``lblab.wire``) is
 re-made with jittered backoff whenever it drops; samples taken while it is down are
 still written to the file and not sent. The agent exits 0 when the server is gone, or
@@ -23,13 +23,14 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol
 
 import orjson
 
 from lblab.backoff import jittered_backoff
 from lblab.config import check_id, check_range
 from lblab.errors import ConfigError
+from lblab.files import AppendLog
 from lblab.loadreport import LoadReport
 from lblab.procs import announce_ready, stop_on_signals
 from lblab.servers.cpulimit import (
@@ -238,7 +239,7 @@ async def _run(config: AgentConfig, source: CpuSource, allowance: float) -> int:
     host, port = config.report_to
     link = ReportLink(host, port, config.server)
     link_task = asyncio.create_task(link.run())
-    out: IO[bytes] | None = config.out.open("ab") if config.out else None
+    out = AppendLog(config.out, log) if config.out else None
     prev_cpu, prev_wall = source.cpu_seconds(), time.monotonic()
     announce_ready(
         "agent",
@@ -263,14 +264,9 @@ async def _run(config: AgentConfig, source: CpuSource, allowance: float) -> int:
             percent = 100.0 * (cpu - prev_cpu) / ((wall - prev_wall) * allowance)
             prev_cpu, prev_wall = cpu, wall
             t = time.time()
-            if out is not None:
-                out.write(
-                    orjson.dumps(
-                        {"t": t, "server": config.server, "cpu_percent": round(percent, 2)}
-                    )
-                    + b"\n"
-                )
-                out.flush()
+            if out is not None:  # a full disk drops the sample, counted; sampling goes on
+                sample = {"t": t, "server": config.server, "cpu_percent": round(percent, 2)}
+                out.append(orjson.dumps(sample) + b"\n", 1)
             link.send(
                 LoadReport(
                     server=config.server, source="agent", t=t, cpu_util=round(percent / 100, 4)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from rsocket.payload import Payload
 
 from lblab.loadtests.record_table import read_records
 from lblab.loadtests.records import RequestRecorder, read_progress
+from lblab.procs import lblab_command, spawn
 from lblab.scenarios import request_body
 from lblab.wire.metadata import request_metadata
 from tests.full_disk import fill, needs_root, small_filesystem
@@ -97,3 +100,34 @@ def test_the_request_recorder_keeps_what_a_full_disk_refused_and_loses_nothing(
         assert recorder.dropped == 0
         (chunk,) = folder.glob("requests-*.json")
         assert len(json.loads(chunk.read_text())["t_sent"]) == 500
+
+
+def test_an_agent_on_a_full_disk_keeps_sampling_says_so_once_and_writes_again(
+    tmp_path: Path,
+) -> None:
+    with small_filesystem(tmp_path / "fs", 1) as fs:
+        out = fs / "cpu.jsonl"
+        agent = spawn(
+            "agent",
+            lblab_command(
+                "agent", "--server", "s1", "--pid", str(os.getpid()),
+                "--report-to", "127.0.0.1:9", "--out", str(out), "--interval", "0.05",
+            ),
+            log_path=tmp_path / "agent.log",
+        )  # fmt: skip
+        with processes(agent):
+            wait_for(lambda: len(out.read_bytes().splitlines()) >= 5, 5, "the first samples")
+            filler = fill(fs)
+            log = tmp_path / "agent.log"
+            wait_for(lambda: "No space left" in log.read_text(), 5, "the warning")
+            time.sleep(0.5)
+            assert agent.alive()  # it samples on
+            filler.unlink()
+            before = len(out.read_bytes().splitlines())
+            wait_for(lambda: len(out.read_bytes().splitlines()) > before + 3, 5, "samples again")
+        assert agent.popen.returncode == 0
+        text = log.read_text()
+        assert text.count("No space left") == 1 and "Traceback" not in text, text[-2000:]
+        assert "is written again" in text and "lines were dropped for lack of room" in text
+        for line in out.read_bytes().splitlines():  # every line whole
+            assert json.loads(line)["server"] == "s1"
