@@ -292,7 +292,9 @@ def _add_arguments(parser: Any) -> None:
 def _on_init(environment: Any, web_ui: Any = None, **_: Any) -> None:
     text = getattr(environment.parsed_options, "lblab_ui", "")
     if web_ui is None or not text:
-        log.error("this locustfile is for `lblab ui` (the web UI and --lblab-ui); see docs/guides/web-ui.md")
+        log.error(
+            "this locustfile is for `lblab ui` (the web UI and --lblab-ui); see docs/guides/web-ui.md"
+        )
         return
     phases = SwarmPhases(environment, UiSession.from_json(text))
     StrategyRows.phases = phases
