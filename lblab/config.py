@@ -15,6 +15,7 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +250,12 @@ def load_json_object(path: Path, what: str) -> dict[str, Any]:
             "is it the right file?"
         )
     return data
+
+
+def parse_names(values: str | Sequence[str] | None) -> list[str]:
+    """Names from a repeatable option whose values may each be a comma list: ``-s rr
+    -s lc`` and ``-s rr,lc`` (and ``--strategies rr,lc``) all give ``[rr, lc]``."""
+    if values is None:
+        return []
+    given = [values] if isinstance(values, str) else values
+    return [n.strip() for v in given for n in v.split(",") if n.strip()]

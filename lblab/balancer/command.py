@@ -21,7 +21,7 @@ def balancer_command(
         ),
     ] = None,
     strategy: str = typer.Option(
-        "rr", "--strategy", help="Strategy name (see `lblab strategies`)."
+        "rr", "-s", "--strategy", help="Strategy name (see `lblab strategies`)."
     ),
     strategy_option: Annotated[
         list[str] | None,

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from lblab.config import parse_names
 from lblab.errors import ConfigError
 from lblab.loadtests.presets import preset_names
 
@@ -22,7 +23,7 @@ def flags_layer(**flags: Any) -> dict[str, Any]:
             layer.setdefault(section, {})[key] = value
 
     for key in ("strategies", "scenarios"):
-        names = names_of(flags[key])
+        names = parse_names(flags[key])
         if names:
             put("run", key, names)
     for key in (
@@ -35,15 +36,6 @@ def flags_layer(**flags: Any) -> dict[str, Any]:
     put("testbed", "balancer", flags["balancer"])
     put("testbed", "admin", flags["admin"])
     return layer
-
-
-def names_of(values: str | list[str] | None) -> list[str]:
-    """Names from a repeatable option whose values may each be a comma list:
-    ``-s rr -s lc`` and ``-s rr,lc`` (and ``--strategies rr,lc``) give ``[rr, lc]``."""
-    if values is None:
-        return []
-    given = [values] if isinstance(values, str) else values
-    return [n.strip() for v in given for n in v.split(",") if n.strip()]
 
 
 def register(app: typer.Typer) -> None:

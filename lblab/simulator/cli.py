@@ -23,7 +23,11 @@ def _given(**values: Any) -> dict[str, Any]:
 def simulate(
     strategy: Annotated[
         list[str] | None,
-        typer.Option("--strategy", "-s", help="Strategy name; repeat to compare several."),
+        typer.Option(
+            "--strategy",
+            "-s",
+            help="Strategy name; repeat, or give a comma list, to compare several.",
+        ),
     ] = None,
     strategy_option: Annotated[
         list[str] | None,
@@ -86,7 +90,7 @@ def simulate(
     """Simulate a balancer pool with the real strategies; prints requests per wall second."""
     from dataclasses import replace
 
-    from lblab.config import load_toml, parse_assignments
+    from lblab.config import load_toml, parse_assignments, parse_names
     from lblab.simulator.config import config_from_mapping
     from lblab.simulator.run import simulate as run_one
     from lblab.simulator.summary import print_summary
@@ -126,7 +130,7 @@ def simulate(
         raw["strategy_options"] = opts
     if out is not None:
         raw.setdefault("run_id", out.name)
-    names = strategy or [raw.get("strategy", "p2c")]
+    names = parse_names(strategy) or [raw.get("strategy", "p2c")]
     base = config_from_mapping({**raw, "strategy": names[0]})
     # Every config is built (and so checked) before the first simulation starts.
     configs = [

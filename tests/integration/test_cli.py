@@ -88,3 +88,11 @@ def test_run_help_names_every_preset() -> None:
     text = " ".join(out.stdout.split())
     for name in preset_names():
         assert name in text, name
+
+
+def test_simulate_and_balancer_take_the_same_strategy_spelling() -> None:
+    sim = lblab("simulate", "-s", "rr,lc", "--servers", "2", "--requests", "200", "--seed", "1")
+    assert sim.returncode == 0, sim.stderr
+    assert "rr" in sim.stdout and "lc" in sim.stdout
+    refused = lblab("balancer", "-s", "nope", "--backend", "s1=127.0.0.1:7001", "--port", "0")
+    assert refused.returncode == 2 and "unknown strategy 'nope'" in refused.stderr
