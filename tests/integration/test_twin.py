@@ -118,7 +118,14 @@ def test_twin_of_a_live_tiny_run(tiny_run_dir: Path) -> None:
     data = json.loads(path.read_text())
     check_shape(data, {"rr", "lc"}, {"sp+sr", "mp+mr"})
     assert [s["id"] for s in data["model"]["servers"]] == ["s1", "s2", "s3"]
-    assert [s["cpu_quota"] for s in data["model"]["servers"]] == [0.25, 0.25, 1.0]
+    # The quotas the servers ran with: the preset's 0.25/0.25/1.0, scaled to fit the
+    # servers' CPUs under isolation (the manifest's cpu_layout).
+    manifest = json.loads((tiny_run_dir / "manifest.json").read_text())
+    ran = manifest["testbed"]["cpu_layout"]["quotas"]
+    assert [s["cpu_quota"] for s in data["model"]["servers"]] == [
+        ran[k] for k in ("s1", "s2", "s3")
+    ]
+    assert ran["s3"] == pytest.approx(4 * ran["s1"])
     for model in data["model"]["scenarios"].values():
         front = model["front"]  # a live request spends time outside the server
         assert front["client_ms"] > 0 or front["slope_ms"] > 0

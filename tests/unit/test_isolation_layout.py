@@ -41,7 +41,6 @@ def test_a_third_of_the_machine_goes_to_the_harness() -> None:
         (QUICK, {"machine_cpus": [0]}, ["at least 2 CPUs", 'isolation = "off"']),
         (QUICK, {"machine_cpus": [0, 1], "harness_cpus": 2}, ["harness_cpus = 2", "1 to 1"]),
         ({"s1": 0.01, "s2": 4.0}, {"machine_cpus": [0, 1]}, ["s1 would get", "needs about"]),
-        ({"s1": None, "s2": 0.5}, {"machine_cpus": [0, 1]}, ["no CPU quota", "cpu_quota"]),
         (QUICK, {"method": "sometimes"}, ["not one of auto, cpuset, affinity, off"]),
     ],
 )
@@ -80,3 +79,11 @@ def test_off_shares_every_cpu_and_keeps_the_quotas() -> None:
     layout = plan_layout(QUICK, method="off", machine_cpus=[0])
     assert not layout.isolated and layout.quotas == QUICK
     assert layout.server_cpus == layout.harness_cpus == (0,)
+
+
+def test_a_server_without_a_quota_shares_the_server_set_unscaled() -> None:
+    layout = plan_layout({"s1": None, "s2": None, "s3": None}, method="affinity",
+                         machine_cpus=[0, 1])  # fmt: skip
+    assert layout.quota_scale == 1.0 and layout.quotas == {"s1": None, "s2": None, "s3": None}
+    mixed = plan_layout({"s1": None, "s2": 1.5}, method="affinity", machine_cpus=[0, 1])
+    assert mixed.quotas == {"s1": None, "s2": 1.0}  # the limited one scaled to the set
