@@ -278,8 +278,10 @@ def _difference(p: Pair, best: str) -> dict[str, float]:
 
 
 def settled(cells: Iterable[Cell]) -> bool:
-    """Every pair of every cell is resolved or equivalent: more blocks would not add."""
-    return all(c.open_pairs == 0 for c in cells)
+    """Every cell is decided and every pair in it resolved or equivalent: more blocks
+    would not add. (A cell whose phases all failed their checks has no pair at all,
+    and is not settled.)"""
+    return all(c.open_pairs == 0 and c.verdict != UNRESOLVED for c in cells)
 
 
 def equivalence_of(manifest: Mapping[str, Any]) -> float:

@@ -142,3 +142,11 @@ def test_an_unresolved_cell_where_every_mean_is_equal_leads_with_all_of_them() -
     cell = only(answer(units({"rr": [0.0], "lc": [0.0], "r": [0.0]}, "failure_rate"),
                        metrics=["failure_rate"]), "failure_rate")  # fmt: skip
     assert cell.verdict == UNRESOLVED and set(cell.strategies) == {"rr", "lc", "r"}
+
+
+def test_a_cell_whose_phases_all_failed_is_not_settled() -> None:
+    frame = units({"rr": [100.0, 101.0], "lc": [90.0, 91.0]})
+    dropped = [("sp+sr", s, r, "disturbance fail") for s in ("rr", "lc") for r in (1, 2)]
+    cells = answer(frame, dropped, metrics=["throughput_rps"])
+    assert only(cells).verdict == UNRESOLVED and only(cells).open_pairs == 0
+    assert not settled(cells)
