@@ -279,9 +279,9 @@ def _difference(p: Pair, best: str) -> dict[str, float]:
 
 def settled(cells: Iterable[Cell]) -> bool:
     """Every cell is decided and every pair in it resolved or equivalent: more blocks
-    would not add. (A cell whose phases all failed their checks has no pair at all,
-    and is not settled.)"""
-    return all(c.open_pairs == 0 and c.verdict != UNRESOLVED for c in cells)
+    would not add. A cell of one strategy has nothing to decide; a cell whose phases
+    all failed their checks has no value at all, and is not settled."""
+    return all(c.open_pairs == 0 and (c.verdict != UNRESOLVED or len(c.means) == 1) for c in cells)
 
 
 def equivalence_of(manifest: Mapping[str, Any]) -> float:

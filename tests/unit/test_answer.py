@@ -150,3 +150,8 @@ def test_a_cell_whose_phases_all_failed_is_not_settled() -> None:
     cells = answer(frame, dropped, metrics=["throughput_rps"])
     assert only(cells).verdict == UNRESOLVED and only(cells).open_pairs == 0
     assert not settled(cells)
+
+
+def test_one_strategy_has_nothing_to_decide_and_is_settled() -> None:
+    cells = answer(units({"rr": [100.0, 101.0]}), metrics=["throughput_rps"])
+    assert only(cells).why == "only one strategy" and settled(cells)
