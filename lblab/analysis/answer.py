@@ -293,10 +293,19 @@ def equivalence_of(manifest: Mapping[str, Any]) -> float:
     return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_MARGIN
 
 
-def build_answer(run_dir: Path, units: pd.DataFrame | None = None) -> list[dict[str, Any]]:
-    """Compute the run's answer from its tables (or from ``units`` already computed)
-    and its checks, and write ``winners.json`` and ``summary.csv`` (the units it rests
-    on); returns the answer's cells as written."""
+@dataclass(frozen=True, slots=True)
+class RunAnswer:
+    """A run's answer and what it rests on."""
+
+    cells: list[Cell]
+    units: pd.DataFrame
+    manifest: Mapping[str, Any]
+    equivalence: float
+
+
+def run_answer(run_dir: Path, units: pd.DataFrame | None = None) -> RunAnswer:
+    """The answer from a run's tables (or from ``units`` already computed) and its
+    checks: what the runner decides on, the report writes and a view shows."""
     results = open_results(run_dir)
     manifest = results.runs[0].manifest
     if units is None:
@@ -304,8 +313,15 @@ def build_answer(run_dir: Path, units: pd.DataFrame | None = None) -> list[dict[
         units = unit_metrics(requests, results.table("cpu", CPU_COLUMNS), results.windows())
     equivalence = equivalence_of(manifest)
     cells = answer(units, failed_phases(manifest), equivalence=equivalence)
-    write_summary_csv(run_dir, units, manifest)
-    return write_answer(run_dir, cells, equivalence)
+    return RunAnswer(cells, units, manifest, equivalence)
+
+
+def build_answer(run_dir: Path, units: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """``run_answer``, written: ``winners.json`` and ``summary.csv`` (the units it rests
+    on); returns the answer's cells as written."""
+    found = run_answer(run_dir, units)
+    write_summary_csv(run_dir, found.units, found.manifest)
+    return write_answer(run_dir, found.cells, found.equivalence)
 
 
 def write_answer(run_dir: Path, cells: Sequence[Cell], equivalence: float) -> list[dict[str, Any]]:

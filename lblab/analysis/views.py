@@ -19,11 +19,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from lblab.analysis import charts, tables
-from lblab.analysis.answer import answer, equivalence_of, read_answer
+from lblab.analysis.answer import read_answer, run_answer
 from lblab.analysis.load import open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import METRICS, Summary, summarize
-from lblab.analysis.validity import failed_phases
 from lblab.analysis.winners import verdict, winner_frame
 
 
@@ -85,9 +84,7 @@ def open_view(results_dir: str | Path) -> RunView:
     run = results.runs[0]
     cells = read_answer(run.path)
     if cells is None:
-        equivalence = equivalence_of(run.manifest)
-        found = answer(summary.units, failed_phases(run.manifest), equivalence=equivalence)
-        cells = [c.to_dict() for c in found]
+        cells = [c.to_dict() for c in run_answer(run.path, summary.units).cells]
     return RunView(run.path, run.manifest, summary, cells)
 
 

@@ -55,10 +55,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lblab.analysis.answer import Cell, answer, build_answer, settled
-from lblab.analysis.load import open_results
-from lblab.analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, unit_metrics
-from lblab.analysis.validity import failed_phases
+from lblab.analysis.answer import Cell, build_answer, run_answer, settled
 from lblab.errors import WriteFailed
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes, write_bytes_atomically
 from lblab.loadtests import loadgen
@@ -435,11 +432,7 @@ class Runner:
 
     def current_answer(self) -> list[Cell]:
         """The answer from the phases done so far (``analysis/answer.py``)."""
-        results = open_results(self.run_dir)
-        requests = results.table("requests", REQUEST_COLUMNS)
-        units = unit_metrics(requests, results.table("cpu", CPU_COLUMNS), results.windows())
-        left = failed_phases(self.manifest.data)
-        return answer(units, left, equivalence=self.config.equivalence)
+        return run_answer(self.run_dir).cells
 
     def _phase_seconds(self) -> float:
         """Seconds from the first phase's start to the last one's end, over the phases
