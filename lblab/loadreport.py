@@ -28,6 +28,9 @@ class LoadReport:
     """Fraction of the server's own CPU allowance in use (1.0 = saturated)."""
     qps: float | None = None
     """Requests served per second over the last interval."""
+    eps: float | None = None
+    """Errors per second over the same interval as ``qps`` (ORCA's ``eps``): requests the
+    server refused as overloaded or failed by its own fault."""
     inflight: int | None = None
     queue_ms: float | None = None
     service_ms: float | None = None

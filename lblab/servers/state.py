@@ -12,7 +12,8 @@ channel holds one unit for its whole life. Reports (``LoadReport``):
 ``est_wait_ms = mean_service_ms * max(0, inflight - workers + 1) / workers``: the work
 queued ahead of a new request spread over the service slots (0 while a slot is free).
 ``mean_service_ms`` is an EWMA over completions (alpha 0.2). ``qps`` is completions per
-second over the last full one-second window.
+second over the last full one-second window, ``eps`` the requests refused (REJECTED) or
+failed by the server's own fault per second over the same window.
 
 The state talks to its connections through the ``ConnectionPort`` protocol (pushing
 reports, granting leases, closing at shutdown); it never imports ``servers.protocol``.
@@ -90,8 +91,11 @@ class ServerState:
         """Requests whose work failed by this server's own fault (``server fault: ``)."""
         self.mean_service_ms: float | None = None
         self.qps = 0.0
+        self.eps = 0.0
         self._window_start = time.monotonic()
         self._window_count = 0
+        self._window_errors = 0
+        """``rejected + failed`` when the window started."""
 
     # ------------------------------------------------------------ admission
 
@@ -132,8 +136,10 @@ class ServerState:
         self._window_count += 1
         now = time.monotonic()
         if now - self._window_start >= QPS_WINDOW_S:
+            errors = self.rejected + self.failed
             self.qps = self._window_count / (now - self._window_start)
-            self._window_start, self._window_count = now, 0
+            self.eps = (errors - self._window_errors) / (now - self._window_start)
+            self._window_start, self._window_count, self._window_errors = now, 0, errors
 
     def begin_drain(self) -> None:
         self.draining = True
@@ -161,6 +167,7 @@ class ServerState:
             source=source,
             t=time.time(),
             qps=round(self.qps, 3),
+            eps=round(self.eps, 3),
             inflight=self.inflight,
             queue_ms=None if result is None else round(result.queue_ms, 3),
             service_ms=round(result.service_ms, 3)

@@ -355,6 +355,7 @@ class Simulation:
 
     def _server_arrive(self, server: SimServer, req: _Request) -> None:
         if not server.offer(req):
+            self._refused[server.index] += 1
             self._to_balancer(server, req, False, None)
             return
         if self._push_reports:
@@ -444,14 +445,15 @@ class Simulation:
         period = self.cfg.report_period
         cpu = self.cpu
         reports = []
-        for s, (busy0, done0) in zip(self.servers, self._last_sample, strict=True):
+        for s, (busy0, done0, refused0) in zip(self.servers, self._last_sample, strict=True):
             quota = self._quotas.get(s.index)
             busy = s.busy_time() if quota is None else quota.used(now)
             util = (busy - busy0) / (period * (s.workers if quota is None else quota.quota))
             if quota is None:  # a cgroup's share is not clipped: samples alias its periods
                 util = min(util, 1.0)  # float noise: 1 + 5e-15
             qps = (s.completed - done0) / period
-            self._last_sample[s.index] = (busy, s.completed)
+            refused = self._refused[s.index]
+            self._last_sample[s.index] = (busy, s.completed, refused)
             cpu.t.append(EPOCH + now)
             cpu.server.append(s.index)
             cpu.value.append(100.0 * util)
@@ -463,6 +465,7 @@ class Simulation:
                         t=EPOCH + now,
                         cpu_util=util,
                         qps=qps,
+                        eps=(refused - refused0) / period,  # refusals: it fails nothing it took
                         inflight=s.load,
                     )
                 )
@@ -489,7 +492,8 @@ class Simulation:
 
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
-        self._last_sample = [(0.0, 0)] * len(self.servers)
+        self._last_sample = [(0.0, 0, 0)] * len(self.servers)
+        self._refused = [0] * len(self.servers)
         self._start_clients()
         at(self.env, self.cfg.report_period, self._sample)
         at(self.env, self.cfg.tick_period, self._tick)
