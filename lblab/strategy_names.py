@@ -36,5 +36,9 @@ STRATEGY_NAMES: tuple[str, ...] = (
     "ring-hash",
     "maglev",
     "lease",
+    # what production runs today
+    "least-request",
+    "wrr-orca",
+    "c3",
 )
 """Every registered strategy, in the order of docs/ALGORITHMS.md."""

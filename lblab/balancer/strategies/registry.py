@@ -18,6 +18,7 @@ from lblab.errors import ConfigError
 from lblab.strategy_names import STRATEGY_NAMES
 
 from .awrr import AutomaticWeightedRoundRobin
+from .c3 import C3
 from .configured import ConfiguredStrategy
 from .dwrr import DynamicWeightedRoundRobin
 from .dwrr_latency import LatencyDynamicWeightedRoundRobin
@@ -28,6 +29,7 @@ from .first import First
 from .ip_hash import IpHash
 from .lc import LeastConnections
 from .lease import Lease
+from .least_request import LeastRequest
 from .least_time import LeastTime
 from .lrt import LeastResponseTime
 from .maglev import Maglev
@@ -40,6 +42,7 @@ from .rr import RoundRobin
 from .rsocket_weighted import RSocketWeighted
 from .wrr import WeightedRoundRobin
 from .wrr_block import BlockWeightedRoundRobin
+from .wrr_orca import WeightedRoundRobinOrca
 
 STRATEGIES: dict[str, type[ConfiguredStrategy]] = {
     cls.name: cls
@@ -68,6 +71,10 @@ STRATEGIES: dict[str, type[ConfiguredStrategy]] = {
         RingHash,
         Maglev,
         Lease,
+        # what production runs today
+        LeastRequest,
+        WeightedRoundRobinOrca,
+        C3,
     )
 }
 if tuple(STRATEGIES) != STRATEGY_NAMES:
