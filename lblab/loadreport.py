@@ -4,10 +4,16 @@ One value type for every path a report travels: the agent's sample stream (sourc
 ``agent``), the load report a server puts in response metadata (``response``) and the
 estimate a server pushes when a request arrives (``push``). Fields a path does not know
 stay ``None``. Encoded as compact JSON under ``lblab.wire.metadata.LOAD_REPORT``.
+
+A probe (``prequal``) is answered with a ``ProbeAnswer`` instead: the requests in flight
+and the server's latency at about that many, from its ``RifLatency`` record (the live
+server and the simulated one keep the same record).
 """
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -48,3 +54,86 @@ class LoadReport:
             return cls(**fields)
         except (orjson.JSONDecodeError, TypeError) as exc:
             raise RemoteProtocolError(f"malformed load report {raw[:80]!r}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeAnswer:
+    """A server's answer to a probe: ``{"rif": 3, "latency_ms": 12.5}`` as the PAYLOAD data."""
+
+    rif: int
+    """Requests in flight at the server when it answered (admitted, not yet finished)."""
+    latency_ms: float
+    """``RifLatency.estimate(rif)``: recent median latency of requests that arrived at
+    about this RIF (0 before the server has any)."""
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"rif": self.rif, "latency_ms": self.latency_ms})
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> ProbeAnswer:
+        """Parse and check an answer; anything else is a ``RemoteProtocolError`` saying what.
+        Keys other than the two are ignored (a newer server may say more)."""
+        try:
+            fields = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise RemoteProtocolError(f"malformed probe answer {raw[:80]!r}: {exc}") from exc
+        if not isinstance(fields, dict):
+            raise RemoteProtocolError(f"probe answer {raw[:80]!r} is not a JSON object")
+        rif, latency = fields.get("rif"), fields.get("latency_ms")
+        if not isinstance(rif, int) or isinstance(rif, bool) or rif < 0:
+            raise RemoteProtocolError(f"probe answer: rif {rif!r} is not a whole number >= 0")
+        if (
+            not isinstance(latency, int | float)
+            or isinstance(latency, bool)
+            or not math.isfinite(latency)
+            or latency < 0
+        ):
+            raise RemoteProtocolError(
+                f"probe answer: latency_ms {latency!r} is not a finite number >= 0"
+            )
+        return cls(rif=rif, latency_ms=float(latency))
+
+
+RIF_LATENCY_SAMPLES = 16
+"""Latencies kept per RIF value: the median of 16 moves with a quarter of them replaced."""
+RIF_LATENCY_MAX_RIF = 255
+"""RIF values above this share its record: at most 256 x 16 floats per server."""
+
+
+class RifLatency:
+    """A server's latency by requests in flight, for probe answers (Prequal's server side).
+
+    For each RIF value ``r`` (requests in flight when a request arrived, itself not
+    counted; values above ``RIF_LATENCY_MAX_RIF`` share its record) the latencies of the
+    last ``RIF_LATENCY_SAMPLES`` request-response requests that arrived at ``r``, each from
+    its arrival to the end of its work (queue plus service), in ms. ``estimate(r)`` is
+    the median of the record at ``r``; without samples at ``r``, of the nearest RIF that
+    has some (the lower one on a tie); without any sample, 0. So a probe answered at RIF
+    r says what a request that arrives now may expect. Sans-I/O: the caller gives
+    the numbers, the server on its loop and the simulator at ``env.now``.
+    """
+
+    __slots__ = ("_by_rif",)
+
+    def __init__(self) -> None:
+        self._by_rif: dict[int, deque[float]] = {}
+
+    def record(self, rif: int, latency_ms: float) -> None:
+        key = min(rif, RIF_LATENCY_MAX_RIF)
+        samples = self._by_rif.get(key)
+        if samples is None:
+            samples = self._by_rif[key] = deque(maxlen=RIF_LATENCY_SAMPLES)
+        samples.append(latency_ms)
+
+    def estimate(self, rif: int) -> float:
+        by_rif = self._by_rif
+        if not by_rif:
+            return 0.0
+        key = min(rif, RIF_LATENCY_MAX_RIF)
+        if key not in by_rif:
+            key = min(by_rif, key=lambda r: (abs(r - key), r))
+        ordered = sorted(by_rif[key])
+        half = len(ordered) // 2
+        if len(ordered) % 2:
+            return ordered[half]
+        return (ordered[half - 1] + ordered[half]) / 2.0

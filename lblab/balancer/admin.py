@@ -4,7 +4,8 @@ A deliberately small HTTP/1.1 server (one request per connection, ``Connection: 
 on asyncio streams, off the forwarding path:
 
 - ``GET /metrics``: Prometheus text format, per backend: in-flight, picks, errors,
-  ejections, ties, completed, latency EWMA; node totals (clients, replays, timeouts...).
+  ejections, ties, probes (sent, answered, timed out, failed), completed, latency EWMA;
+  node totals (clients, replays, timeouts...).
 - ``GET /status``: JSON ``{"strategy", "options", "backends": [...], "clients", ...}``.
 - ``PUT /strategy`` with ``{"name": "lc", "options": {...}}``: swap the strategy (fresh state).
 - ``POST /backends`` with ``{"id": "s4", "address": "127.0.0.1:7004", "weight": 1}``: add one.
@@ -499,6 +500,18 @@ def metrics_text(node: BalancerNode) -> str:
         "Picks where candidates tied on load.",
         per_backend(lambda v: counters[v.id].ties),
     )
+    for probe_counter, help_text in (
+        ("probes_sent", "Probes sent (prequal)."),
+        ("probes_answered", "Probes answered."),
+        ("probes_timed_out", "Probes given up unanswered after their timeout."),
+        ("probes_failed", "Probes answered with an error or garbage, or lost with the connection."),
+    ):
+        family(
+            f"lblab_balancer_{probe_counter}_total",
+            "counter",
+            help_text,
+            per_backend(lambda v, name=probe_counter: getattr(counters[v.id], name)),
+        )
     family(
         "lblab_balancer_completed_total",
         "counter",

@@ -20,7 +20,8 @@ closed and reopened.
 client stream they answer (stream id rewritten in the copy); REQUEST_N and CANCEL (a
 channel's responder side) too; KEEPALIVE is answered here and never forwarded; LEASE
 sets the view's allowance; METADATA_PUSH carries pushed load reports; a stream-0
-CONNECTION_CLOSE error means the backend drains.
+CONNECTION_CLOSE error means the backend drains. A frame on one of the balancer's own
+probe streams (``probes``) goes to the router's ``Prober``, never to a client.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import orjson
 
 from lblab.backoff import jittered_backoff
 from lblab.balancer.outbox import RoutedConnection
-from lblab.balancer.streams import ClientPort, Stream
+from lblab.balancer.streams import ClientPort, ProbeStream, Stream
 from lblab.balancer.wiring import Wiring
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import encode_frame
@@ -100,6 +101,7 @@ class BackendConnection(RoutedConnection):
         "draining",
         "ids",
         "paused",
+        "probes",
         "retired",
         "retired_at",
         "streams",
@@ -113,6 +115,7 @@ class BackendConnection(RoutedConnection):
         self.backend_id = backend.id
         self.wiring = wiring
         self.streams: dict[int, Stream] = {}
+        self.probes: dict[int, ProbeStream] = {}
         reports, lease = wiring.events.setup_wants()
         setup = Setup(
             keepalive_ms=KEEPALIVE_MS,
@@ -188,6 +191,11 @@ class BackendConnection(RoutedConnection):
             return self._control_frame(pos, length, frame_type, flags)
         stream = self.streams.get(sid)
         if stream is None:
+            if sid in self.probes:
+                self.wiring.router.prober.answer(
+                    self, sid, bytes(self.mv[pos + 3 : pos + 3 + length]), self.wiring.loop.time()
+                )
+                return True
             if FrameType.REQUEST_RESPONSE <= frame_type <= FrameType.REQUEST_CHANNEL:
                 return self._server_request(sid, frame_type)
             return True  # late frame of an ended stream: drop

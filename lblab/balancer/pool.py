@@ -40,18 +40,23 @@ Theory of operation:
 - A backend removed with requests in flight: their completions still balance the
   bookkeeping of the removed view, but no strategy hook runs for it.
 - Counters per backend id (``COUNTER_NAMES``): picks, errors, ejections and ties
-  (picks where the strategy reported a tie on load).
+  (picks where the strategy reported a tie on load), and the probes a probing strategy
+  cost: sent, answered, timed out and failed (an ERROR, a malformed answer, the
+  connection lost); sent = answered + timed out + failed + those still out.
+- Probes (``Strategy.uses_probes``): the driver asks ``probe_targets`` after each pick,
+  counts each probe it sends (``probe_sent``) and hands back each answer
+  (``probe_answer``, to the strategy's ``on_probe``) or loss (``probe_lost``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from lblab.config import check_weight
 from lblab.errors import ConfigError, LocalProtocolError
-from lblab.loadreport import LoadReport
+from lblab.loadreport import LoadReport, ProbeAnswer
 
 from .health import HealthConfig, ejection_duration, slow_start_factor
 from .strategies.base import BackendView, Health, Outcome, RequestView, Strategy, eligible
@@ -65,7 +70,17 @@ __all__ = [
     "Pool",
 ]
 
-COUNTER_NAMES = ("picks", "errors", "faults", "ejections", "ties")
+COUNTER_NAMES = (
+    "picks",
+    "errors",
+    "faults",
+    "ejections",
+    "ties",
+    "probes_sent",
+    "probes_answered",
+    "probes_timed_out",
+    "probes_failed",
+)
 
 
 @dataclass(slots=True)
@@ -77,6 +92,11 @@ class BackendCounters:
     """Failed outcomes the backend is responsible for (they count toward ejection)."""
     ejections: int = 0
     ties: int = 0
+    probes_sent: int = 0
+    probes_answered: int = 0
+    probes_timed_out: int = 0
+    probes_failed: int = 0
+    """Probes that got an ERROR or a malformed answer, or whose connection was lost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +262,31 @@ class Pool:
         view.report_at = now
         self.strategy.on_report(view, report, now)
         return True
+
+    # -- probes ----------------------------------------------------------------------
+
+    def probe_targets(self, now: float) -> Sequence[BackendView]:
+        """The backends the strategy wants probed now (call after a pick)."""
+        return self.strategy.probe_targets(self.views, now)
+
+    def probe_sent(self, backend_id: str) -> None:
+        self.counters[backend_id].probes_sent += 1
+
+    def probe_answer(self, backend_id: str, answer: ProbeAnswer, now: float) -> None:
+        """A probe's answer: counted, and handed to the strategy if the backend is still
+        in the pool."""
+        self.counters[backend_id].probes_answered += 1
+        view = self._by_id.get(backend_id)
+        if view is not None:
+            self.strategy.on_probe(view, answer.rif, answer.latency_ms, now)
+
+    def probe_lost(self, backend_id: str, *, timed_out: bool) -> None:
+        """A probe that got no usable answer: it timed out, or it failed."""
+        counters = self.counters[backend_id]
+        if timed_out:
+            counters.probes_timed_out += 1
+        else:
+            counters.probes_failed += 1
 
     # -- health ----------------------------------------------------------------------
 

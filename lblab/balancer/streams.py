@@ -65,13 +65,28 @@ class BackendPort(Protocol):
     """The backend sent CONNECTION_CLOSE: it finishes what it accepted, takes nothing new."""
     retired: bool
     """Replaced or removed: it takes no new streams and closes once ``streams`` is empty."""
+    probes: dict[int, ProbeStream]
+    """The balancer's own probes waiting for an answer, by stream id (``balancer/probes.py``)."""
 
     def write(self, frame: bytes | bytearray, client: ClientPort) -> None:
         """Forward a client's frame (the client may be paused while the backend is)."""
 
+    def send(self, frame: bytes | bytearray) -> None:
+        """Send the balancer's own frame (a probe): no client to pause."""
+
     def send_cancel(self, sid: int) -> None: ...
 
     def close(self) -> None: ...
+
+
+class Connections(Protocol):
+    """Where the router (and the prober) find a picked backend's connection (the node's backends)."""
+
+    def connection(self, backend_id: str) -> BackendPort | None:
+        """The connection that takes new streams for ``backend_id``, if it has one."""
+
+    def connection_missing(self, backend_id: str) -> None:
+        """The pool counts ``backend_id`` up but it has no connection: mark it down."""
 
 
 class Stream:
@@ -142,3 +157,16 @@ class Stream:
             f"Stream(client_sid={self.client_sid}, backend_sid={self.backend_sid}, "
             f"type={self.frame_type}, done={self.done})"
         )
+
+
+class ProbeStream:
+    """One probe the balancer sent (``balancer/probes.py``), until answered, timed out or lost."""
+
+    __slots__ = ("backend_id", "conn", "deadline", "done", "sid")
+
+    def __init__(self, conn: BackendPort, sid: int, deadline: float) -> None:
+        self.conn = conn
+        self.backend_id = conn.backend_id
+        self.sid = sid
+        self.deadline = deadline
+        self.done = False

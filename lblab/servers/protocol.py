@@ -14,6 +14,12 @@ max-inflight, no valid lease) without waiting; admitted work goes to the service
 ``call_soon_threadsafe``. Nothing here blocks: the loop only decodes, admits and writes.
 
 - request-response: one PAYLOAD(NEXT|COMPLETE) or one ERROR.
+- probe (``prequal``): a request-response whose metadata is exactly
+  ``lblab.wire.metadata.PROBE_METADATA`` (routing ``probe``) is answered at once on the
+  loop with a ``ProbeAnswer`` (``{"rif": inflight, "latency_ms": ...}``, the state's
+  ``RifLatency`` estimate at that RIF): not admitted, not counted in flight, never
+  behind work, whatever the lease, max-inflight or drain state. Every request-response
+  that completes records its arrival RIF and latency there (``ServerState.rif_latency``).
 - Work that raises is answered by cause: a ``BadRequest`` (``servers/work.py``: the body
   alone decided it, whatever its bytes) with an APPLICATION_ERROR that says what was wrong
   with the request, and no log; anything else is this server's own failure, logged with
@@ -61,6 +67,7 @@ import orjson
 
 from lblab.errors import RemoteProtocolError
 from lblab.failures import SERVER_FAULT_PREFIX
+from lblab.loadreport import ProbeAnswer
 from lblab.servers.service import WorkResult
 from lblab.servers.state import ServerState, report_metadata
 from lblab.servers.work import BadRequest
@@ -80,7 +87,7 @@ from lblab.wire.frames import (
     RequestStream,
     Setup,
 )
-from lblab.wire.metadata import APPLICATION_JSON
+from lblab.wire.metadata import APPLICATION_JSON, PROBE_METADATA
 from lblab.wire_asyncio import AcceptedConnection
 
 log = logging.getLogger(__name__)
@@ -113,6 +120,7 @@ class _Stream:
         "inbound",
         "inbound_done",
         "kind",
+        "rif",
     )
 
     def __init__(self, kind: FrameType, body: bytes, credit: int) -> None:
@@ -127,6 +135,8 @@ class _Stream:
         self.future: Future[WorkResult] | None = None
         self.inbound: deque[tuple[bytes, float]] = deque()
         self.inbound_done = False
+        self.rif = 0
+        """Requests in flight at the server when this one arrived (itself not counted)."""
 
 
 class _Partial:
@@ -238,7 +248,10 @@ class ServerConnection(AcceptedConnection):
             frame = assembled
         match frame:
             case RequestResponse():
-                self._on_request(frame, FrameType.REQUEST_RESPONSE, 1)
+                if frame.metadata == PROBE_METADATA:
+                    self._answer_probe(frame.stream_id)
+                else:
+                    self._on_request(frame, FrameType.REQUEST_RESPONSE, 1)
             case RequestFnf():
                 self._on_request(frame, FrameType.REQUEST_FNF, 1)
             case RequestStream():
@@ -323,6 +336,17 @@ class ServerConnection(AcceptedConnection):
 
     # ------------------------------------------------------------ requests
 
+    def _answer_probe(self, sid: int) -> None:
+        """A probe: answered now from the counters (the module docstring)."""
+        if sid in self._streams:
+            self.close_with_error(ErrorCode.CONNECTION_ERROR, f"stream id {sid} is already in use")
+            return
+        state = self.state
+        state.probes += 1
+        rif = state.inflight
+        answer = ProbeAnswer(rif=rif, latency_ms=round(state.rif_latency.estimate(rif), 3))
+        self.write(Payload(stream_id=sid, data=answer.to_json(), next=True, complete=True))
+
     def _on_request(self, frame: Request, kind: FrameType, credit: int) -> None:
         sid = frame.stream_id
         if sid in self._streams:
@@ -337,8 +361,9 @@ class ServerConnection(AcceptedConnection):
         arrived = time.perf_counter()
         if self._lease:
             self._lease_left -= 1
-        self.state.admit()
         st = _Stream(kind, frame.data, credit)
+        st.rif = self.state.inflight
+        self.state.admit()
         self._streams[sid] = st
         if kind is FrameType.REQUEST_CHANNEL:
             self._held += len(frame.data)
@@ -392,6 +417,7 @@ class ServerConnection(AcceptedConnection):
             case FrameType.REQUEST_RESPONSE | FrameType.REQUEST_FNF:
                 self._end(sid, st)
                 if st.kind is FrameType.REQUEST_RESPONSE:
+                    self.state.rif_latency.record(st.rif, result.queue_ms + result.service_ms)
                     self._answer(sid, result, complete=True)
             case FrameType.REQUEST_STREAM:
                 st.emitted += 1

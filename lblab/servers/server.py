@@ -142,12 +142,13 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
     service.shutdown()
     await _closed(state, CLOSE_GRACE_S)
     log.info(
-        "server %s stopped: %d served, %d rejected, %d bad requests, %d failed",
+        "server %s stopped: %d served, %d rejected, %d bad requests, %d failed, %d probes",
         config.id,
         state.completed,
         state.rejected,
         state.bad_requests,
         state.failed,
+        state.probes,
     )
     return code
 

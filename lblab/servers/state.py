@@ -26,7 +26,7 @@ import time
 from typing import Protocol
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
-from lblab.loadreport import LoadReport, ReportSource
+from lblab.loadreport import LoadReport, ReportSource, RifLatency
 from lblab.servers.service import WorkResult, WorkService
 from lblab.wire.codec import encode_frame
 from lblab.wire.connection import SetupPolicy
@@ -89,6 +89,10 @@ class ServerState:
         """Requests refused for their own content (``servers.work.BadRequest``)."""
         self.failed = 0
         """Requests whose work failed by this server's own fault (``server fault: ``)."""
+        self.probes = 0
+        """Probes answered (``prequal``; not requests: never admitted, never in flight)."""
+        self.rif_latency = RifLatency()
+        """Latency by arrival RIF of the request-responses served, for probe answers."""
         self.mean_service_ms: float | None = None
         self.qps = 0.0
         self.eps = 0.0

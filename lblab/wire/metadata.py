@@ -22,6 +22,8 @@ LOAD_REPORT = "application/x.lblab.load-report.v0+json"
 """A ``lblab.loadreport.LoadReport`` as JSON, in response metadata or METADATA_PUSH."""
 
 WORK_ROUTE = "work"
+PROBE_ROUTE = "probe"
+"""A load probe (``prequal``): the server answers it from its own counters at once."""
 
 # The subset of the well-known table lblab meets; ids from the extension spec.
 WELL_KNOWN_IDS: dict[str, int] = {
@@ -121,3 +123,8 @@ def request_metadata(route: str = WORK_ROUTE, routing_key: str | None = None) ->
     if routing_key is not None:
         entries.append((ROUTING_KEY, routing_key.encode("utf-8")))
     return encode_composite(entries)
+
+
+PROBE_METADATA = request_metadata(PROBE_ROUTE)
+"""The whole metadata of a probe: the one routing entry ``probe``. A server recognises a
+probe by these exact bytes (one comparison per request, no metadata parsing)."""

@@ -20,7 +20,7 @@ from lblab.balancer.strategies.base import (
     RequestView,
     eligible,
 )
-from lblab.balancer.streams import Stream, StreamIds
+from lblab.balancer.streams import ProbeStream, Stream, StreamIds
 from lblab.errors import RemoteProtocolError
 from lblab.failures import SERVER_FAULT_PREFIX
 from lblab.wire.codec import decode_frame_body, encode_frame
@@ -85,6 +85,7 @@ class FakeBackend:
     def __init__(self, backend_id: str) -> None:
         self.backend_id = backend_id
         self.streams: dict[int, Stream] = {}
+        self.probes: dict[int, ProbeStream] = {}
         self.ids = StreamIds()
         self.draining = False
         self.retired = False
@@ -93,6 +94,9 @@ class FakeBackend:
 
     def write(self, frame: bytes | bytearray, client: object) -> None:
         self.written.append(decode_frame_body(bytes(frame[3:])))
+
+    def send(self, frame: bytes | bytearray) -> None:
+        self.write(frame, None)
 
     def send_cancel(self, sid: int) -> None:
         self.written.append(Cancel(stream_id=sid))

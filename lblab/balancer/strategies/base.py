@@ -10,6 +10,14 @@ driver-maintained ``BackendView`` fields.
 not available, so that positional rules (round robin order, "first in list order",
 hash rings) stay stable across health changes. A strategy must never return a backend
 for which ``eligible(backend, request)`` is false; it returns ``None`` when none is.
+
+Probes (``uses_probes``, Prequal): after each pick the driver asks
+``probe_targets(backends, now)`` which backends to probe, sends each a probe (the balancer
+a REQUEST_RESPONSE on its backend connection, ``balancer/probes.py``; the simulator an
+event with the network delay and the server's CPU cost), and feeds every answer back
+with ``on_probe(backend, rif, latency_ms, now)``. A probe that times out or fails is
+only counted (``Pool.probe_lost``); the strategy hears nothing of it, and its own rules
+(age, reuse) retire what it has. The strategy never sends anything and never waits.
 """
 
 from __future__ import annotations
@@ -148,6 +156,8 @@ class Strategy(Protocol):
     """The driver asks backends for leases and keeps ``BackendView.lease_*``."""
     uses_routing_key: ClassVar[bool]
     """The driver parses a request's composite metadata for ``RequestView.routing_key``."""
+    uses_probes: ClassVar[bool]
+    """The driver asks ``probe_targets`` after each pick and sends the probes."""
     ties: int
     """Picks so far where the chosen backend tied on load with another candidate."""
 
@@ -165,13 +175,20 @@ class Strategy(Protocol):
 
     def on_pool_change(self, backends: Sequence[BackendView], now: float) -> None: ...
 
+    def probe_targets(self, backends: Sequence[BackendView], now: float) -> Sequence[BackendView]:
+        """Backends to probe now (after a pick); each is sent one probe."""
+
+    def on_probe(self, backend: BackendView, rif: int, latency_ms: float, now: float) -> None:
+        """A probe's answer: ``rif`` requests in flight, ``latency_ms`` the server's
+        recent median latency at about that RIF (``lblab.loadreport.RifLatency``)."""
+
 
 class BaseStrategy:
     """No-op hooks, so a strategy defines only what it uses.
 
     The ``uses_*`` flags tell the driver which signals to collect, so a strategy that
     ignores them costs nothing for them: load reports in response metadata, reports
-    pushed by servers when a request arrives, agent CPU samples, LEASE frames.
+    pushed by servers when a request arrives, agent CPU samples, LEASE frames, probes.
     """
 
     name: ClassVar[str]
@@ -181,6 +198,7 @@ class BaseStrategy:
     uses_agent_reports: ClassVar[bool] = False
     uses_leases: ClassVar[bool] = False
     uses_routing_key: ClassVar[bool] = False
+    uses_probes: ClassVar[bool] = False
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng if rng is not None else random.Random(0)
@@ -200,4 +218,10 @@ class BaseStrategy:
         return None
 
     def on_pool_change(self, backends: Sequence[BackendView], now: float) -> None:
+        return None
+
+    def probe_targets(self, backends: Sequence[BackendView], now: float) -> Sequence[BackendView]:
+        return ()
+
+    def on_probe(self, backend: BackendView, rif: int, latency_ms: float, now: float) -> None:
         return None
