@@ -43,6 +43,11 @@ MAX_SIM_SECONDS = MAX_DURATION
 """Longest simulated span: a week, the longest duration any lblab setting takes."""
 MAX_CPU_ROWS = 10_000_000
 """Most agent samples (cpu rows: servers x span / report period), about a gigabyte."""
+PROBE_COST_S = 40e-6
+"""Server CPU per probe (``prequal``), measured on ``lblab server`` on this 2-core VM:
+10,000 probes on one connection, 1 or 3 in flight, cost 44 and 32 us of the server
+process's CPU (user + system from ``/proc/PID/stat``) per probe answered: decoding,
+answering and the socket calls, all on the event loop."""
 
 EPOCH = 1_700_000_000.0
 """Simulated time 0 in epoch seconds (2023-11-14T22:13:20Z): fixed, so runs are reproducible."""
@@ -110,6 +115,8 @@ class SimConfig:
     """Record every n-th pick in the picks table (0: none)."""
     tick_period: float = 0.1
     """How often the pool's health clock (ejection backoff, slow start) advances."""
+    probe_cost: float = PROBE_COST_S
+    """Server CPU seconds one probe takes from the work (``simulator.model``, ``charge``)."""
     seed: int = 1
     replication: int = 0
     run_id: str = "sim"
@@ -136,6 +143,7 @@ class SimConfig:
             check_range(name, getattr(self, name), minimum=MIN_PERIOD)
         for name in ("report_delay", "client_delay", "server_delay"):
             check_range(name, getattr(self, name), minimum=0, maximum=MAX_SIM_SECONDS)
+        check_range("probe_cost", self.probe_cost, minimum=0, maximum=1)
         if self.deadline is not None:
             check_range("deadline", self.deadline, above=0, maximum=MAX_SIM_SECONDS)
         if not self.cells:
@@ -262,7 +270,7 @@ KNOWN_KEYS = {
     "strategy", "strategy_options", "servers", "workers", "service", "requests", "rate",
     "poisson", "users", "think", "exponential_think", "scenario", "routing_keys",
     "report_period", "report_delay", "client_delay", "server_delay", "deadline",
-    "max_tries", "picks_every", "tick_period", "seed", "replication", "run_id",
+    "max_tries", "picks_every", "tick_period", "probe_cost", "seed", "replication", "run_id",
 }  # fmt: skip
 
 
@@ -290,6 +298,7 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
         max_tries=_int(raw, "max_tries", 3),
         picks_every=_int(raw, "picks_every", 1),
         tick_period=parse_duration(_get(raw, "tick_period", 0.1), "tick_period"),
+        probe_cost=parse_duration(_get(raw, "probe_cost", PROBE_COST_S), "probe_cost"),
         seed=_int(raw, "seed", 1),
         replication=_int(raw, "replication", 0),
         run_id=str(_get(raw, "run_id", "sim")),

@@ -11,6 +11,10 @@ attributes.
 The server keeps the books its agent and its response metadata report: busy-worker
 time integrated over time (utilisation = busy fraction of the workers, the simulated
 ``cpu_util``), completions (``qps``), and per request its queue wait and service time.
+
+A probe (``charge``) is answered at once, never queued, but its CPU is taken from the
+work: while every worker is busy, the probe's cost is added to the service time of the
+next request to start; on a server with a free worker it costs only idle time.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class SimServer:
         "_model",
         "_rng",
         "_scale",
+        "_stolen",
         "busy",
         "capacity",
         "completed",
@@ -86,6 +91,8 @@ class SimServer:
         self.completed = 0
         self._area = 0.0
         self._last_t = 0.0
+        self._stolen = 0.0
+        """CPU seconds probes took from the work, added to the next service time."""
 
     @property
     def load(self) -> int:
@@ -112,6 +119,11 @@ class SimServer:
             self.queue.append(job)
         return True
 
+    def charge(self, seconds: float) -> None:
+        """A probe's CPU cost (the module docstring)."""
+        if self.busy >= self.workers:
+            self._stolen += seconds
+
     def busy_time(self) -> float:
         """Worker-seconds spent busy since time 0 (integral of busy workers)."""
         now = self._env._now
@@ -126,9 +138,11 @@ class SimServer:
         self._last_t = now
         self.busy += 1
         job.queue_s = now - job.arrived
-        job.service_s = s = (
-            self._model.sample(self._rng, job.work_bytes, job.package_bytes) * self._scale
-        )
+        s = self._model.sample(self._rng, job.work_bytes, job.package_bytes) * self._scale
+        if self._stolen:
+            s += self._stolen
+            self._stolen = 0.0
+        job.service_s = s
         at(env, s, self._finish, job)
 
     def _finish(self, job: Job) -> None:

@@ -10,6 +10,14 @@ node, and passes SimPy's ``env.now`` as ``now``. A request's life:
           REJECTED and tries left: pick again, excluding servers already tried
       --client_delay--> client: one row in the requests table
 
+Probes (strategies with ``uses_probes``): after each pick the pool names the backends
+to probe; each probe reaches its server after the server delay, takes ``probe_cost`` of
+its CPU (``SimServer.charge``), is answered at once with the server's RIF (queued plus
+in service) and its ``RifLatency`` estimate at that RIF (the record the live server
+keeps, fed with each request's RIF at arrival and its queue plus service time), and the
+answer reaches the pool one server delay later; a round trip over
+``PROBE_TIMEOUT_S`` counts as timed out. The pool counts them per backend (``counters``).
+
 A deadline (from the client's send) ends a request as ``timeout``: the balancer
 completes it in the pool at that moment and drops the late response; the server still
 does the work, as a real one would. Deadlines fall in send order, so one watchdog
@@ -36,6 +44,7 @@ import pyarrow as pa
 import simpy
 
 from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.probes import PROBE_TIMEOUT_S
 from lblab.balancer.strategies.base import (
     Interaction,
     Outcome,
@@ -45,7 +54,7 @@ from lblab.balancer.strategies.base import (
 )
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError
-from lblab.loadreport import LoadReport
+from lblab.loadreport import LoadReport, ProbeAnswer, RifLatency
 from lblab.simulator.clock import GRID, LATE, at, run_events
 from lblab.simulator.config import EPOCH, SimConfig, rng_stream
 from lblab.simulator.model import SimServer
@@ -78,6 +87,7 @@ class _Request:
         "package_bytes",
         "queue_s",
         "request",
+        "rif",
         "server",
         "service_s",
         "state",
@@ -106,6 +116,8 @@ class _Request:
         self.server = -1
         self.queue_s = _NAN
         self.service_s = _NAN
+        self.rif = 0
+        """Requests at the server when this attempt arrived (probing strategies only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +190,9 @@ class Simulation:
         self._response_reports = strategy.uses_response_reports
         self._push_reports = strategy.uses_push_reports
         self._agent_reports = strategy.uses_agent_reports
+        self._probes = strategy.uses_probes
+        self._rif_latency = [RifLatency() for _ in self.servers] if self._probes else []
+        self._probe_cost = cfg.probe_cost
 
         self.rows = RequestRows()
         self.picks = SampleRows("i")
@@ -342,6 +357,8 @@ class Simulation:
         req.t_dispatch = now
         req.state = _DISPATCHED
         req.server = i
+        if self._probes:
+            self._send_probes(now)
         delay = self._delay[i]
         if delay:
             req.arrived = now + delay
@@ -354,6 +371,8 @@ class Simulation:
         self._server_arrive(self.servers[req.server], req)
 
     def _server_arrive(self, server: SimServer, req: _Request) -> None:
+        if self._probes:
+            req.rif = server.load
         if not server.offer(req):
             self._refused[server.index] += 1
             self._to_balancer(server, req, False, None)
@@ -369,6 +388,8 @@ class Simulation:
             self._deliver_report(server.index, report, self._delay[server.index])
 
     def _server_done(self, server: SimServer, req: _Request) -> None:
+        if self._probes:
+            self._rif_latency[server.index].record(req.rif, (req.queue_s + req.service_s) * 1e3)
         report = None
         if self._response_reports:
             report = LoadReport(
@@ -420,6 +441,39 @@ class Simulation:
         else:
             req.exclude, req.tries = retry.exclude, retry.attempt
             self._route(req)
+
+    # ---- probes --------------------------------------------------------------------
+
+    def _send_probes(self, now: float) -> None:
+        pool = self.pool
+        for view in pool.probe_targets(now):
+            pool.probe_sent(view.id)
+            i = view.index
+            delay = self._delay[i]
+            if delay:
+                at(self.env, delay, self._probe_at_server, (i, now))
+            else:
+                self._probe_at_server((i, now))
+
+    def _probe_at_server(self, probe: tuple[int, float]) -> None:
+        i, sent = probe
+        server = self.servers[i]
+        server.charge(self._probe_cost)
+        rif = server.load
+        answer = (i, sent, ProbeAnswer(rif=rif, latency_ms=self._rif_latency[i].estimate(rif)))
+        delay = self._delay[i]
+        if delay:
+            at(self.env, delay, self._on_probe_answer, answer)
+        else:
+            self._on_probe_answer(answer)
+
+    def _on_probe_answer(self, answer: tuple[int, float, ProbeAnswer]) -> None:
+        i, sent, probe = answer
+        now = self.env._now
+        if now - sent > PROBE_TIMEOUT_S:
+            self.pool.probe_lost(self.names[i], timed_out=True)
+        else:
+            self.pool.probe_answer(self.names[i], probe, now)
 
     # ---- agents, health clock -------------------------------------------------------
 
