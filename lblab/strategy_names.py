@@ -37,6 +37,7 @@ STRATEGY_NAMES: tuple[str, ...] = (
     "maglev",
     "lease",
     # what production runs today
+    "prequal",
     "least-request",
     "wrr-orca",
     "c3",

@@ -21,6 +21,7 @@ def _rows() -> list[dict[str, object]]:
                 ("push-reports", cls.uses_push_reports),
                 ("agent-reports", cls.uses_agent_reports),
                 ("leases", cls.uses_leases),
+                ("probes", cls.uses_probes),
             )
             if used
         ]

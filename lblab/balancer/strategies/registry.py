@@ -36,6 +36,7 @@ from .maglev import Maglev
 from .options import build_config
 from .p2c import PowerOfTwoChoices
 from .peak_ewma import PeakEwma
+from .prequal import Prequal
 from .r import Random
 from .ring_hash import RingHash
 from .rr import RoundRobin
@@ -72,6 +73,7 @@ STRATEGIES: dict[str, type[ConfiguredStrategy]] = {
         Maglev,
         Lease,
         # what production runs today
+        Prequal,
         LeastRequest,
         WeightedRoundRobinOrca,
         C3,
