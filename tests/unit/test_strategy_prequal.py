@@ -338,3 +338,31 @@ def test_unanswered_probes_time_out_with_a_cancel_and_lost_ones_end():
     c1, c2 = pool.counters["s1"], pool.counters["s2"]
     assert (c1.probes_sent, c1.probes_timed_out, c1.probes_failed) == (2, 2, 0)
     assert (c2.probes_sent, c2.probes_timed_out, c2.probes_failed) == (2, 0, 2)
+
+
+# ---------------------------------------------------------------- the simulator
+
+
+def test_the_simulator_runs_prequal_with_its_probes_counted_and_charged():
+    from lblab.simulator.config import config_from_mapping
+    from lblab.simulator.run import simulate
+
+    raw = {
+        "strategy": "prequal",
+        "requests": 3000,
+        "rate": 250,  # 0.8 of 3 servers at 100/s and one at 12.5/s
+        "servers": [{"count": 3, "service": "exp:10ms"}, {"count": 1, "service": "exp:80ms"}],
+        "server_delay": "0.2ms",
+    }
+    result = simulate(config_from_mapping(raw))
+    counters = result.counters
+    picks = sum(c["picks"] for c in counters.values())
+    assert sum(c["probes_sent"] for c in counters.values()) == 3 * picks
+    assert all(c["probes_answered"] == c["probes_sent"] > 0 for c in counters.values())
+    served = Counter(result.requests.column("server").to_pylist())
+    assert served[3] < 0.08 * 3000, served  # s4, 8 times slower: rr would send it a quarter
+    slow = simulate(config_from_mapping({**raw, "requests": 300, "server_delay": "0.6s"}))
+    assert all(  # 1.2 s round trips: every probe is too late, every pick random
+        c["probes_timed_out"] == c["probes_sent"] and c["probes_answered"] == 0
+        for c in slow.counters.values()
+    )
