@@ -13,7 +13,7 @@ from lblab.loadtests.runconfig import resolve
 from lblab.loadtests.runner import plan
 from tests.run_fixture import run_lblab
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.quiet]
 
 VERDICTS = ("pass", "warn", "fail", "n/a")
 

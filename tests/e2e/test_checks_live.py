@@ -14,7 +14,7 @@ import pytest
 
 from tests.run_fixture import run_lblab
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.quiet]
 
 OVERLOADED = """
 [run]

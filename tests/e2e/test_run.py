@@ -138,6 +138,9 @@ warmup = "0s"
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a pytest-xdist worker ignores SIGINT, and a child inherits
+        # that (Python then installs no KeyboardInterrupt handler).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and proc.poll() is None:
