@@ -61,11 +61,9 @@ class RunProgress:
             self.console.print(f"adding a block of {n} phases", highlight=False)
 
     def note(self, line: str) -> None:
-        """A line between phases (an adaptive run's decision)."""
-        if self.live:
-            self._progress.console.log(line)
-        else:
-            self.console.print(line, highlight=False)
+        """A line between phases (an adaptive run's decision): printed above the live
+        bars, with no time or source tag (``console.log`` would add ``progress.py:66``)."""
+        self.console.print(line, highlight=False)
 
     def skip(self, n: int = 1) -> None:
         """Phases already done (a resumed run)."""
