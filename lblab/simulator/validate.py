@@ -51,6 +51,7 @@ import typer
 
 from lblab.errors import ConfigError
 from lblab.simulator import theory
+from lblab.simulator.reproduce.parallel import run_calls
 
 LOADS = (0.5, 0.7, 0.8, 0.9)
 TOLERANCE = 0.03
@@ -367,22 +368,27 @@ def _run_task(task: Task) -> SeedResult:
     return run_seed(POLICY[key], rho, requests, seed, tails)
 
 
-def _run_all(tasks: Sequence[Task], jobs: int) -> list[SeedResult]:
+def _run_all(
+    tasks: Sequence[Task], jobs: int, progress: Callable[[str], None] | None = None
+) -> list[SeedResult]:
     """The runs, in task order, on ``jobs`` processes (largest first, so they end together)."""
-    if jobs <= 1:
-        return [_run_task(t) for t in tasks]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     order = sorted(range(len(tasks)), key=lambda i: -tasks[i][2])
-    context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = {i: pool.submit(_run_task, tasks[i]) for i in order}
-        return [futures[i].result() for i in range(len(tasks))]
+    calls = [
+        (_run_task, (tasks[i],), "{} rho {} seed {}".format(*tasks[i][:2], tasks[i][3]))
+        for i in order
+    ]
+    results = run_calls(calls, jobs, progress)
+    out: list[SeedResult] = [results[0]] * len(tasks)
+    for k, i in enumerate(order):
+        out[i] = results[k]
+    return out
 
 
-def run_validation(size: Size, jobs: int = 1) -> Report:
-    """Every policy at every load, ``size.seeds`` seeds each; the verdicts."""
+def run_validation(
+    size: Size, jobs: int = 1, progress: Callable[[str], None] | None = None
+) -> Report:
+    """Every policy at every load, ``size.seeds`` seeds each; the verdicts. ``progress``
+    hears of each finished simulation."""
     wall0 = time.perf_counter()
     plan = [
         (policy, rho, TAILS if policy.key == "p2c" and rho == TAIL_LOAD else 0)
@@ -394,7 +400,7 @@ def run_validation(size: Size, jobs: int = 1) -> Report:
         for policy, rho, tails in plan
         for seed in range(size.seeds)
     ]
-    runs = iter(_run_all(tasks, jobs))
+    runs = iter(_run_all(tasks, jobs, progress))
     cases: list[CaseResult] = []
     for policy, rho, tails in plan:
         seeds = [next(runs) for _ in range(size.seeds)]
@@ -463,6 +469,21 @@ def print_report(report: Report) -> None:
     )
 
 
+def _every_tenth(runs: int, t0: float) -> Callable[[str], None]:
+    """A progress line on stderr at every tenth of the runs, whatever stderr is (a
+    terminal, a pipe, a CI log): a validation takes minutes."""
+    step, heard = max(1, math.ceil(runs / 10)), [0]
+
+    def progress(_: str) -> None:
+        heard[0] += 1
+        done = heard[0] if heard[0] <= runs else runs
+        if done % step == 0 or done == runs:
+            elapsed = time.perf_counter() - t0
+            typer.echo(f"  {done}/{runs} simulations done, {elapsed:.0f} s", err=True)
+
+    return progress
+
+
 def validate(
     quick: Annotated[
         bool, typer.Option("--quick", help="The CI size: fewer requests per run.")
@@ -476,10 +497,9 @@ def validate(
     if output_format not in ("table", "json"):
         raise ConfigError(f"--format {output_format!r}: give table or json")
     size = SIZES["quick" if quick else "default"]
-    if output_format == "table":
-        runs = len(POLICIES) * len(LOADS) * size.seeds
-        typer.secho(f"running {runs} simulations ({size.name}) on {jobs} process(es) ...", err=True)
-    report = run_validation(size, jobs)
+    runs = len(POLICIES) * len(LOADS) * size.seeds
+    typer.secho(f"running {runs} simulations ({size.name}) on {jobs} process(es) ...", err=True)
+    report = run_validation(size, jobs, _every_tenth(runs, time.perf_counter()))
     if output_format == "json":
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -25,7 +25,16 @@ def report() -> dict:  # type: ignore[type-arg]
     assert out.returncode in (0, 1), out.stderr
     data = json.loads(out.stdout)
     data["returncode"] = out.returncode
+    data["stderr"] = out.stderr
     return data
+
+
+def test_progress_reaches_a_pipe(report: dict) -> None:  # type: ignore[type-arg]
+    """Its stderr is a pipe here, not a terminal: a line at every tenth of the runs."""
+    lines = [line for line in report["stderr"].splitlines() if "simulations done" in line]
+    assert 5 <= len(lines) <= 11, report["stderr"]
+    done, runs = lines[-1].split()[0].split("/")
+    assert done == runs
 
 
 def test_every_case_passes_and_the_exit_code_says_so(report: dict) -> None:  # type: ignore[type-arg]

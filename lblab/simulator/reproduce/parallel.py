@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -24,13 +25,14 @@ def run_calls(
     """
     if jobs <= 1 or len(calls) <= 1:
         results = []
-        for fn, args, label in calls:
-            if progress:
-                progress(f"{label} ...")
+        for done, (fn, args, label) in enumerate(calls, 1):
             results.append(fn(*args))
+            if progress:
+                progress(f"{label} done ({done}/{len(calls)})")
         return results
     out: list[Any] = [None] * len(calls)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         futures = {pool.submit(fn, *args): (i, label) for i, (fn, args, label) in enumerate(calls)}
         for done, future in enumerate(as_completed(futures), 1):
             i, label = futures[future]
