@@ -13,11 +13,13 @@ import socket
 import sys
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from rsocket.helpers import single_transport_provider
+from rsocket.payload import Payload
 from rsocket.rsocket_client import RSocketClient
 from rsocket.transports.tcp import TransportTCP
 
@@ -28,6 +30,8 @@ from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO_BACKEND = ROOT / "benchmarks" / "echo_backend.py"
+WORK = b'{"work_bytes": 100, "pad": ""}'
+"""A small request to ``lblab server``."""
 
 
 def start_echo(name: str, log_dir: Path, *extra: str) -> Child:
@@ -59,6 +63,45 @@ def processes(*children: Child) -> Iterator[list[Child]]:
     finally:
         for child in reversed(kids):
             stop(child, timeout=5)
+
+
+def three_servers(log_dir: Path) -> list[Child]:
+    """The strategies' testbed: s1 slowed by 30 ms a request, s2 and s3 at full speed."""
+    return [
+        start_server("s1", log_dir, "--delay-ms", "30"),
+        start_server("s2", log_dir),
+        start_server("s3", log_dir),
+    ]
+
+
+async def served_counts(port: int, n: int, concurrency: int) -> Counter[str]:
+    """``n`` requests through the balancer at ``port``, ``concurrency`` at a time, on one
+    connection; how many each server answered."""
+    counts: Counter[str] = Counter()
+    async with rsocket_client(port) as client:
+        remaining = n
+
+        async def worker() -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                reply = await asyncio.wait_for(client.request_response(Payload(WORK)), 10)
+                counts[json.loads(reply.data)["server"]] += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return counts
+
+
+@contextlib.contextmanager
+def balancer_over_servers(
+    log_dir: Path, *servers: tuple[str, ...], strategy: str = "rr"
+) -> Iterator[tuple[str, int]]:
+    """``lblab server`` processes (each given as its id, then its extra flags) behind
+    one ``lblab balancer`` on loopback; yields the balancer's address, stops them all."""
+    with processes() as kids:
+        kids += [start_server(sid, log_dir, *extra) for sid, *extra in servers]
+        kids.append(start_balancer(list(kids), log_dir, "--strategy", strategy))
+        yield "127.0.0.1", int(kids[-1].ready["port"])
 
 
 @contextlib.asynccontextmanager

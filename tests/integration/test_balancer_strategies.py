@@ -13,12 +13,15 @@ from collections import Counter
 
 import pytest
 from balancer_testbed import (
+    WORK,
     admin,
     processes,
     rsocket_client,
+    served_counts,
     start_balancer,
     start_server,
     status_of,
+    three_servers,
     wait_for,
 )
 from rsocket.payload import Payload
@@ -28,17 +31,11 @@ from lblab.loadreport import LoadReport
 from lblab.strategy_names import STRATEGY_NAMES
 from lblab.wire.metadata import request_metadata
 
-WORK = b'{"work_bytes": 100, "pad": ""}'
-
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
     logs = tmp_path_factory.mktemp("strategies")
-    servers = [
-        start_server("s1", logs, "--delay-ms", "30"),
-        start_server("s2", logs),
-        start_server("s3", logs),
-    ]
+    servers = three_servers(logs)
     picks = logs / "picks.jsonl"
     with processes(*servers) as kids:
         balancer = start_balancer(
@@ -51,23 +48,7 @@ def testbed(tmp_path_factory):
 def served_by(balancer, strategy: str, n: int, concurrency: int, options=None) -> Counter:
     code, body = admin(balancer, "PUT", "/strategy", {"name": strategy, "options": options or {}})
     assert code == 200, body
-
-    async def go():
-        counts: Counter = Counter()
-        async with rsocket_client(balancer.ready["port"]) as client:
-            remaining = n
-
-            async def worker():
-                nonlocal remaining
-                while remaining > 0:
-                    remaining -= 1
-                    reply = await asyncio.wait_for(client.request_response(Payload(WORK)), 10)
-                    counts[json.loads(reply.data)["server"]] += 1
-
-            await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return counts
-
-    return asyncio.run(go())
+    return asyncio.run(served_counts(balancer.ready["port"], n, concurrency))
 
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGY_NAMES if s != "lease"])

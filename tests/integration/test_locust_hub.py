@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from balancer_testbed import balancer_over_servers
 
 from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.record_table import read_records
 from lblab.loadtests.runconfig import LoadConfig
-from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.scenarios import builtin_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,22 +68,9 @@ def test_recording_and_flushing_imports_nothing_while_users_run(tmp_path: Path) 
 
 
 @pytest.fixture(scope="module")
-def balancer() -> Iterator[tuple[str, int]]:
-    children: list[Child] = []
-    try:
-        for sid in ("s1", "s2"):
-            children.append(spawn(sid, lblab_command("server", "--id", sid, "--port", "0")))
-        backends = [
-            arg
-            for c in children
-            for arg in ("--backend", f"{c.ready['id']}=127.0.0.1:{c.ready['port']}")
-        ]
-        bal = spawn("balancer", lblab_command("balancer", "--port", "0", *backends))
-        children.append(bal)
-        yield "127.0.0.1", int(bal.ready["port"])
-    finally:
-        for child in reversed(children):
-            stop(child, timeout=5)
+def balancer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    with balancer_over_servers(tmp_path_factory.mktemp("hub"), ("s1",), ("s2",)) as address:
+        yield address
 
 
 RUN_TIME_S = 5.0

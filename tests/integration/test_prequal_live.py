@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
 
 import pytest
 from balancer_testbed import (
+    WORK,
     admin,
     processes,
     rsocket_client,
+    served_counts,
     start_balancer,
-    start_server,
     status_of,
+    three_servers,
     wait_for,
 )
 from rsocket.payload import Payload
@@ -26,43 +27,22 @@ from rsocket.payload import Payload
 from lblab.loadreport import ProbeAnswer
 from lblab.wire.metadata import PROBE_METADATA
 
-WORK = b'{"work_bytes": 100, "pad": ""}'
 REQUESTS = 240
 
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
     logs = tmp_path_factory.mktemp("prequal")
-    servers = [
-        start_server("s1", logs, "--delay-ms", "30"),
-        start_server("s2", logs),
-        start_server("s3", logs),
-    ]
+    servers = three_servers(logs)
     with processes(*servers) as kids:
         balancer = start_balancer(servers, logs, "--strategy", "prequal", "--seed", "7")
         kids.append(balancer)
         yield balancer, servers
 
 
-async def served(port: int, n: int, concurrency: int) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    async with rsocket_client(port) as client:
-        remaining = n
-
-        async def worker() -> None:
-            nonlocal remaining
-            while remaining > 0:
-                remaining -= 1
-                reply = await asyncio.wait_for(client.request_response(Payload(WORK)), 10)
-                counts[json.loads(reply.data)["server"]] += 1
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return counts
-
-
 def test_probes_are_sent_answered_counted_and_the_slow_server_gets_fewer(testbed):
     balancer, _ = testbed
-    counts = asyncio.run(served(balancer.ready["port"], REQUESTS, 6))
+    counts = asyncio.run(served_counts(balancer.ready["port"], REQUESTS, 6))
     assert sum(counts.values()) == REQUESTS
     assert counts["s1"] < 0.15 * REQUESTS, counts  # rr would give it a third
 
