@@ -186,6 +186,7 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.slow
 def test_every_malformed_request_gets_a_4xx_and_the_balancer_keeps_serving(testbed):
     balancer, _ = testbed
     port = balancer.ready["admin_port"]

@@ -295,6 +295,7 @@ def test_connections_without_setup_are_closed_at_the_deadline(guarded):
     still_serves(guarded)
 
 
+@pytest.mark.slow
 def test_a_thousand_idle_connections_do_not_stop_a_good_client(guarded):
     still_serves(guarded)
     before = rss_mib(guarded)

@@ -33,6 +33,8 @@ from lblab.procs import Child, stop
 from lblab.scenarios import request_body
 from lblab.wire.metadata import request_metadata
 
+pytestmark = pytest.mark.slow
+
 WORK = request_body(100, 1_000)
 ROUTE = request_metadata("work")
 REQUEST_TIMEOUT_S = 1.0

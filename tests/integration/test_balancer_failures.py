@@ -27,6 +27,8 @@ from rsocket.payload import Payload
 
 from lblab.procs import stop
 
+pytestmark = pytest.mark.slow
+
 WORK = b'{"work_bytes": 200, "pad": ""}'
 CLIENT_DEADLINE_S = 10.0
 """The client's own deadline: longer than the balancer's --request-timeout, so hitting

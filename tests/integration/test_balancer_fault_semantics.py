@@ -36,6 +36,8 @@ from rsocket.payload import Payload
 from lblab.failures import classify_error
 from lblab.wire.codes import ErrorCode
 
+pytestmark = pytest.mark.slow
+
 WORK = b'{"work_bytes": 200, "pad": ""}'
 BAD_WORK = b'{"work_bytes": -5, "pad": ""}'
 

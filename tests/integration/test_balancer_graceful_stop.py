@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+import pytest
 from balancer_testbed import (
     RawClient,
     client_setup,
@@ -46,6 +47,8 @@ from lblab.wire.connection import Event, SetupPolicy
 from lblab.wire.frames import Cancel, Error, Frame, Payload, RequestResponse
 from lblab.wire.metadata import APPLICATION_JSON
 from lblab.wire_asyncio import AcceptedConnection
+
+pytestmark = pytest.mark.slow
 
 WORK = b'{"work_bytes": 200, "pad": ""}'
 NEW_REQUESTS = 50

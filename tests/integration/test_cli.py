@@ -90,6 +90,7 @@ def test_run_help_names_every_preset() -> None:
         assert name in text, name
 
 
+@pytest.mark.slow
 def test_simulate_and_balancer_take_the_same_strategy_spelling() -> None:
     sim = lblab("simulate", "-s", "rr,lc", "--servers", "2", "--requests", "200", "--seed", "1")
     assert sim.returncode == 0, sim.stderr

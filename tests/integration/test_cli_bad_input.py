@@ -23,6 +23,8 @@ import pytest
 from lblab.procs import lblab_command
 from lblab.results import SCHEMAS
 
+pytestmark = pytest.mark.slow
+
 
 class Case(NamedTuple):
     args: tuple[str, ...]  # "{d}" stands for the folder of bad files

@@ -23,6 +23,8 @@ from lblab.simulator.twin import make_twin
 from tests.integration.test_report import probe_page
 from tests.run_fixture import run_lblab
 
+pytestmark = pytest.mark.slow
+
 STRATEGIES = ("rr", "lc", "wrr")
 SCENARIOS = ("sp+sr", "mp+mr")
 SLOWER = 3.0

@@ -27,7 +27,7 @@ from tests.integration.balancer_testbed import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.root, needs_root]
+pytestmark = [pytest.mark.slow, pytest.mark.root, needs_root]
 
 
 def send(port: int, n: int) -> list[bytes]:

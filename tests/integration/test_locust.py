@@ -17,6 +17,8 @@ from lblab.loadtests.record_table import read_records
 from lblab.loadtests.runconfig import LoadConfig
 from lblab.scenarios import builtin_scenario
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def balancer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:

@@ -27,6 +27,8 @@ from lblab.loadtests.record_table import read_records
 from lblab.loadtests.runconfig import LoadConfig
 from lblab.scenarios import builtin_scenario
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # What a Locust process does with a request once its users run: record it, then flush.

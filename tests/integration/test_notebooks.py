@@ -15,6 +15,8 @@ from lblab.analysis import nbrun
 from tests.integration.test_report import simulate
 from tests.run_fixture import run_lblab
 
+pytestmark = pytest.mark.slow
+
 NOTEBOOK_TIMEOUT_S = 300
 
 

@@ -34,6 +34,8 @@ from lblab.procs import lblab_command
 from tests.integration.test_report import CHROMIUM_FLAGS, simulate
 from tests.run_fixture import run_lblab
 
+pytestmark = pytest.mark.slow
+
 URL_PREFIX = "JupyterLab: "
 SERVER_TIMEOUT_S = 150  # executing the notebook and starting JupyterLab, on 2 busy cores
 CHART_TIMEOUT_S = 60

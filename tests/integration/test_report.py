@@ -20,6 +20,8 @@ import pytest
 
 from tests.run_fixture import run_lblab
 
+pytestmark = pytest.mark.slow
+
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",

@@ -28,6 +28,8 @@ from lblab.analysis.tables import FOOTNOTE
 from lblab.results import MANIFEST
 from tests.integration.test_report import chromium, probe_page
 
+pytestmark = pytest.mark.slow
+
 STRATEGIES = ("rr", "wrr", "lc")
 SCENARIOS = ("sp+sr", "lp+lr")
 READING_ORDER = ("answer", "validity", "matrices", "charts", "tables", "manifest")

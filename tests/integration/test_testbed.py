@@ -64,6 +64,7 @@ def test_without_root_it_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
         testbed.up(testbed.TestbedSpec(name=NAME, hosts=3, subnet=SUBNET))
 
 
+@pytest.mark.slow
 @root_only
 def test_up_twice_status_ssh_down(tmp_path: Path) -> None:
     assert _lblab("testbed", "down", "--name", NAME).returncode == 0  # a clean start

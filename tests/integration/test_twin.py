@@ -13,6 +13,8 @@ from lblab.analysis.twin_report import twin_section
 from lblab.simulator.twin import FIGURES, make_twin
 from tests.run_fixture import run_lblab
 
+pytestmark = pytest.mark.slow
+
 SIM_TOML = """
 users = 6
 requests = 1500

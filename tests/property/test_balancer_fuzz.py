@@ -147,6 +147,7 @@ def mutated_session(draw) -> bytes:
     return encode_frame(client_setup()) + bytes(data)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(mutated_session())
 def test_mutated_frames_after_setup(live, data):

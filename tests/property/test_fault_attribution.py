@@ -250,6 +250,7 @@ def check_client_error(frame: Error) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+@pytest.mark.slow
 @given(bodies(), metadata, interactions)
 def test_no_body_is_the_servers_fault(testbed, body_and_verdict, meta, interaction):
     body, served = body_and_verdict
