@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "lblab.simulator.cli",
     "lblab.analysis.cli",
     "lblab.infra.cli",
+    "lblab.sweep.cli",
 )
 
 app = typer.Typer(
