@@ -49,9 +49,11 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from lblab import stamp
 from lblab.errors import ConfigError
 from lblab.simulator import theory
 from lblab.simulator.reproduce.parallel import run_calls
+from lblab.stamp import Stamp
 
 LOADS = (0.5, 0.7, 0.8, 0.9)
 TOLERANCE = 0.03
@@ -343,6 +345,7 @@ class Report:
     requests: int
     wall_seconds: float
     jobs: int
+    stamp: Stamp
 
     @property
     def passed(self) -> bool:
@@ -355,6 +358,7 @@ class Report:
             "requests": self.requests,
             "wall_seconds": round(self.wall_seconds, 2),
             "jobs": self.jobs,
+            "stamp": asdict(self.stamp),
             "cases": [asdict(c) | {"passed": c.passed} for c in self.cases],
         }
 
@@ -410,7 +414,8 @@ def run_validation(
             values = [r.tails[i - 1] for r in seeds]
             cases.append(_case(policy, rho, f"s_{i}", values, theory.supermarket_tail(2, rho, i)))
     requests = sum(t[2] for t in tasks)
-    return Report(size.name, tuple(cases), requests, time.perf_counter() - wall0, jobs)
+    wall = time.perf_counter() - wall0
+    return Report(size.name, tuple(cases), requests, wall, jobs, stamp.take())
 
 
 def _figure(x: float | None) -> str:
@@ -428,6 +433,39 @@ def _error(c: CaseResult) -> tuple[str, str]:
     return f"{c.error:+.4f}", f"{c.half_width:.4f}"
 
 
+COLUMNS = ("case", "rho", "theory", "simulated [95 % CI]", "error", "+- CI", "verdict")
+CAPTION = (
+    f"pass: T within {TOLERANCE:.0%} of the closed form (s_i within {TAIL_TOLERANCE} "
+    "absolute); within CI: further, but not beyond the 95 % interval's half-width; FAIL: "
+    "beyond both"
+)
+
+
+def _rows(report: Report) -> list[tuple[str, ...]]:
+    """The table's rows as printed, one per case, in ``COLUMNS`` order."""
+    rows: list[tuple[str, ...]] = []
+    for c in report.cases:
+        expected = (
+            _figure(c.theory) if c.theory is not None else f"{_figure(c.low)} .. {_figure(c.high)}"
+        )
+        error, half = _error(c)
+        simulated = f"{_figure(c.simulated)} [{_figure(c.ci_low)}, {_figure(c.ci_high)}]"
+        rows.append((c.case, f"{c.rho:g}", expected, simulated, error, half, c.verdict))
+    return rows
+
+
+def _totals(report: Report) -> tuple[str, int]:
+    """The closing line (without its count of failures) and that count."""
+    failed = sum(not c.passed for c in report.cases)
+    unsure = sum(c.verdict == "within CI" for c in report.cases)
+    line = (
+        f"{report.requests:,} simulated requests in {report.wall_seconds:.1f} s on "
+        f"{report.jobs} process(es); {len(report.cases) - failed - unsure} pass, "
+        f"{unsure} within CI; "
+    )
+    return line, failed
+
+
 def print_report(report: Report) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -435,37 +473,49 @@ def print_report(report: Report) -> None:
     table = Table(
         title=f"lblab validate ({report.size}): mean time in system T in mean service "
         f"times, s_i = fraction of servers with >= i jobs",
-        caption=f"pass: T within {TOLERANCE:.0%} of the closed form (s_i within "
-        f"{TAIL_TOLERANCE} absolute); within CI: further, but not beyond the 95 % "
-        "interval's half-width; FAIL: beyond both",
+        caption=CAPTION,
     )
-    for col in ("case", "rho", "theory", "simulated [95 % CI]", "error", "+- CI", "verdict"):
+    for col in COLUMNS:
         table.add_column(col, justify="left" if col == "case" else "right")
     styles = {"pass": "green", "within CI": "yellow", "FAIL": "bold red"}
-    for c in report.cases:
-        expected = (
-            _figure(c.theory) if c.theory is not None else f"{_figure(c.low)} .. {_figure(c.high)}"
-        )
-        error, half = _error(c)
-        style = styles[c.verdict]
-        table.add_row(
-            c.case,
-            f"{c.rho:g}",
-            expected,
-            f"{_figure(c.simulated)} [{_figure(c.ci_low)}, {_figure(c.ci_high)}]",
-            error,
-            half,
-            f"[{style}]{c.verdict}[/{style}]",
-        )
+    for *cells, verdict in _rows(report):
+        style = styles[verdict]
+        table.add_row(*cells, f"[{style}]{verdict}[/{style}]")
     console = Console(width=150)
     console.print(table)
-    failed = sum(not c.passed for c in report.cases)
-    unsure = sum(c.verdict == "within CI" for c in report.cases)
-    console.print(
-        f"{report.requests:,} simulated requests in {report.wall_seconds:.1f} s on "
-        f"{report.jobs} process(es); {len(report.cases) - failed - unsure} pass, "
-        f"{unsure} within CI; "
-        + (f"[bold red]{failed} failed[/]" if failed else "[green]none failed[/]")
+    line, failed = _totals(report)
+    console.print(line + (f"[bold red]{failed} failed[/]" if failed else "[green]none failed[/]"))
+
+
+def markdown_page(report: Report, command: str) -> str:
+    """``docs/results/validation.md`` as ``command`` regenerates it: stamped, every case."""
+    line, failed = _totals(report)
+    table = [
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+        *("| " + " | ".join(row) + " |" for row in _rows(report)),
+    ]
+    return "\n".join(
+        [
+            "# Simulator validation",
+            "",
+            "<!-- Generated: do not edit. Regenerate with the command below. -->",
+            "",
+            "What the cases are and how they are judged: "
+            "[Simulate, validate, twin](../guides/simulate.md#validate-the-simulator).",
+            "",
+            f"## The {report.size} size",
+            "",
+            report.stamp.markdown(command),
+            "",
+            "Mean time in system T in mean service times; s_i = fraction of servers with at "
+            f"least i jobs. {CAPTION}.",
+            "",
+            *table,
+            "",
+            line + (f"**{failed} failed**." if failed else "none failed."),
+            "",
+        ]
     )
 
 
@@ -488,20 +538,30 @@ def validate(
     quick: Annotated[
         bool, typer.Option("--quick", help="The CI size: fewer requests per run.")
     ] = False,
-    output_format: Annotated[str, typer.Option("--format", help="table (rich) or json.")] = "table",
+    output_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="table (rich), json, or markdown: the docs page results/validation.md, "
+            "stamped with the commit, the date and the machine's cores and load.",
+        ),
+    ] = "table",
     jobs: Annotated[
         int, typer.Option(min=1, max=64, help="Processes to run the simulations on [2].")
     ] = 2,
 ) -> None:
     """Check the simulator against closed-form queueing results; exit 1 if a case fails."""
-    if output_format not in ("table", "json"):
-        raise ConfigError(f"--format {output_format!r}: give table or json")
+    if output_format not in ("table", "json", "markdown"):
+        raise ConfigError(f"--format {output_format!r}: give table, json or markdown")
     size = SIZES["quick" if quick else "default"]
     runs = len(POLICIES) * len(LOADS) * size.seeds
     typer.secho(f"running {runs} simulations ({size.name}) on {jobs} process(es) ...", err=True)
     report = run_validation(size, jobs, _every_tenth(runs, time.perf_counter()))
     if output_format == "json":
         typer.echo(json.dumps(report.to_json(), indent=2))
+    elif output_format == "markdown":
+        command = "uv run lblab validate" + (" --quick" if quick else "") + " --format markdown"
+        typer.echo(markdown_page(report, command), nl=False)
     else:
         print_report(report)
     if not report.passed:

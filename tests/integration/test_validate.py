@@ -88,5 +88,5 @@ def test_a_bad_format_is_refused_before_any_simulation() -> None:
         lblab_command("validate", "--format", "xml"), capture_output=True, text=True, timeout=60
     )
     assert out.returncode != 0
-    assert "--format 'xml': give table or json" in out.stderr
+    assert "--format 'xml': give table, json or markdown" in out.stderr
     assert "Traceback" not in out.stderr
