@@ -61,7 +61,8 @@ PID_MAX = 1 << 22
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentConfig:
     server: str
-    report_to: tuple[str, int]
+    report_to: tuple[tuple[str, int], ...]
+    """Every balancer's agent port: each gets every report, on its own connection."""
     pid: int | None = None
     cgroup: str | None = None
     interval_s: float = 0.25
@@ -70,6 +71,8 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         check_id(self.server, "--server")
+        if not self.report_to:
+            raise ConfigError("--report-to: give the balancer's agent port, HOST:PORT")
         if (self.pid is None) == (self.cgroup is None):
             raise ConfigError("give exactly one of --pid PID or --cgroup NAME to measure")
         if self.pid is not None:
@@ -236,15 +239,14 @@ def run_agent(config: AgentConfig) -> int:
 
 async def _run(config: AgentConfig, source: CpuSource, allowance: float) -> int:
     stop = stop_on_signals(asyncio.get_running_loop())
-    host, port = config.report_to
-    link = ReportLink(host, port, config.server)
-    link_task = asyncio.create_task(link.run())
+    links = [ReportLink(host, port, config.server) for host, port in config.report_to]
+    link_tasks = [asyncio.create_task(link.run()) for link in links]
     out = AppendLog(config.out, log) if config.out else None
     prev_cpu, prev_wall = source.cpu_seconds(), time.monotonic()
     announce_ready(
         "agent",
         server=config.server,
-        report_to=f"{host}:{port}",
+        report_to=",".join(f"{host}:{port}" for host, port in config.report_to),
         allowance=allowance,
         measures=f"pid {config.pid}" if config.pid is not None else f"cgroup {config.cgroup}",
     )
@@ -267,25 +269,26 @@ async def _run(config: AgentConfig, source: CpuSource, allowance: float) -> int:
             if out is not None:  # a full disk drops the sample, counted; sampling goes on
                 sample = {"t": t, "server": config.server, "cpu_percent": round(percent, 2)}
                 out.append(orjson.dumps(sample) + b"\n", 1)
-            link.send(
-                LoadReport(
-                    server=config.server, source="agent", t=t, cpu_util=round(percent / 100, 4)
-                )
+            report = LoadReport(
+                server=config.server, source="agent", t=t, cpu_util=round(percent / 100, 4)
             )
+            for link in links:
+                link.send(report)
             samples += 1
         if not stop.is_set():
             log.info("server %s is gone; agent exits", config.server)
     finally:
-        link_task.cancel()
-        await asyncio.gather(link_task, return_exceptions=True)
+        for task in link_tasks:
+            task.cancel()
+        await asyncio.gather(*link_tasks, return_exceptions=True)
         if out is not None:
             out.close()
     log.info(
         "agent for %s: %d samples, %d sent, %d not sent, %d connections",
         config.server,
         samples,
-        link.sent,
-        link.unsent,
-        link.connects,
+        sum(link.sent for link in links),
+        sum(link.unsent for link in links),
+        sum(link.connects for link in links),
     )
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S
@@ -77,13 +79,18 @@ def server(
 
 
 def agent(
+    report_to: Annotated[
+        list[str],
+        typer.Option(
+            metavar="HOST:PORT",
+            help="The balancer's agent port, HOST:PORT (reports go there as REQUEST_FNF); "
+            "repeat it, or give a comma list, for several balancers (each gets every report).",
+        ),
+    ],
     server: str = typer.Option(..., "--server", help="Id of the server this agent reports for."),
     pid: int | None = typer.Option(None, help="Measure this process (and its children)."),
     cgroup: str | None = typer.Option(
         None, help="Measure this cgroup v1 group (cpuacct.usage), e.g. lblab-s1-1234."
-    ),
-    report_to: str = typer.Option(
-        ..., help="The balancer's agent port, HOST:PORT (reports go there as REQUEST_FNF)."
     ),
     interval: float = typer.Option(0.25, help="Seconds between samples (0.01..60)."),
     out: str | None = typer.Option(None, help="Append samples here as JSON lines."),
@@ -96,14 +103,14 @@ def agent(
     """Stream a server's CPU use to the balancer (prints `lblab-ready {...}` once sampling)."""
     from pathlib import Path
 
-    from lblab.config import parse_hostport
+    from lblab.config import parse_hostport, parse_names
     from lblab.servers.agent import AgentConfig, run_agent
 
     config = AgentConfig(
         server=server,
         pid=pid,
         cgroup=cgroup,
-        report_to=parse_hostport(report_to),
+        report_to=tuple(parse_hostport(a) for a in parse_names(report_to)),
         interval_s=interval,
         out=Path(out) if out else None,
         allowance=allowance,

@@ -143,6 +143,34 @@ def test_agent_reports_reconnects_and_exits_when_the_server_dies(tmp_path: Path)
     assert all(row["server"] == "s1" for row in rows)
 
 
+def test_an_agent_reports_to_every_balancer_it_is_given(tmp_path: Path) -> None:
+    """Several balancers (``--report-to`` twice, one a comma list): each gets every
+    report on its own connection, and one that goes away does not stop the others."""
+    with process("import time; time.sleep(60)") as server:
+
+        async def scenario() -> None:
+            listeners = [ReportListener() for _ in range(3)]
+            for listener in listeners:
+                await listener.start()
+            a, b, c = (f"127.0.0.1:{listener.port}" for listener in listeners)
+            agent = start_agent(tmp_path, server.pid, listeners[0].port, "--report-to", f"{b},{c}")
+            try:
+                assert agent.ready["report_to"] == f"{a},{b},{c}"
+                for listener in listeners:
+                    await listener.next_setup()
+                    assert (await listener.next_report()).server == "s1"
+                await listeners[0].stop()
+                for listener in listeners[1:]:
+                    for _ in range(3):
+                        await listener.next_report()
+            finally:
+                stop(agent)
+                for listener in listeners[1:]:
+                    await listener.stop()
+
+        asyncio.run(scenario())
+
+
 def test_agents_whose_server_goes_while_their_link_reconnects_exit(tmp_path: Path) -> None:
     """The link is cancelled while connects are refused and retried: each agent exits.
 
@@ -202,7 +230,7 @@ def test_agent_reads_cpu_as_percent_of_the_allowance(tmp_path: Path) -> None:
 )
 def test_agent_config_errors_name_the_flag(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        AgentConfig(**{"server": "s1", "report_to": ("127.0.0.1", 1), **fields})  # type: ignore[arg-type]
+        AgentConfig(**{"server": "s1", "report_to": (("127.0.0.1", 1),), **fields})  # type: ignore[arg-type]
 
 
 def test_agent_refuses_a_missing_pid_with_exit_code_2() -> None:
