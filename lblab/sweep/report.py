@@ -136,7 +136,7 @@ def build_report(
     meta = load_json_object(out / META, "sweep record")
     swept = [str(a) for a in meta.get("axes", [])]
     frame = pd.read_parquet(out / TABLE)
-    pairs = list(axes) if axes else [default_axes(swept)]
+    pairs = list(axes) if axes else [default_axes(swept)] if swept else []
     for pair in pairs:
         unknown = [a for a in pair if a not in swept]
         if unknown or not 1 <= len(pair) <= 2:
@@ -183,7 +183,7 @@ def _maps(
         part = frame
         for name, value in zip(rest, facet, strict=True):
             part = part[part[name] == value]
-        cells = winners(part, x, y, column, higher)
+        cells = winners(part.dropna(subset=list(pair)), x, y, column, higher)
         if cells.empty:
             continue
         where = ", ".join(f"{n}={v}" for n, v in zip(rest, facet, strict=True))

@@ -107,6 +107,8 @@ def run_sweep(
     """Run the points of ``sweep`` missing from ``out`` and merge all into ``sweep.parquet``."""
     console = console or Console(stderr=True)
     started = time.perf_counter()
+    for leftover in (out / POINTS).glob(".*.tmp"):  # a point being written when killed
+        leftover.unlink(missing_ok=True)
     done = finished(out)
     todo = [p for p in sweep.points if p.key not in done]
     console.print(
