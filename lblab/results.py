@@ -44,6 +44,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("package_bytes", pa.int64()),
             ("work_bytes", pa.int64()),
             ("server", pa.string()),
+            ("balancer", pa.string()),
         ]
     ),
     "cpu": pa.schema(
@@ -55,6 +56,10 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 TABLES = tuple(SCHEMAS)
 MANIFEST = "manifest.json"
+DEFAULTS: dict[str, dict[str, Any]] = {"requests": {"balancer": "b1"}}
+"""Contract columns a table may lack, and the value every row then has. ``balancer``
+names which of the run's balancers sent the request (``b1`` .. ``bK``): tables written
+before there could be several, and live runs (one balancer node), have one, ``b1``."""
 
 
 def required_columns(table: str) -> list[str]:
@@ -62,9 +67,20 @@ def required_columns(table: str) -> list[str]:
 
 
 def missing_columns(table: str, columns: Sequence[str]) -> list[str]:
-    """Required columns of ``table`` that ``columns`` lacks (empty when the contract holds)."""
-    present = set(columns)
+    """Required columns of ``table`` that ``columns`` lacks (empty when the contract holds);
+    a column with a default (``DEFAULTS``) is never missing."""
+    present = set(columns) | set(DEFAULTS.get(table, ()))
     return [c for c in SCHEMAS[table].names if c not in present]
+
+
+def with_defaults(table: str, data: pa.Table, columns: Sequence[str] | None = None) -> pa.Table:
+    """``data`` with the defaulted columns (``DEFAULTS``; only those in ``columns`` if given)
+    it lacks added, typed to the contract."""
+    for name, value in DEFAULTS.get(table, {}).items():
+        if name not in data.column_names and (columns is None or name in columns):
+            field = SCHEMAS[table].field(name)
+            data = data.append_column(field, pa.repeat(pa.scalar(value, field.type), len(data)))
+    return data
 
 
 def to_arrow(
@@ -83,6 +99,7 @@ def to_arrow(
     missing = missing_columns(table, t.column_names)
     if missing:
         raise ValueError(f"{table} rows lack required columns {missing}")
+    t = with_defaults(table, t)
     for field in SCHEMAS[table]:
         i = t.column_names.index(field.name)
         if t.schema.field(i).type != field.type:

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from lblab.config import load_json_object
 from lblab.errors import ConfigError
-from lblab.results import MANIFEST, SCHEMAS, missing_columns
+from lblab.results import MANIFEST, SCHEMAS, missing_columns, with_defaults
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, manifest_windows
 
 if TYPE_CHECKING:  # pandas loads with the first table read, so opening a bad run fails fast
@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pandas loads with the first table read, so opening a bad ru
 KEY = ["run_id", "strategy", "scenario", "replication"]
 """Columns naming one unit of measurement; pooled metrics drop ``run_id`` and ``replication``."""
 
-_DICTIONARY_COLUMNS = ("run_id", "scenario", "strategy", "server", "error_kind")
+_DICTIONARY_COLUMNS = ("run_id", "scenario", "strategy", "server", "error_kind", "balancer")
 _TIME_COLUMN = {"requests": "t_sent", "cpu": "t", "picks": "t"}
 SIM_SUFFIX = " [sim]"
 """Appended to strategy names of simulated runs when live and simulated runs are mixed."""
@@ -250,6 +250,7 @@ def _read(run: Run, table: str, wanted: list[str], notes: list[str]) -> pd.DataF
             source = pq.ParquetFile(path, read_dictionary=dictionary)
             for i in range(source.num_row_groups):
                 chunk = _measured_only(source.read_row_group(i, columns=columns))
+                chunk = _defaulted(table, chunk, wanted)
                 frames.append(chunk.to_pandas(self_destruct=True, split_blocks=True))
                 del chunk
     pa.default_memory_pool().release_unused()
@@ -259,6 +260,17 @@ def _read(run: Run, table: str, wanted: list[str], notes: list[str]) -> pd.DataF
     if frame["run_id"].isna().any():
         raise ResultsError(f"{files[0]}: run_id has empty values; every row must name its run")
     return frame
+
+
+def _defaulted(table: str, chunk: pa.Table, wanted: list[str]) -> pa.Table:
+    """The wanted columns a file may lack (``lblab.results.DEFAULTS``), at their default."""
+    names = chunk.column_names
+    chunk = with_defaults(table, chunk, wanted)
+    for name in chunk.column_names[len(names) :]:
+        if name in _DICTIONARY_COLUMNS:
+            i = chunk.column_names.index(name)
+            chunk = chunk.set_column(i, name, chunk[name].dictionary_encode())
+    return chunk
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
