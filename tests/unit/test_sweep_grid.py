@@ -1,7 +1,10 @@
-"""Sweep files: grid expansion, point identity, and a clear line for each bad file."""
+"""Sweep files: grid expansion, point identity, a clear line for each bad file; the
+folder's rules (another file refused, failed points rerun); the winners of a cell."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +13,9 @@ import pytest
 
 from lblab.errors import ConfigError
 from lblab.sweep.grid import load_sweep, parse_sweep
+from lblab.sweep.point import run_point
 from lblab.sweep.report import winners
+from lblab.sweep.run import POINTS, finished, sweep_folder, write_point
 
 BASE: dict[str, Any] = {
     "requests": 200,
@@ -125,3 +130,32 @@ def test_winners_best_margin_and_unresolved() -> None:
     assert cells.loc[3, "why"] == "runner-up's seed range overlaps"
     higher = winners(frame(rows), "rate", None, "p99_ms", higher=True).set_index("rate")
     assert higher.loc[1, "best"] == "rr"  # throughput-like: the highest wins
+
+
+def test_a_folder_refuses_another_file_unless_forced(tmp_path: Path) -> None:
+    source = tmp_path / "sweep.toml"
+    source.write_text('[base]\nrequests = 200\nrate = 100\n[grid]\nstrategy = ["p2c", "rr"]\n')
+    out = tmp_path / "out"
+    sweep_folder(out, load_sweep(source), source, force=False)
+    sweep_folder(out, load_sweep(source), source, force=False)  # the same file: fine
+    source.write_text('[base]\nrequests = 200\nrate = 100\n[grid]\nstrategy = ["p2c", "lc"]\n')
+    changed = load_sweep(source)
+    with pytest.raises(ConfigError, match=r"holds a sweep of a different file.*--force"):
+        sweep_folder(out, changed, source, force=False)
+    sweep_folder(out, changed, source, force=True)
+    assert json.loads((out / "sweep.json").read_text())["digest"] == changed.digest
+
+
+def test_a_point_with_an_error_is_not_finished(tmp_path: Path) -> None:
+    s = sweep(grid={"strategy": ["p2c", "rr"]})
+    ok, failed = s.points
+    (tmp_path / POINTS).mkdir()
+    write_point(tmp_path, s, ok, {"p99_ms": 1.0, "error": None})
+    write_point(tmp_path, s, failed, {"p99_ms": None, "error": "ValueError: boom"})
+    assert finished(tmp_path) == {ok.key}
+
+
+def test_a_point_that_raises_is_a_row_with_its_error() -> None:
+    row = run_point({**BASE, "servers": "many"})
+    assert row["error"].startswith("ConfigError: servers")
+    assert math.isnan(row["p99_ms"]) and row["wall_s"] >= 0 and row["worker"]
