@@ -6,8 +6,9 @@ with the offered rate, or with a server's quota, is the testbed's change, not th
 strategy's. ``conditions`` reads, per cell, everything the manifest records that sets
 either, as label -> text:
 
-- offered load: the load model, the users (closed) or the offered rate (open), think
-  time and spawn rate, the request shapes, the phase length and warm-up;
+- offered load: the load model, the users (closed) or the offered rate (open, trace),
+  think time and spawn rate, the request shapes or the trace and its window, the phase
+  length and warm-up;
 - capacity: the servers' CPU quotas as they ran (``testbed.cpu_layout.quotas``: scaled
   to fit the isolated CPUs, which may differ from the configured ones), their workers,
   in-flight caps and delays, the CPUs they ran on, the CPU limit, the host's CPUs, the
@@ -89,6 +90,12 @@ def _shapes(cells: Sequence[tuple[Any, Any]]) -> str:
     return ", ".join(f"{p}/{w}" for p, w in cells) + " B (package/work)"
 
 
+def _window(source: Any, start: Any, length: Any, loop: Any) -> str:
+    """``azure-conv from 600 s for 60 s, looping``: what a trace phase replayed."""
+    span = f" for {_text(length)} s" if length else " to its end"
+    return f"{source} from {_text(start or 0)} s{span}" + (", looping" if loop else "")
+
+
 def _options(value: Any) -> str:
     options = _dict(value)
     return ", ".join(f"{k}={_text(v)}" for k, v in sorted(options.items())) or "defaults"
@@ -116,6 +123,16 @@ def _live(manifest: Mapping[str, Any], strategy: str, scenario: str) -> dict[str
     out: dict[str, Any] = {MODEL: load.get("model")}
     if load.get("model") == "open":
         out |= {RATE: load.get("rate"), "arrival": load.get("arrival")}
+    elif load.get("model") == "trace":
+        out |= {
+            RATE: load.get("trace_rate", load.get("rate")),
+            "trace": _window(
+                load.get("trace"),
+                load.get("trace_start"),
+                load.get("trace_length"),
+                load.get("trace_loop"),
+            ),
+        }
     elif load.get("model"):
         think = load.get("think_time")
         out |= {
@@ -204,6 +221,15 @@ def _one_simulated(config: Mapping[str, Any]) -> dict[str, str]:
             MODEL: "open",
             RATE: arrivals.get("rate"),
             "arrival": "poisson" if arrivals.get("poisson") else "constant",
+        }
+    elif model == "TraceArrivals":
+        window = _dict(arrivals.get("window"))
+        out |= {
+            MODEL: "trace",
+            RATE: arrivals.get("rate") or "the trace's own",
+            "trace": _window(
+                window.get("source"), window.get("start"), window.get("length"), window.get("loop")
+            ),
         }
     elif model == "ClosedUsers":
         out |= {

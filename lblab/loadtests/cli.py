@@ -57,7 +57,9 @@ def register(app: typer.Typer) -> None:
                 "-s r,rr,wrr,lc,dwrr. `lblab strategies` lists them.",
             ),
         ] = None,
-        scenarios: str = typer.Option(None, help="Comma list, e.g. sp+sr,lp+lr,variation."),
+        scenarios: str = typer.Option(
+            None, help="Comma list, e.g. sp+sr,lp+lr,variation; traces: azure-code,azure-conv."
+        ),
         duration: str = typer.Option(None, help="Measured time per phase, e.g. 20m."),
         warmup: str = typer.Option(None, help="Warm-up per phase, e.g. 10s (rows marked)."),
         users: int = typer.Option(None, help="Closed model: Locust users."),

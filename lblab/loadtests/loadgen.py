@@ -9,8 +9,8 @@ runs the same ``worker_command`` and relaunches it for every phase, because a Lo
 
 Closed model: Locust's ``-t`` ends the phase and ``--stop-timeout`` (request deadline +
 1 s) lets each user finish the request it has in flight, so every request sent is
-answered or timed out and recorded. Open model: each process's generator ends itself
-when its schedule is sent and answered; ``-t`` is only a safety net.
+answered or timed out and recorded. Open and trace models: each process's generator
+ends itself when its schedule is sent and answered; ``-t`` is only a safety net.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.runconfig import LoadConfig
 from lblab.procs import Child, dies_with_this_process, stop
+from lblab.traces import schedule
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 _BASE = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
@@ -37,6 +38,9 @@ WORKERS_WAIT_S = 60
 
 def expected_seconds(spec: LoadSpec, load: LoadConfig, duration: float) -> float:
     """How long the load of a phase lasts (warm-up included), answers excluded."""
+    if spec.scenario.trace is not None:  # until its last send: the trace may end first
+        replay = schedule(spec.scenario.trace, spec.rate)
+        return replay.due(replay.count(None if load.count else duration, load.count or None) - 1)
     if load.model == "open" and load.count:
         return load.count / load.rate
     return duration

@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass
 from lblab.errors import ConfigError
 from lblab.loadtests.openloop import ARRIVALS
 from lblab.scenarios import Cell, Scenario
+from lblab.traces import TraceWindow
 
-MODELS = ("closed", "open")
+MODELS = ("closed", "open", "trace")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,11 +26,13 @@ class LoadSpec:
     replication: int
     model: str = "closed"
     think_time: tuple[float, float] = (0.0, 0.0)
-    rate: float = 0.0  # open model: requests per second over all generators
+    # open and trace models: requests per second over all generators (trace: the mean
+    # the replay is time-scaled to; 0 keeps the trace's own pace)
+    rate: float = 0.0
     arrival: str = "constant"
-    count: int | None = None  # open model: a fixed number of requests instead of a duration
-    duration: float = 0.0  # open model: seconds of arrivals (warm-up included)
-    generators: int = 1  # open model: Locust users sharing the rate (one per worker)
+    count: int | None = None  # open, trace: a fixed number of requests instead of a duration
+    duration: float = 0.0  # open, trace: seconds of arrivals (warm-up included)
+    generators: int = 1  # open, trace: Locust users sharing the schedule (one per worker)
     request_timeout: float = 30.0
     seed: int = 0
     records_dir: str = ""  # where each Locust process writes its request records
@@ -46,12 +49,18 @@ class LoadSpec:
             raise ConfigError("request_timeout must be above 0 seconds")
         if self.model == "open" and self.rate <= 0:
             raise ConfigError("the open load model needs rate > 0 requests per second")
+        if (self.model == "trace") != (self.scenario.trace is not None):
+            raise ConfigError(
+                f"scenario {self.scenario.name}: a trace scenario runs under the trace model "
+                f"and only it, not the {self.model} model"
+            )
 
     def to_json(self) -> str:
         data = asdict(self)
         data["scenario"] = {
             "name": self.scenario.name,
             "cells": [[c.name, c.package_bytes, c.work_bytes] for c in self.scenario.cells],
+            "trace": None if self.scenario.trace is None else asdict(self.scenario.trace),
         }
         return json.dumps(data, separators=(",", ":"))
 
@@ -60,7 +69,9 @@ class LoadSpec:
         try:
             data = json.loads(text)
             sc = data.pop("scenario")
-            scenario = Scenario(sc["name"], tuple(Cell(n, p, w) for n, p, w in sc["cells"]))
+            trace = sc["trace"] and TraceWindow(**sc["trace"])
+            cells = tuple(Cell(n, p, w) for n, p, w in sc["cells"])
+            scenario = Scenario(sc["name"], cells, trace)
             data["think_time"] = tuple(data["think_time"])
             return cls(scenario=scenario, **data)
         except (ValueError, KeyError, TypeError) as exc:

@@ -19,7 +19,7 @@ from locust.runners import MasterRunner
 
 from lblab.loadtests import clock_exchange
 from lblab.loadtests.records import FLUSH_S, RequestRecorder, mark_started
-from lblab.loadtests.rsocket_user import ClosedLoopUser, OpenLoopUser, spec_of
+from lblab.loadtests.rsocket_user import GENERATOR_DONE, ClosedLoopUser, OpenLoopUser, spec_of
 
 __all__ = ["ClosedLoopUser", "OpenLoopUser", "new_records"]
 
@@ -100,6 +100,24 @@ def new_records() -> None:
     _recording.restart()
 
 
+def _count_generators(environment: Any) -> None:
+    """The master's part in the open and trace models: one generator per worker, each
+    sending its share of the schedule (Locust's ``fixed_count`` counts users over all
+    workers: at 1, the class default for one process, only one worker's share was sent),
+    and the test ends when every generator has said it is done (a worker that quit
+    instead would have its generator handed to another, which would send it again)."""
+    generators = spec_of(environment).generators
+    OpenLoopUser.fixed_count = generators
+    done: set[str] = set()
+
+    def on_done(environment: Any, msg: Any, **_: Any) -> None:
+        done.add(msg.node_id)
+        if len(done) >= generators:
+            gevent.spawn(environment.runner.quit)
+
+    environment.runner.register_message(GENERATOR_DONE, on_done)
+
+
 @events.init.add_listener
 def _on_init(environment: Any, **_: Any) -> None:
     # Locust sets its --run-time timer right after this event, relative to the gevent
@@ -110,6 +128,7 @@ def _on_init(environment: Any, **_: Any) -> None:
     gevent.get_hub().loop.update_now()
     clock_exchange.install(environment)
     if isinstance(environment.runner, MasterRunner):
+        _count_generators(environment)
         return  # the master runs no users: its workers record
 
     def on_request(name: str, response_time: float, context: dict[str, Any], **_: Any) -> None:

@@ -3,7 +3,8 @@
 Three layers, as Locust's own gRPC/XML-RPC examples: ``LocustRSocketClient`` wraps
 ``RSocketClient`` and fires ``events.request`` exactly once per call (errors recorded,
 never raised out of a task); ``RSocketUser`` (abstract) builds it from ``host`` and the
-phase's ``LoadSpec``; ``ClosedLoopUser`` and ``OpenLoopUser`` are the two load models.
+phase's ``LoadSpec``; ``ClosedLoopUser`` is the closed load model, ``OpenLoopUser`` the
+open and trace models (a fixed schedule of sends).
 
 Event fields: ``request_type="request_response"``, ``name`` = the cell (``sp+sr``...),
 ``response_time`` in ms (``perf_counter``; from the due time in the open model),
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import gevent
@@ -22,6 +24,7 @@ import orjson
 from gevent.pool import Group
 from locust import User, between, constant, task
 from locust.exception import StopTest, StopUser
+from locust.runners import WorkerRunner
 
 from lblab.config import parse_hostport
 from lblab.errors import ConfigError
@@ -29,9 +32,12 @@ from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.openloop import due_times
 from lblab.loadtests.rsocket_client import RSocketClient, classify_exception
 from lblab.scenarios import Cell, request_body
+from lblab.traces import schedule
 from lblab.wire.metadata import request_metadata
 
 WORK_METADATA = request_metadata("work")
+GENERATOR_DONE = "lblab_generator_done"
+"""A worker's message to its master: its generator's schedule is sent and answered."""
 
 
 def parse_host(host: str | None) -> tuple[str, int]:
@@ -151,27 +157,37 @@ class ClosedLoopUser(RSocketUser):
 
 
 class OpenLoopUser(RSocketUser):
-    """Sends on a fixed schedule whatever the responses do (``openloop.due_times``).
+    """Sends on a fixed schedule whatever the responses do: ``openloop.due_times`` with
+    the scenario's cells (open model), or a trace's sends (``traces.Schedule``).
 
     One generator per Locust process; with several (workers), each takes ``rate /
-    generators`` and a phase offset. Each due request runs in its own greenlet on an idle
-    connection from a pool (one request in flight per connection), so a slow answer never
-    delays the next send. When the schedule is done and answered, the process quits
-    (which ends the test when it is the last one).
+    generators`` and a phase offset, or of a trace the sends k = index, index +
+    generators, ... Each due request runs in its own greenlet on an idle connection from
+    a pool (one request in flight per connection), so a slow answer never delays the
+    next send. When the schedule is done and answered, a single process quits; a worker
+    tells its master (``GENERATOR_DONE``), which ends the test when all have.
     """
 
     fixed_count = 1
 
-    @task
-    def run_schedule(self) -> None:
+    def planned(self, index: int) -> Iterator[tuple[float, Cell]]:
+        """This generator's sends: (seconds from the start, the request's shape)."""
         spec = self.spec
-        runner = self.environment.runner
-        index = getattr(runner, "worker_index", 0) or 0
+        trace = spec.scenario.trace
+        if trace is not None:
+            name = spec.scenario.name  # Locust's label: one per scenario, not per shape
+            sends = schedule(trace, spec.rate).sends(
+                until=spec.duration if spec.count is None else None,
+                most=spec.count,
+                first=index,
+                step=spec.generators,
+            )
+            return ((due, Cell(name, package, work)) for due, package, work in sends)
         share = spec.rate / spec.generators
         count = None
         if spec.count is not None:
             count = spec.count // spec.generators + (index < spec.count % spec.generators)
-        schedule = due_times(
+        dues = due_times(
             share,
             spec.arrival,
             self.rng,
@@ -179,6 +195,17 @@ class OpenLoopUser(RSocketUser):
             count=count,
             offset=(index / spec.generators) / share if spec.arrival == "constant" else 0.0,
         )
+        return ((due, self.chooser.next()) for due in dues)
+
+    @task
+    def run_schedule(self) -> None:
+        spec = self.spec
+        runner = self.environment.runner
+        index = getattr(runner, "worker_index", 0) or 0
+        try:
+            planned = self.planned(index)
+        except ConfigError as exc:  # a trace this loader host cannot read
+            raise StopTest(str(exc)) from exc
         idle: list[LocustRSocketClient] = []
         group = Group()
 
@@ -190,13 +217,19 @@ class OpenLoopUser(RSocketUser):
                 idle.append(client)
 
         t0_epoch, t0_perf = time.time(), time.perf_counter()
-        for offset in schedule:
+        for offset, cell in planned:
             delay = t0_perf + offset - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
-            group.spawn(send, self.chooser.next(), (t0_epoch + offset, t0_perf + offset))
+            group.spawn(send, cell, (t0_epoch + offset, t0_perf + offset))
         group.join(timeout=spec.request_timeout + 5)
         for client in idle:
             client.close()
-        gevent.spawn(runner.quit)
+        if isinstance(runner, WorkerRunner):
+            # A worker that quit would have its generator handed to another worker by the
+            # master, which would send that share of the schedule again: it tells the
+            # master instead, which ends the test when every generator is done.
+            runner.send_message(GENERATOR_DONE)
+        else:
+            gevent.spawn(runner.quit)
         raise StopUser()

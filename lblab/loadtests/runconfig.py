@@ -16,8 +16,9 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
                max_replications, budget, equivalence (adaptive blocks),
                request_timeout, locust_workers, out,
                locust_master_bind = "HOST[:PORT]", expect_workers  (workers on other hosts)
-    [load]     model = "closed"|"open", users, spawn_rate, think_time = [min, max],
-               rate, arrival = "constant"|"poisson", count
+    [load]     model = "closed"|"open"|"trace", users, spawn_rate, think_time = [min, max],
+               rate, arrival = "constant"|"poisson", count,
+               trace, trace_start, trace_length, trace_loop   (the trace model)
     [testbed]  kind = "local"|"external", balancer = "HOST:PORT", admin = "HOST:PORT",
                agent_interval, balancer_args = [...],
                isolation = "auto"|"cpuset"|"affinity"|"off", harness_cpus (0: a third)
@@ -25,6 +26,7 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
     [weights]             s1 = 1, ...
     [strategy_options.lc] tie = "random"
     [scenario_defs.NAME]  cells = ["sp+sr", ...] or [[...cells]] name/package/work,
+                          or no cells and trace = "FILE" (a trace scenario),
                           plus any [load] key to override for this scenario
     [[timeline]]          at, action = kill|restart|drain|add|remove|slow|pause|resume,
                           server, scenarios = [...] (default: all), for add: cpu_quota,
@@ -58,10 +60,18 @@ from lblab.config import (
 from lblab.errors import ConfigError
 from lblab.loadtests.isolation import ISOLATION_METHODS
 from lblab.loadtests.openloop import ARRIVALS
-from lblab.scenarios import BUILTIN_SCENARIOS, CELLS, Cell, Scenario, builtin_scenario
+from lblab.scenarios import (
+    BUILTIN_SCENARIOS,
+    CELLS,
+    TRACE_SCENARIOS,
+    Cell,
+    Scenario,
+    builtin_scenario,
+)
 from lblab.servers.slowdown import Slowdown
 from lblab.servers.work import MAX_WORK_BYTES
 from lblab.strategy_names import THESIS_FIVE
+from lblab.traces import BUILTIN_TRACES, TraceWindow, schedule
 from lblab.wire.codes import MAX_FRAME_LENGTH
 
 log = logging.getLogger(__name__)
@@ -69,7 +79,7 @@ RESULTS_DIR = "results"
 
 TESTBEDS = ("local", "external")
 ACTIONS = ("kill", "restart", "drain", "add", "remove", "slow", "pause", "resume")
-MODELS = ("closed", "open")
+MODELS = ("closed", "open", "trace")
 DEFAULT_MASTER_PORT = 5557  # Locust's own default master port
 # Bounds past which a value is a typo, not an experiment (10^12 users is not a plan).
 MAX_USERS = 100_000
@@ -105,6 +115,10 @@ DEFAULTS: dict[str, Any] = {
         "rate": 0,
         "arrival": "constant",
         "count": 0,
+        "trace": "",
+        "trace_start": 0,
+        "trace_length": 0,
+        "trace_loop": False,
     },
     "testbed": {
         "kind": "local",
@@ -135,7 +149,18 @@ class LoadConfig:
     think_time: tuple[float, float] = (0.0, 0.0)
     rate: float = 0.0
     arrival: str = "constant"
-    count: int = 0  # open model: this many requests instead of a duration (0: by duration)
+    count: int = 0  # open, trace: this many requests instead of a duration (0: by duration)
+    trace: str = ""
+    """trace model: what it replays, a built-in trace (azure-code, azure-conv) or a CSV
+    file (time_s or timestamp, package_bytes, work_bytes); rate = R time-scales the
+    replay to a mean of R requests/s (0: the trace's own pace)"""
+    trace_start: float = 0.0
+    """trace model: seconds into the trace (from its first request) where the replay starts"""
+    trace_length: float = 0.0
+    """trace model: seconds of trace replayed from trace_start (0: to its end)"""
+    trace_loop: bool = False
+    """trace model: at the end of the window start it again; false: the phase ends there
+    (or at run.duration, whichever comes first)"""
 
     def __post_init__(self) -> None:
         _one_of("load.model", self.model, MODELS)
@@ -155,10 +180,59 @@ class LoadConfig:
                 f"s; a phase lasts at most a week ({MAX_DURATION:g} s): raise load.rate or "
                 "lower load.count"
             )
+        if self.model == "trace":
+            self._check_trace()
+
+    @property
+    def window(self) -> TraceWindow | None:
+        """What the trace model replays (None for the other models)."""
+        if self.model != "trace":
+            return None
+        if not self.trace:
+            raise ConfigError(
+                "load.trace: the trace model needs a trace: a built-in one "
+                f"({', '.join(BUILTIN_TRACES)}) or a CSV file (time_s or timestamp, "
+                "package_bytes, work_bytes)"
+            )
+        return TraceWindow(
+            source=self.trace,
+            start=self.trace_start,
+            length=self.trace_length or None,
+            loop=self.trace_loop,
+        )
+
+    def _check_trace(self) -> None:
+        """The trace is read and its window scaled now, so a bad file or window stops the
+        run at its start; its sizes must be ones a request can carry."""
+        assert self.window is not None
+        replay = schedule(self.window, self.rate)
+        where = f"load.trace {self.trace}"
+        if max(replay.packages) > MAX_FRAME_LENGTH - 1024:
+            raise ConfigError(
+                f"{where}: a request of {max(replay.packages)} package bytes is more than a "
+                f"frame carries ({MAX_FRAME_LENGTH - 1024}); scale the trace's sizes down"
+            )
+        if max(replay.works) > MAX_WORK_BYTES:
+            raise ConfigError(
+                f"{where}: a request of {max(replay.works)} work bytes is more than a server "
+                f"takes ({MAX_WORK_BYTES}); scale the trace's sizes down"
+            )
+        if self.count and not self.trace_loop and self.count > len(replay):
+            raise ConfigError(
+                f"load.count: {self.count} requests, but the trace's window holds "
+                f"{len(replay)} and does not loop; give count <= {len(replay)} or "
+                "trace_loop = true"
+            )
+        if self.count and replay.due(self.count - 1) > MAX_DURATION:
+            raise ConfigError(
+                f"load: {self.count} requests of the trace at {replay.rate:g}/s take "
+                f"{replay.due(self.count - 1):.3g} s; a phase lasts at most a week "
+                f"({MAX_DURATION:g} s): raise load.rate or lower load.count"
+            )
 
     def facts(self) -> dict[str, Any]:
         """The load model as a phase's manifest entry records it (``count`` aside)."""
-        return {
+        out = {
             "model": self.model,
             "users": self.users,
             "spawn_rate": self.spawn_rate,
@@ -166,6 +240,19 @@ class LoadConfig:
             "rate": self.rate,
             "arrival": self.arrival,
         }
+        window = self.window
+        if window is not None:
+            replay = schedule(window, self.rate)
+            out |= {
+                "trace": self.trace,
+                "trace_start": self.trace_start,
+                "trace_length": self.trace_length,
+                "trace_loop": self.trace_loop,
+                "trace_requests": len(replay),
+                "trace_own_rate": replay.native_rate,
+                "trace_rate": replay.rate,
+            }
+        return out
 
     @classmethod
     def from_table(cls, raw: Mapping[str, Any], where: str) -> LoadConfig:
@@ -186,7 +273,25 @@ class LoadConfig:
             rate=parse_float(raw.get("rate", 0), f"{where}.rate"),
             arrival=raw.get("arrival", "constant"),
             count=parse_int(raw.get("count", 0), f"{where}.count"),
+            trace=_trace_source(str(raw.get("trace", ""))),
+            trace_start=parse_duration(raw.get("trace_start", 0), f"{where}.trace_start"),
+            trace_length=parse_duration(raw.get("trace_length", 0), f"{where}.trace_length"),
+            trace_loop=_bool(raw.get("trace_loop", False), f"{where}.trace_loop"),
         )
+
+
+def _trace_source(source: str) -> str:
+    """A built-in trace's name, or a file's absolute path (every Locust process of the
+    run reads it, whatever its working directory)."""
+    if not source or source in BUILTIN_TRACES:
+        return source
+    return str(Path(source).expanduser().resolve())
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: {value!r} is not true or false")
+    return value
 
 
 SERVER_KEYS = ("cpu_quota", "workers", "delay_ms", "max_inflight")
@@ -398,10 +503,11 @@ class RunConfig:
         if not self.name or "/" in self.name:
             raise ConfigError(f"run.name: {self.name!r} must be a non-empty name without '/'")
         if self.duration <= 0 and not all(
-            load.model == "open" and load.count for load in self.loads.values()
+            load.model in ("open", "trace") and load.count for load in self.loads.values()
         ):
             raise ConfigError(
-                "run.duration must be above 0 (only open-loop phases with a count may omit it)"
+                "run.duration must be above 0 (only open-loop and trace phases with a count "
+                "may omit it)"
             )
         check_range("run.replications", self.replications, minimum=1, maximum=MAX_REPLICATIONS)
         if self.max_replications and not (
@@ -653,9 +759,15 @@ def _scenarios(
     for name in _names("run.scenarios", names):
         if name in defs:
             scenario, load = _defined_scenario(name, defs[name], raw["load"])
+        elif name in TRACE_SCENARIOS:
+            # A built-in trace scenario replays the built-in trace of its name.
+            traced = merge(raw["load"], {"model": "trace", "trace": name})
+            load = LoadConfig.from_table(traced, "load")
+            scenario = Scenario(name, (), load.window)
         else:
             # [load] is checked only where it is used (martins sets the rate per scenario).
             scenario, load = builtin_scenario(name), LoadConfig.from_table(raw["load"], "load")
+            _not_traced(name, load, "load")
         scenarios.append(scenario)
         loads[name] = load
     return tuple(scenarios), loads
@@ -666,9 +778,6 @@ def _defined_scenario(name: str, raw: Any, load: Mapping[str, Any]) -> tuple[Sce
     where = f"scenario_defs.{name}"
     table = _table(where, raw)
     cells = table.get("cells")
-    if not isinstance(cells, list) or not cells:
-        raise ConfigError(f"{where}.cells: give a non-empty list of cells")
-    scenario = Scenario(name, tuple(_cell(c, f"{where}.cells") for c in cells))
     overrides = {k: v for k, v in table.items() if k != "cells"}
     unknown = set(overrides) - set(DEFAULTS["load"])
     if unknown:
@@ -676,7 +785,30 @@ def _defined_scenario(name: str, raw: Any, load: Mapping[str, Any]) -> tuple[Sce
             f"{where}: unknown keys {sorted(unknown)}; besides cells it "
             f"takes load keys ({', '.join(DEFAULTS['load'])})"
         )
-    return scenario, LoadConfig.from_table(merge(load, overrides), where)
+    if cells is None and (overrides.get("trace") or load.get("trace")):
+        # No cells: a trace scenario, replaying the trace its table or [load] names.
+        traced = LoadConfig.from_table(merge(load, {**overrides, "model": "trace"}), where)
+        return Scenario(name, (), traced.window), traced
+    if not isinstance(cells, list) or not cells:
+        raise ConfigError(
+            f"{where}.cells: give a non-empty list of cells (or no cells and trace = FILE)"
+        )
+    if "trace" in overrides:
+        raise ConfigError(f"{where}: give cells or a trace, not both")
+    scenario = Scenario(name, tuple(_cell(c, f"{where}.cells") for c in cells))
+    loaded = LoadConfig.from_table(merge(load, overrides), where)
+    _not_traced(name, loaded, where)
+    return scenario, loaded
+
+
+def _not_traced(name: str, load: LoadConfig, where: str) -> None:
+    """A scenario of cells cannot run under the trace model: the trace has its shapes."""
+    if load.model == "trace":
+        raise ConfigError(
+            f"{where}.model: scenario {name} has cells, but the trace model takes each "
+            f"request's shape from the trace; run a trace scenario ({', '.join(TRACE_SCENARIOS)}, "
+            "or [scenario_defs.NAME] with trace = FILE and no cells)"
+        )
 
 
 def _weights(raw: Any) -> dict[str, float]:

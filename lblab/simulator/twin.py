@@ -244,6 +244,11 @@ def _live_testbed(manifest: Mapping[str, Any]) -> Testbed:
     for s in config.scenarios:
         load = config.loads[s.name]
         cells = tuple((c.package_bytes, c.work_bytes) for c in s.cells)
+        if load.model == "trace":
+            raise ConfigError(
+                f"scenario {s.name}: the twin does not model trace phases; simulate the "
+                f"trace itself: lblab simulate --scenario {s.name} (or trace = FILE)"
+            )
         if load.model == "closed":
             scenarios.append(TwinScenario(s.name, cells, True, users=load.users))
         else:
