@@ -53,7 +53,11 @@ def simulate(
         str | None, typer.Option(help="Closed arrivals: think time, e.g. 100ms.")
     ] = None,
     scenario: Annotated[
-        str | None, typer.Option(help="Request shapes: sp+sr ... lp+lr, variation.")
+        str | None,
+        typer.Option(
+            help="Request shapes: sp+sr ... lp+lr, variation; or a trace's sends and shapes, "
+            "azure-code, azure-conv (time-scaled to --rate; 0 or none: its own pace)."
+        ),
     ] = None,
     routing_keys: Annotated[
         int | None, typer.Option(help="Distinct routing keys (hash strategies).")
@@ -76,6 +80,13 @@ def simulate(
     no_picks: Annotated[
         bool, typer.Option("--no-picks", help="Record no picks (huge runs).")
     ] = False,
+    balancers: Annotated[
+        int | None,
+        typer.Option(
+            help="Independent balancers sharing the servers, each with its own pool and "
+            "strategy state; the load is split among them [1]."
+        ),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed [1].")] = None,
     replications: Annotated[
         int, typer.Option(min=1, max=1000, help="Replications (seed, seed+1, ...).")
@@ -116,6 +127,7 @@ def simulate(
             deadline=deadline,
             max_tries=max_tries,
             picks_every=0 if no_picks else picks_every,
+            balancers=balancers,
             seed=seed,
         )
     )

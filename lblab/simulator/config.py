@@ -24,12 +24,21 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from lblab.config import MAX_DURATION, MAX_SEED, check_range, parse_duration, parse_float, parse_int
 from lblab.errors import ConfigError
 from lblab.simulator.service import ServiceModel, parse_service
-from lblab.simulator.workload import Arrivals, Cell, ClosedUsers, OpenArrivals, scenario_cells
+from lblab.simulator.workload import (
+    Arrivals,
+    Cell,
+    ClosedUsers,
+    OpenArrivals,
+    TraceArrivals,
+    scenario_cells,
+)
+from lblab.traces import BUILTIN_TRACES, TraceWindow
 
 MAX_SERVERS = 100_000
 MAX_WORKERS = 10_000
@@ -146,8 +155,15 @@ class SimConfig:
         check_range("probe_cost", self.probe_cost, minimum=0, maximum=1)
         if self.deadline is not None:
             check_range("deadline", self.deadline, above=0, maximum=MAX_SIM_SECONDS)
-        if not self.cells:
+        if not self.cells and not isinstance(self.arrivals, TraceArrivals):
             object.__setattr__(self, "cells", scenario_cells(self.scenario))
+        if isinstance(self.arrivals, TraceArrivals) and not self.arrivals.window.loop:
+            held = len(self.arrivals.schedule)
+            if self.requests > held:
+                raise ConfigError(
+                    f"requests: {self.requests}, but the trace's window holds {held} and does "
+                    f"not loop; give requests <= {held} or trace_loop = true"
+                )
         span, why = self.least_span()
         if span > self.horizon:
             raise ConfigError(
@@ -179,6 +195,9 @@ class SimConfig:
         if isinstance(arrivals, OpenArrivals):
             sending = (self.requests - 1) / arrivals.rate
             why = f"sent at {arrivals.rate:g} per second"
+        elif isinstance(arrivals, TraceArrivals):
+            sending = arrivals.schedule.due(self.requests - 1)
+            why = f"the trace replayed at {arrivals.schedule.rate:g} per second"
         else:
             sending = max(self.requests / arrivals.users - 1, 0) * arrivals.think
             why = f"{arrivals.users} users thinking {arrivals.think:g} s"
@@ -256,6 +275,12 @@ def _arrivals(raw: Mapping[str, Any]) -> Arrivals:
     rate, users = _get(raw, "rate"), _get(raw, "users")
     if rate is not None and users is not None:
         raise ConfigError("give either rate (open arrivals) or users (closed), not both")
+    trace = _trace(raw)
+    if trace is not None:
+        if users is not None:
+            raise ConfigError("a trace gives the send times: give rate (0: its own), not users")
+        rate = parse_float(0.0 if rate is None else rate, "rate", minimum=0, maximum=1e9)
+        return TraceArrivals(trace, rate)
     if users is not None:
         return ClosedUsers(
             users=parse_int(users, "users", minimum=1, maximum=MAX_REQUESTS),
@@ -266,9 +291,29 @@ def _arrivals(raw: Mapping[str, Any]) -> Arrivals:
     return OpenArrivals(rate=value, poisson=bool(_get(raw, "poisson", True)))
 
 
+def _trace(raw: Mapping[str, Any]) -> TraceWindow | None:
+    """``trace`` (a file or built-in name; a built-in trace scenario names its own) and
+    its window, ``trace_start``, ``trace_length`` (0: to the end), ``trace_loop``."""
+    scenario = _get(raw, "scenario")
+    source = _get(raw, "trace") or (scenario if scenario in BUILTIN_TRACES else None)
+    if source is None:
+        return None
+    length = parse_duration(_get(raw, "trace_length", 0), "trace_length")
+    loop = _get(raw, "trace_loop", False)
+    if not isinstance(loop, bool):
+        raise ConfigError(f"trace_loop: {loop!r} is not true or false")
+    return TraceWindow(
+        source=str(source),
+        start=parse_duration(_get(raw, "trace_start", 0), "trace_start"),
+        length=length or None,
+        loop=loop,
+    )
+
+
 KNOWN_KEYS = {
     "strategy", "strategy_options", "servers", "workers", "service", "requests", "rate",
     "poisson", "users", "think", "exponential_think", "scenario", "routing_keys",
+    "trace", "trace_start", "trace_length", "trace_loop",
     "report_period", "report_delay", "client_delay", "server_delay", "deadline",
     "max_tries", "picks_every", "tick_period", "probe_cost", "seed", "replication", "run_id",
 }  # fmt: skip
@@ -282,13 +327,17 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
     options = _get(raw, "strategy_options", {}) or {}
     if not isinstance(options, Mapping):
         raise ConfigError("strategy_options: give a table of NAME = VALUE")
+    arrivals = _arrivals(raw)
+    requests, named = 10_000, "sp+sr"
+    if isinstance(arrivals, TraceArrivals):  # unless told: one pass, under the trace's name
+        requests, named = len(arrivals.schedule), Path(arrivals.window.source).name.split(".")[0]
     return SimConfig(
         strategy=str(_get(raw, "strategy", "p2c")),
         strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
         servers=_groups(raw),
-        requests=_int(raw, "requests", 10_000),
-        arrivals=_arrivals(raw),
-        scenario=str(_get(raw, "scenario", "sp+sr")),
+        requests=_int(raw, "requests", requests),
+        arrivals=arrivals,
+        scenario=str(_get(raw, "scenario", named)),
         routing_keys=_int(raw, "routing_keys", 0),
         report_period=parse_duration(_get(raw, "report_period", 0.25), "report_period"),
         report_delay=parse_duration(_get(raw, "report_delay", 0.0), "report_delay"),

@@ -60,7 +60,7 @@ from lblab.simulator.config import EPOCH, SimConfig, rng_stream
 from lblab.simulator.model import SimServer
 from lblab.simulator.quota import CpuQuota
 from lblab.simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
-from lblab.simulator.workload import ClosedUsers, ShapeSampler
+from lblab.simulator.workload import ClosedUsers, ShapeSampler, TraceArrivals
 
 _PENDING, _DISPATCHED, _DONE = 0, 1, 2
 _NAN = float("nan")
@@ -146,7 +146,12 @@ class Simulation:
         self.env = env = simpy.Environment()
         self._rng_arrivals = rng_stream(cfg.seed, rep, "arrivals")
         self._rng_keys = rng_stream(cfg.seed, rep, "keys")
-        self._shape = ShapeSampler(cfg.cells, rng_stream(cfg.seed, rep, "shapes"))
+        # A trace gives both in its order: each send's shape, and the gap to the next.
+        arrivals = cfg.arrivals
+        self._replay = (
+            arrivals.replay(cfg.requests) if isinstance(arrivals, TraceArrivals) else None
+        )
+        self._shape = self._replay or ShapeSampler(cfg.cells, rng_stream(cfg.seed, rep, "shapes"))
         service_rng = rng_stream(cfg.seed, rep, "service")
 
         self.servers: list[SimServer] = []
@@ -229,7 +234,8 @@ class Simulation:
     def _next_arrival(self) -> None:
         if self._sent < self._requests:
             # Absolute send times: evenly spaced sends land exactly on k / rate.
-            self._next_send += self.cfg.arrivals.gap(self._rng_arrivals)  # type: ignore[union-attr]
+            arrivals = self._replay or self.cfg.arrivals
+            self._next_send += arrivals.gap(self._rng_arrivals)  # type: ignore[union-attr]
             at(self.env, self._next_send - self.env._now, self._on_arrival_timer, None, LATE)
 
     def _on_arrival_timer(self, _: None) -> None:

@@ -5,17 +5,20 @@ Request shapes are the shared scenario matrix (``lblab/scenarios.py``:
 reproduction may pass its own cells (Martins: 66 KB / 1 MB / 17 MB objects).
 
 Arrivals are open (``rate`` requests per second, evenly spaced or Poisson; latency
-counts from the intended send time) or closed (``users`` each waiting ``think``
-seconds after a response before sending again).
+counts from the intended send time), closed (``users`` each waiting ``think``
+seconds after a response before sending again), or a trace replayed (``TraceArrivals``:
+send times and shapes from ``lblab.traces.Schedule``, the code the live generator uses).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lblab.errors import ConfigError
 from lblab.scenarios import builtin_scenario
+from lblab.traces import Schedule, TraceWindow, schedule
 
 Cell = tuple[int, int]
 """``(package_bytes, work_bytes)``."""
@@ -76,4 +79,46 @@ class ClosedUsers:
         return self.think
 
 
-Arrivals = OpenArrivals | ClosedUsers
+@dataclass(frozen=True, slots=True)
+class TraceArrivals:
+    """A trace's window replayed, time-scaled to a mean of ``rate`` requests per second
+    (0: the trace's own pace). Latency counts from the intended send time."""
+
+    window: TraceWindow
+    rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.schedule  # noqa: B018  # read and scaled now: a bad trace is a ConfigError here
+
+    @property
+    def schedule(self) -> Schedule:
+        return schedule(self.window, self.rate)
+
+    def replay(self, requests: int) -> TraceReplay:
+        """A walk through the first ``requests`` sends."""
+        return TraceReplay(self.schedule, requests)
+
+
+class TraceReplay:
+    """One run's walk through a trace: ``gap`` gives the time to the next send and a
+    call the next request's shape, each in the schedule's order, so the simulation uses
+    it as it uses ``OpenArrivals`` and ``ShapeSampler``."""
+
+    __slots__ = ("_dues", "_last", "_shapes", "single")
+
+    def __init__(self, schedule: Schedule, requests: int) -> None:
+        self._dues: Iterator[float] = (due for due, _, _ in schedule.sends(most=requests))
+        self._shapes: Iterator[Cell] = ((p, w) for _, p, w in schedule.sends(most=requests))
+        self._last = next(self._dues)
+        self.single = None  # every request has its own shape
+
+    def gap(self, rng: random.Random) -> float:
+        due = next(self._dues)
+        gap, self._last = due - self._last, due
+        return gap
+
+    def __call__(self) -> Cell:
+        return next(self._shapes)
+
+
+Arrivals = OpenArrivals | ClosedUsers | TraceArrivals
