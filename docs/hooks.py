@@ -356,10 +356,12 @@ KEY_NOTES = {
     "run.name": "the run's name: the folder is results/<name>-<time>",
     "run.request_timeout": "the balancer's deadline per request (`lblab balancer --request-timeout`)",
     "load.model": "closed: Locust users, each sends when its last answer came; open: "
-    "request k is due at t0 + k/rate whatever the answers",
+    "request k is due at t0 + k/rate whatever the answers; trace: a recorded trace's sends "
+    "replayed on their schedule (a trace scenario's model)",
     "load.spawn_rate": "users started per second (closed model)",
     "load.think_time": "[min, max] seconds a user waits between requests (closed model)",
-    "load.rate": "requests per second over all generators (open model)",
+    "load.rate": "requests per second over all generators (open model; trace model: the "
+    "mean the replay is time-scaled to, 0 for the trace's own)",
     "load.arrival": "constant (evenly spaced) or poisson (open model)",
     "testbed.kind": "local: the run starts servers, agents and balancer on this host; "
     "external: they run elsewhere (ansible) and the run drives them",
@@ -377,7 +379,8 @@ def config_page() -> str:
     from lblab.loadtests import runconfig
     from lblab.loadtests.isolation import ISOLATION_METHODS
     from lblab.loadtests.openloop import ARRIVALS
-    from lblab.scenarios import BUILTIN_SCENARIOS, CELLS
+    from lblab.scenarios import BUILTIN_SCENARIOS, CELLS, TRACE_SCENARIOS
+    from lblab.traces import BUILTIN_TRACES
 
     root = typer.main.get_command(app)
     ctx = root.context_class(root, info_name="lblab")
@@ -461,8 +464,10 @@ def config_page() -> str:
         f"| `testbed.kind` | {', '.join(f'`{k}`' for k in runconfig.TESTBEDS)} |",
         f"| `testbed.isolation` | {', '.join(f'`{m}`' for m in ISOLATION_METHODS)} |",
         f"| `timeline.action` | {', '.join(f'`{a}`' for a in runconfig.ACTIONS)} |",
-        f"| `run.scenarios` | {', '.join(f'`{s}`' for s in BUILTIN_SCENARIOS)}, or a "
+        f"| `run.scenarios` | {', '.join(f'`{s}`' for s in BUILTIN_SCENARIOS)} (the default), "
+        f"the trace scenarios {', '.join(f'`{s}`' for s in TRACE_SCENARIOS)}, or a "
         "`[scenario_defs.NAME]` |",
+        f"| `load.trace` | {', '.join(f'`{t}`' for t in BUILTIN_TRACES)}, or a CSV file |",
         "",
         "The built-in cells (package size x work volume; `variation` draws one of the nine "
         "per request):",
@@ -470,6 +475,13 @@ def config_page() -> str:
         "| cell | package bytes | work bytes |",
         "|---|---|---|",
         *(f"| `{c.name}` | {c.package_bytes:,} | {c.work_bytes:,} |" for c in CELLS.values()),
+        "",
+        "The built-in traces (`lblab/traces.py`; each is also the trace scenario of its name, "
+        "see [Replay a trace](../guides/experiment-file.md#replay-a-trace)):",
+        "",
+        "| trace | what |",
+        "|---|---|",
+        *(f"| `{name}` | {_cell(t.about)} |" for name, t in BUILTIN_TRACES.items()),
         "",
         "## Bounds",
         "",
