@@ -44,6 +44,7 @@ MAX_SERVERS = 100_000
 MAX_WORKERS = 10_000
 MAX_REQUESTS = 1_000_000_000
 MAX_ROUTING_KEYS = 1_000_000
+MAX_BALANCERS = 1024
 """Past these a run would not finish (or not fit in memory): a typo, not an experiment."""
 MIN_PERIOD = 0.001
 """Shortest agent or health period (1 ms): shorter ones only add events (and below the
@@ -126,6 +127,9 @@ class SimConfig:
     """How often the pool's health clock (ejection backoff, slow start) advances."""
     probe_cost: float = PROBE_COST_S
     """Server CPU seconds one probe takes from the work (``simulator.model``, ``charge``)."""
+    balancers: int = 1
+    """Independent balancers in front of the same servers, each with its own pool and
+    strategy; the load is split among them (``simulator.run``, "Many balancers")."""
     seed: int = 1
     replication: int = 0
     run_id: str = "sim"
@@ -146,6 +150,9 @@ class SimConfig:
         check_range("max_tries", self.max_tries, minimum=1, maximum=100)
         check_range("picks_every", self.picks_every, minimum=0, maximum=MAX_REQUESTS)
         check_range("routing_keys", self.routing_keys, minimum=0, maximum=MAX_ROUTING_KEYS)
+        if isinstance(self.balancers, bool) or not isinstance(self.balancers, int):
+            raise ConfigError(f"balancers: {self.balancers!r} is not a whole number")
+        check_range("balancers", self.balancers, minimum=1, maximum=MAX_BALANCERS)
         check_range("seed", self.seed, minimum=0, maximum=MAX_SEED)
         check_range("replication", self.replication, minimum=0, maximum=MAX_SEED)
         for name in ("report_period", "tick_period"):
@@ -315,7 +322,8 @@ KNOWN_KEYS = {
     "poisson", "users", "think", "exponential_think", "scenario", "routing_keys",
     "trace", "trace_start", "trace_length", "trace_loop",
     "report_period", "report_delay", "client_delay", "server_delay", "deadline",
-    "max_tries", "picks_every", "tick_period", "probe_cost", "seed", "replication", "run_id",
+    "max_tries", "picks_every", "tick_period", "probe_cost", "balancers", "seed", "replication",
+    "run_id",
 }  # fmt: skip
 
 
@@ -348,6 +356,7 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
         picks_every=_int(raw, "picks_every", 1),
         tick_period=parse_duration(_get(raw, "tick_period", 0.1), "tick_period"),
         probe_cost=parse_duration(_get(raw, "probe_cost", PROBE_COST_S), "probe_cost"),
+        balancers=_int(raw, "balancers", 1),
         seed=_int(raw, "seed", 1),
         replication=_int(raw, "replication", 0),
         run_id=str(_get(raw, "run_id", "sim")),

@@ -3,10 +3,10 @@
 A million-request run appends a million rows; a dict per row would cost ~10x the
 memory and time of ``array.array`` appends. A request row goes into three arrays, one
 per type, with one ``extend`` each (``RequestRows.FLOATS``, ``LONGS``, ``INTS`` give
-the order), rather than eleven appends: the row is written once per simulated request.
-Server names are stored as indexes into
-the run's server list (-1 for "none") and failures as indexes into ``FAILURES``
-(``error_kind``, ``error_origin``); both become strings when the table is built.
+the order), rather than twelve appends: the row is written once per simulated request.
+Server and balancer names are stored as indexes into the run's lists (-1 for "none")
+and failures as indexes into ``FAILURES`` (``error_kind``, ``error_origin``); all
+become strings when the table is built.
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ class RequestRows:
 
     FLOATS = ("t_sent", "latency_ms", "queue_ms", "service_ms")
     LONGS = ("request_id", "package_bytes", "work_bytes")
-    INTS = ("ok", "error", "server", "attempts")
-    """``error``: a ``FAILURES`` code (-1: none); ``server``: an index (-1: none)."""
+    INTS = ("ok", "error", "server", "attempts", "balancer")
+    """``error``: a ``FAILURES`` code (-1: none); ``server``: an index (-1: none);
+    ``balancer``: the index of the balancer that took the request."""
 
     __slots__ = ("floats", "ints", "longs")
 
@@ -73,7 +74,9 @@ class RequestRows:
     def __len__(self) -> int:
         return len(self.longs) // len(self.LONGS)
 
-    def table(self, key: dict[str, object], servers: Sequence[str]) -> pa.Table:
+    def table(
+        self, key: dict[str, object], servers: Sequence[str], balancers: Sequence[str]
+    ) -> pa.Table:
         f = _col(self.floats, "f8").reshape(-1, len(self.FLOATS))
         q = _col(self.longs, "i8").reshape(-1, len(self.LONGS))
         i = _col(self.ints, "i4").reshape(-1, len(self.INTS))
@@ -88,6 +91,7 @@ class RequestRows:
             "package_bytes": q[:, 1].copy(),
             "work_bytes": q[:, 2].copy(),
             "server": _names(i[:, 2].copy(), servers),
+            "balancer": _names(i[:, 4].copy(), balancers),
             "request_id": q[:, 0].copy(),
             "attempts": i[:, 3].copy(),
             "queue_ms": f[:, 2].copy(),

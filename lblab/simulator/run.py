@@ -18,6 +18,23 @@ keeps, fed with each request's RIF at arrival and its queue plus service time), 
 answer reaches the pool one server delay later; a round trip over
 ``PROBE_TIMEOUT_S`` counts as timed out. The pool counts them per backend (``counters``).
 
+Many balancers (``balancers`` = K): K independent balancers in front of the same
+servers, as K client-side balancers or K balancer nodes would be. Each has its own
+``Pool`` (in-flight counts, latency EWMAs, health, counters) and its own strategy
+instance, whose random stream is ``rng_stream(seed, rep, "strategy")`` for ``b1`` (as
+with one balancer) and ``"strategy:bK"`` for ``bK``. The load is split among them:
+evenly spaced arrivals go to balancer (request index mod K); Poisson arrivals each to
+a balancer drawn uniformly at random (stream ``"balancers"``), so that each balancer
+sees a Poisson stream of rate / K as independent clients would (dealing a Poisson
+stream round robin would give each balancer Erlang-K gaps, smoother than any client's);
+closed users are dealt round robin (user u to balancer u mod K) and keep theirs. A
+REJECTED request is replayed by its own balancer. Signals reach the balancers that
+would get them live: a response report and a probe's answer only the balancer whose
+request or probe it answers; a push report (a server pushes to every connection that
+subscribed) and an agent report every balancer. A server's RIF and ``RifLatency``
+record are its own, one for all balancers. The requests table's ``balancer`` column
+names the balancer (``b1`` .. ``bK``); the pool counters are summed over balancers.
+
 A deadline (from the client's send) ends a request as ``timeout``: the balancer
 completes it in the pool at that moment and drops the late response; the server still
 does the work, as a real one would. Deadlines fall in send order, so one watchdog
@@ -43,7 +60,7 @@ from typing import Any
 import pyarrow as pa
 import simpy
 
-from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.pool import COUNTER_NAMES, BackendCounters, BackendSpec, Pool
 from lblab.balancer.probes import PROBE_TIMEOUT_S
 from lblab.balancer.strategies.base import (
     Interaction,
@@ -60,7 +77,7 @@ from lblab.simulator.config import EPOCH, SimConfig, rng_stream
 from lblab.simulator.model import SimServer
 from lblab.simulator.quota import CpuQuota
 from lblab.simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
-from lblab.simulator.workload import ClosedUsers, ShapeSampler, TraceArrivals
+from lblab.simulator.workload import ClosedUsers, OpenArrivals, ShapeSampler, TraceArrivals
 
 _PENDING, _DISPATCHED, _DONE = 0, 1, 2
 _NAN = float("nan")
@@ -79,6 +96,7 @@ class _Request:
 
     __slots__ = (
         "arrived",
+        "balancer",
         "deadline",
         "dispatches",
         "exclude",
@@ -98,9 +116,13 @@ class _Request:
         "work_bytes",
     )
 
-    def __init__(self, rid: int, t_sent: float, package: int, work: int, key: bytes | None):
+    def __init__(
+        self, rid: int, t_sent: float, package: int, work: int, key: bytes | None, balancer: int
+    ):
         self.id = rid
         self.t_sent = t_sent
+        self.balancer = balancer
+        """The index of the balancer that took it (its pool and strategy)."""
         self.deadline = 0.0
         self.package_bytes = package
         self.work_bytes = work
@@ -183,15 +205,33 @@ class Simulation:
                 self._delay.append(cfg.server_delay if group.delay is None else group.delay)
                 specs.append(BackendSpec(id=sid, weight=group.weight))
         self.names = tuple(s.id for s in self.servers)
+        k = cfg.balancers
+        self.balancer_names = tuple(f"b{b + 1}" for b in range(k))
+        strategies: list[Strategy]
         if strategy is None:
-            strategy = make_strategy(
-                cfg.strategy,
-                dict(cfg.strategy_options),
-                rng=rng_stream(cfg.seed, rep, "strategy"),
-                weights={s.id: s.weight for s in specs},
+            strategies = [
+                make_strategy(
+                    cfg.strategy,
+                    dict(cfg.strategy_options),
+                    rng=rng_stream(cfg.seed, rep, "strategy" if b == 0 else f"strategy:b{b + 1}"),
+                    weights={s.id: s.weight for s in specs},
+                )
+                for b in range(k)
+            ]
+        elif k == 1:
+            strategies = [strategy]
+        else:
+            raise ConfigError(
+                f"balancers: a strategy object serves one balancer, not {k}; give none and "
+                "each balancer builds its own from the config"
             )
-        self.strategy = strategy
-        self.pool = Pool(specs, strategy, now=0.0)
+        self.pools = [Pool(specs, s, now=0.0) for s in strategies]
+        """One per balancer, in order (``b1`` first)."""
+        self._balancers = k
+        self._rng_balancers = rng_stream(cfg.seed, rep, "balancers")
+        poisson = isinstance(cfg.arrivals, OpenArrivals) and cfg.arrivals.poisson
+        self._next_balancer = self._by_chance if k > 1 and poisson else self._by_index
+        strategy = strategies[0]  # the same class for every balancer: the same signals
         self._response_reports = strategy.uses_response_reports
         self._push_reports = strategy.uses_push_reports
         self._agent_reports = strategy.uses_agent_reports
@@ -225,11 +265,19 @@ class Simulation:
     def _start_clients(self) -> None:
         arrivals = self.cfg.arrivals
         if isinstance(arrivals, ClosedUsers):
-            for _ in range(min(arrivals.users, self.cfg.requests)):
-                self._send()
+            for user in range(min(arrivals.users, self.cfg.requests)):
+                self._send(user % self._balancers)  # a user keeps its balancer
         else:
-            self._send()
+            self._send(self._next_balancer())
             self._next_arrival()
+
+    def _by_index(self) -> int:
+        """The balancer of the next open arrival: its index mod K (module docstring)."""
+        return self._sent % self._balancers
+
+    def _by_chance(self) -> int:
+        """The balancer of the next Poisson arrival: uniform (module docstring)."""
+        return self._rng_balancers.randrange(self._balancers)
 
     def _next_arrival(self) -> None:
         if self._sent < self._requests:
@@ -239,18 +287,18 @@ class Simulation:
             at(self.env, self._next_send - self.env._now, self._on_arrival_timer, None, LATE)
 
     def _on_arrival_timer(self, _: None) -> None:
-        self._send()
+        self._send(self._next_balancer())
         self._next_arrival()
 
-    def _on_think_done(self, _: None) -> None:
+    def _on_think_done(self, balancer: int) -> None:
         if self._sent < self.cfg.requests:
-            self._send()
+            self._send(balancer)
 
-    def _send(self) -> None:
+    def _send(self, balancer: int) -> None:
         now = self.env._now
         package, work = self._shape.single or self._shape()
         key = self._rng_keys.choice(self._keys) if self._keys else None
-        req = _Request(self._sent, now, package, work, key)
+        req = _Request(self._sent, now, package, work, key, balancer)
         self._sent += 1
         if self._deadline is not None:
             # The watchdog's exact instant (clock.snap, inlined: once per request).
@@ -277,7 +325,7 @@ class Simulation:
             )
         )
         rows.longs.extend((req.id, req.package_bytes, req.work_bytes))
-        rows.ints.extend((ok, error, req.server, req.dispatches))
+        rows.ints.extend((ok, error, req.server, req.dispatches, req.balancer))
         self._finished += 1
         req.view = req.request = None
         watch = self._watch
@@ -286,9 +334,9 @@ class Simulation:
         if self._closed and self._sent < self._requests:
             think = self.cfg.arrivals.think_time(self._rng_arrivals)  # type: ignore[union-attr]
             if think > 0:
-                at(self.env, think, self._on_think_done, None, LATE)
+                at(self.env, think, self._on_think_done, req.balancer, LATE)
             else:
-                self._send()
+                self._send(req.balancer)
         if self._finished == self._requests:
             # The run ends with its last answer: pending deadlines, samples and timers
             # after it would only move the clock (a 4 s run used to report 30 s).
@@ -322,7 +370,7 @@ class Simulation:
         while watch and (watch[0].state == _DONE or watch[0].deadline <= now):
             req = watch.popleft()
             if req.state == _DISPATCHED and req.request is not None:
-                self.pool.complete(
+                self.pools[req.balancer].complete(
                     req.view,
                     req.request,
                     Outcome(False, (now - req.t_dispatch) * 1000.0, "timeout"),
@@ -341,7 +389,7 @@ class Simulation:
     def _route(self, req: _Request) -> None:
         now = self.env._now
         request = RequestView(req.id, _RR, req.package_bytes, req.key, None, req.exclude, req.tries)
-        pool = self.pool
+        pool = self.pools[req.balancer]
         view = pool.pick(request, now)
         if view is None:
             # No eligible backend: the balancer answers REJECTED at once (docs/DESIGN.md, "Wire contract").
@@ -364,7 +412,7 @@ class Simulation:
         req.state = _DISPATCHED
         req.server = i
         if self._probes:
-            self._send_probes(now)
+            self._send_probes(req.balancer, now)
         delay = self._delay[i]
         if delay:
             req.arrived = now + delay
@@ -426,10 +474,11 @@ class Simulation:
             return  # timed out already: the balancer has dropped this stream
         now = self.env._now
         view = req.view
+        pool = self.pools[req.balancer]
         if report is not None:
-            self.pool.report(view.id, report, now)
+            pool.report(view.id, report, now)
         req.state = _PENDING
-        self.pool.complete(
+        pool.complete(
             view,
             req.request,
             Outcome(ok, (now - req.t_dispatch) * 1000.0, None if ok else "rejected"),
@@ -450,48 +499,53 @@ class Simulation:
 
     # ---- probes --------------------------------------------------------------------
 
-    def _send_probes(self, now: float) -> None:
-        pool = self.pool
+    def _send_probes(self, balancer: int, now: float) -> None:
+        pool = self.pools[balancer]
         for view in pool.probe_targets(now):
             pool.probe_sent(view.id)
             i = view.index
             delay = self._delay[i]
             if delay:
-                at(self.env, delay, self._probe_at_server, (i, now))
+                at(self.env, delay, self._probe_at_server, (balancer, i, now))
             else:
-                self._probe_at_server((i, now))
+                self._probe_at_server((balancer, i, now))
 
-    def _probe_at_server(self, probe: tuple[int, float]) -> None:
-        i, sent = probe
+    def _probe_at_server(self, probe: tuple[int, int, float]) -> None:
+        balancer, i, sent = probe
         server = self.servers[i]
         server.charge(self._probe_cost)
         rif = server.load
-        answer = (i, sent, ProbeAnswer(rif=rif, latency_ms=self._rif_latency[i].estimate(rif)))
+        estimate = self._rif_latency[i].estimate(rif)
+        answer = (balancer, i, sent, ProbeAnswer(rif=rif, latency_ms=estimate))
         delay = self._delay[i]
         if delay:
             at(self.env, delay, self._on_probe_answer, answer)
         else:
             self._on_probe_answer(answer)
 
-    def _on_probe_answer(self, answer: tuple[int, float, ProbeAnswer]) -> None:
-        i, sent, probe = answer
+    def _on_probe_answer(self, answer: tuple[int, int, float, ProbeAnswer]) -> None:
+        balancer, i, sent, probe = answer
         now = self.env._now
+        pool = self.pools[balancer]
         if now - sent > PROBE_TIMEOUT_S:
-            self.pool.probe_lost(self.names[i], timed_out=True)
+            pool.probe_lost(self.names[i], timed_out=True)
         else:
-            self.pool.probe_answer(self.names[i], probe, now)
+            pool.probe_answer(self.names[i], probe, now)
 
     # ---- agents, health clock -------------------------------------------------------
 
     def _deliver_report(self, index: int, report: LoadReport, delay: float) -> None:
+        """A server's pushed report, to every balancer (each subscribed live)."""
         if delay:
             at(self.env, delay, self._on_report_timer, (index, report))
         else:
-            self.pool.report(self.names[index], report, self.env._now)
+            self._on_report_timer((index, report))
 
     def _on_report_timer(self, delivery: tuple[int, LoadReport]) -> None:
         index, report = delivery
-        self.pool.report(self.names[index], report, self.env._now)
+        name, now = self.names[index], self.env._now
+        for pool in self.pools:
+            pool.report(name, report, now)
 
     def _sample(self, _: None = None) -> None:
         now = self.env._now
@@ -540,11 +594,14 @@ class Simulation:
 
     def _apply_agent(self, reports: Sequence[LoadReport]) -> None:
         now = self.env._now
-        for r in reports:
-            self.pool.report(r.server, r, now)
+        for pool in self.pools:  # every balancer subscribes to every agent
+            for r in reports:
+                pool.report(r.server, r, now)
 
     def _tick(self, _: None) -> None:
-        self.pool.tick(self.env._now)
+        now = self.env._now
+        for pool in self.pools:
+            pool.tick(now)
         if self._finished < self.cfg.requests:
             at(self.env, self.cfg.tick_period, self._tick)
 
@@ -571,18 +628,29 @@ class Simulation:
             "strategy": cfg.strategy,
             "replication": cfg.replication,
         }
-        counters = self.pool.counters
         return SimResult(
             config=cfg,
-            requests=self.rows.table(key, self.names),
+            requests=self.rows.table(key, self.names, self.balancer_names),
             picks=self.picks.table("picks", "inflight_at_pick", key, self.names),
             cpu=self.cpu.table("cpu", "cpu_percent", key, self.names),
             servers=self.names,
             sim_seconds=env.now,  # the last answer's time (the run stops there)
             wall_seconds=wall,
             events=events,
-            counters=_plain(counters),
+            counters=_plain(_summed([pool.counters for pool in self.pools])),
         )
+
+
+def _summed(counters: Sequence[dict[str, BackendCounters]]) -> dict[str, BackendCounters]:
+    """Each backend's counters summed over the balancers (one balancer: its own)."""
+    if len(counters) == 1:
+        return counters[0]
+    return {
+        backend: BackendCounters(
+            **{name: sum(getattr(c[backend], name) for c in counters) for name in COUNTER_NAMES}
+        )
+        for backend in counters[0]
+    }
 
 
 def _plain(value: Any) -> Any:

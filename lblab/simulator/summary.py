@@ -30,6 +30,29 @@ def latency_stats(result: SimResult) -> dict[str, Any]:
     }
 
 
+def balancer_stats(result: SimResult) -> list[dict[str, Any]]:
+    """The per-balancer split of one result: requests, ok share and latency of each."""
+    t = result.requests
+    balancer = np.asarray(t.column("balancer").to_pylist())
+    lat = t.column("latency_ms").to_numpy()
+    ok = t.column("ok").to_numpy(zero_copy_only=False)
+    rows = []
+    for name in sorted(set(balancer.tolist()), key=lambda b: int(b[1:])):
+        mine = balancer == name
+        good = lat[mine & ok]
+        pct = np.percentile(good, [50, 99]) if len(good) else [float("nan")] * 2
+        rows.append(
+            {
+                "balancer": name,
+                "requests": int(mine.sum()),
+                "ok_pct": 100.0 * ok[mine].mean(),
+                "p50_ms": float(pct[0]),
+                "p99_ms": float(pct[1]),
+            }
+        )
+    return rows
+
+
 def print_summary(results: Sequence[SimResult]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -54,4 +77,23 @@ def print_summary(results: Sequence[SimResult]) -> None:
             f"{s['wall_s']:.2f}",
             f"{s['req_per_wall_s']:,.0f}",
         )
-    Console(width=160).print(table)
+    console = Console(width=160)
+    console.print(table)
+    split = [r for r in results if r.config.balancers > 1]
+    if not split:
+        return
+    table = Table(title="per balancer (p50, p99 of successful requests)")
+    for col in ("strategy", "rep", "balancer", "requests", "ok %", "p50 ms", "p99 ms"):
+        table.add_column(col, justify="right")
+    for r in split:
+        for b in balancer_stats(r):
+            table.add_row(
+                r.config.strategy,
+                str(r.config.replication),
+                b["balancer"],
+                str(b["requests"]),
+                f"{b['ok_pct']:.2f}",
+                f"{b['p50_ms']:.2f}",
+                f"{b['p99_ms']:.2f}",
+            )
+    console.print(table)

@@ -53,7 +53,7 @@ def test_every_request_ends_once_ok_or_with_a_known_error():
     t = result.requests.to_pandas()
     assert len(t) == cfg.requests
     assert sorted(t["request_id"]) == list(range(cfg.requests))
-    assert sim.pool.outstanding == 0  # every dispatch was completed exactly once
+    assert sim.pools[0].outstanding == 0  # every dispatch was completed exactly once
     assert set(t.loc[~t["ok"], "error_kind"]) <= set(ERROR_KINDS)
     assert t.loc[t["ok"], "error_kind"].isna().all()
     assert (t["attempts"] > 1).any(), "rejections should have been replayed"

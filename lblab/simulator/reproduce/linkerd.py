@@ -123,7 +123,8 @@ def linkerd_run(strategy: str, mode: str, seconds: float, rate: float, seed: int
         raise ValueError(f"mode {mode!r} is not one of {MODES}")
     sim = Simulation(linkerd_config(strategy, mode, seconds, rate, seed))
     if mode == "post":
-        sim.pool.health = HealthConfig(eject_after=0)
+        for pool in sim.pools:
+            pool.health = HealthConfig(eject_after=0)
     scale = seconds / SECONDS
     start, end = SLOW_AT_S * scale, (SLOW_AT_S + SLOW_FOR_S) * scale
     sim.servers[0].slow_window(start, end, SLOW_LATENCY_S)
