@@ -99,7 +99,7 @@ def points_written(out: Path) -> dict[str, float]:
 def test_a_killed_sweep_reruns_only_the_missing_points(tmp_path: Path) -> None:
     source = sweep_file(tmp_path, 5000)  # ~0.3 s a point: the kill lands mid-way
     out = tmp_path / "out"
-    args = ["sweep", str(source), "--out", str(out), "--workers", "2"]
+    args = ["sweep", str(source), "--out", str(out), "--workers", "1"]
     child = subprocess.Popen(
         lblab_command(*args),
         stdout=subprocess.DEVNULL,
