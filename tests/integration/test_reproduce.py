@@ -352,3 +352,68 @@ def test_reproduce_linkerd_command_prints_json_and_writes_a_chart(tmp_path):
     ):
         bad = CliRunner().invoke(app, ["reproduce", "linkerd", flag, value])
         assert isinstance(bad.exception, ConfigError) and message in str(bad.exception)
+
+
+# ---- Prequal (NSDI 2024) and issue 21's table ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def prequal_claims(tmp_path_factory):
+    # CI size: 14 s of arrivals, the first 12 s warm-up (wrr-orca's 10 s blackout).
+    out = tmp_path_factory.mktemp("prequal")
+    result = CliRunner().invoke(
+        app,
+        ["reproduce", "prequal", "--seconds", "14", "--format", "json", "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert json.loads((out / "prequal.json").read_text()) == data
+    return data["claims"]
+
+
+def test_prequal_keeps_the_tail_latency_and_rif_below_wrr_orca_and_p2c(prequal_claims):
+    runs = {r["strategy"]: r for r in prequal_claims["runs"]}
+    prequal = runs["prequal r_probe=3"]
+    assert prequal["probes_per_query"] == pytest.approx(3.0, abs=0.01)
+    for rival in ("wrr-orca", "wrr-orca blackout_period=0", "p2c"):
+        assert runs[rival]["probes_per_query"] == 0
+        for figure in ("p99_ms", "p99.9_ms", "rif_p99"):
+            assert prequal[figure] < runs[rival][figure], (rival, figure)
+    claims = prequal_claims["claims"]
+    assert [c["verdict"] for c in claims] == ["holds"] * 4
+    assert len(prequal_claims["not_modelled"]) >= 4
+
+
+def test_prequal_tail_rises_sharply_at_one_probe_per_query_or_fewer(prequal_claims):
+    runs = {r["strategy"]: r for r in prequal_claims["runs"]}
+    p99 = {r: runs[f"prequal r_probe={r}"]["p99_ms"] for r in ("3", "1", "0.5", "0.25")}
+    assert all(p99[r] >= 2 * p99["3"] for r in ("1", "0.5", "0.25"))
+    probes = {r: runs[f"prequal r_probe={r}"]["probes_per_query"] for r in p99}
+    assert probes == pytest.approx({"3": 3.0, "1": 1.0, "0.5": 0.5, "0.25": 0.25}, abs=0.01)
+
+
+def test_prequal_table_counts_failures_at_their_latency_and_splits_the_balancers():
+    from dataclasses import replace
+
+    from lblab.simulator.reproduce.prequal import TABLE, reproduce_table, strategies_table
+
+    rows = reproduce_table(replace(TABLE, seconds=14.0), strategies=(("rr", ()), ("prequal", ())))
+    assert {(r.strategy, r.balancers) for r in rows} == {
+        (s, k) for s in ("rr", "prequal") for k in (1, 8)
+    }
+    table = {r["strategy"]: r for r in strategies_table(rows)}
+    # rr sends 1/16 of the load to each server, 12x what a slow one serves: its
+    # requests there wait, then time out at 30 s, and count at their latency.
+    for k in (1, 8):
+        assert table["rr"][f"p99_ms_k{k}"] > 10 * table["prequal"][f"p99_ms_k{k}"]
+
+
+def test_reproduce_prequal_refuses_bad_options_in_one_line():
+    for flag, value, message in (
+        ("--study", "fig9", "not among claims, table"),
+        ("--seconds", "5", "--seconds: 5.0 must be 14 or more"),
+        ("--format", "csv", "not table or json"),
+    ):
+        bad = CliRunner().invoke(app, ["reproduce", "prequal", flag, value])
+        assert isinstance(bad.exception, ConfigError), (flag, bad.output)
+        assert message in str(bad.exception)

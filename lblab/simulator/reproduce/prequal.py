@@ -1,0 +1,351 @@
+"""Prequal's qualitative claims, and issue 21's table of today's strategies, in the simulator.
+
+Source: B. Wydrowski, R. Kleinberg, S. M. Rumble, A. Archer, *Load is not what you
+should balance: Introducing Prequal*, NSDI 2024 (arXiv 2312.10172). Its abstract:
+Prequal "does not balance CPU load, but instead selects servers according to estimated
+latency and active requests-in-flight (RIF)", and "has dramatically decreased tail
+latency, error rates, and resource use". The claims checked here are issue 21's
+reading of the paper, in words: the paper's own figures (its testbed's latencies) were
+not at hand when this was written, so the table gives each claim, not a number.
+
+1. Against weighted round robin from CPU reports (gRPC's ``weighted_round_robin``,
+   lblab's ``wrr-orca``) and P2C, under heterogeneous servers and many balancers,
+   Prequal keeps the tail latency (p99, p99.9) lower;
+2. and the tail RIF lower;
+3. its tail rises sharply when the probes fall to one per query or fewer
+   (``r_probe`` 1, 0.5, 0.25 against the default 3).
+
+The setting (``CLAIMS``): 16 single-worker FIFO servers of three speeds (4 at half
+speed, 8 at 1, 4 at twice; the service is exponential with mean 10 ms at speed 1, so
+they serve 1800 requests a second in all), 8 independent balancers (each its own pool,
+probes and strategy state; the arrivals split uniformly among them), Poisson arrivals
+at 0.9 of the servers' capacity for 32 s, agents reporting every 250 ms, lblab's 30 s
+deadline. The first 12 s are warm-up, left out of every figure:
+``wrr-orca`` uses no weight before its 10 s blackout (gRFC A58's default).
+
+Start-up. ``wrr-orca`` sends round robin until its weights are out of their blackout:
+for gRPC's default 10 s the half-speed servers get twice what they serve, and at 0.9
+load the backlog that leaves takes some 100 s of 10 % spare capacity to drain, so a
+32 s run would measure the start, not WRR. Both run: ``wrr-orca`` as gRPC ships it,
+and ``wrr-orca blackout_period=0`` (its weights used from the first update, after 1 s),
+whose window is WRR's steady state, what the paper compared.
+
+Figures, over the requests sent after the warm-up: p50, p99 and p99.9 latency with a
+failure (a timeout) counted at its latency; the tail RIF is the p99 of every server's
+requests in flight (queued plus in service), sampled every 10 ms after the warm-up; the
+probes are those sent per query. A verdict per claim: ``holds`` when Prequal's figure
+is below every rival run's (claims 1, 2); for claim 3 when the p99 at every ``r_probe``
+of 1 or less is at least twice the p99 at 3. Why it rises: every query takes one probe
+out of the pool (the paper's removal, ``r_remove`` = 1), so at one probe per query or
+fewer the pool never holds the 2 probes a pick needs and Prequal picks at random, which
+overloads the slow servers; the runs at 1, 0.5 and 0.25 are then the same random picks,
+and their order among themselves is noise.
+
+What the paper's testbed and YouTube had that this simulation does not: real servers
+with many threads sharing CPUs, and antagonist load (co-tenant jobs taking CPU,
+non-uniform and changing over time), which is what makes CPU a poor signal; real
+YouTube queries, of very unequal cost; thousands of client tasks, each a balancer
+(here 8); probes as RPCs over a real network, with its delays and losses (here probes
+cost 40 us of server CPU and arrive at once); the RIF-latency estimates of real
+servers; Google's own WRR (here gRPC's open-source A58 version).
+
+Issue 21's table (``TABLE``, ``lblab reproduce prequal --study table``): 16 servers of
+which 2 are 16 times slower, Poisson arrivals at 0.9 of the total capacity, 1 and 8
+balancers, the p99 latency of each strategy with failures counted at their latency
+(the simulator's own summary leaves failures out: here a timeout counts at 30 s).
+``c3`` runs with ``clients`` = the number of balancers (C3's ``n``, the clients whose
+requests a server sees); every other strategy with its defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lblab.simulator.clock import at
+from lblab.simulator.config import EPOCH, ServerGroup, SimConfig
+from lblab.simulator.reproduce.parallel import run_calls
+from lblab.simulator.run import Simulation
+from lblab.simulator.service import Exponential
+from lblab.simulator.workload import OpenArrivals
+
+MEAN_S = 0.010
+"""Service time at speed 1 (exponential)."""
+RIF_SAMPLE_S = 0.010
+"""How often every server's requests in flight are sampled for the tail RIF."""
+PERCENTILES = (50.0, 99.0, 99.9)
+R_PROBES = (3.0, 1.0, 0.5, 0.25)
+"""Prequal's default, then one probe per query and fewer (claim 3)."""
+Options = tuple[tuple[str, str], ...]
+NO_BLACKOUT: Options = (("blackout_period", "0"),)
+"""``wrr-orca`` using its weights from the first update (module docstring, "Start-up")."""
+RIVALS: tuple[tuple[str, Options], ...] = (("wrr-orca", ()), ("wrr-orca", NO_BLACKOUT), ("p2c", ()))
+TABLE_STRATEGIES: tuple[tuple[str, Options], ...] = (
+    ("rr", ()), ("p2c", ()), ("peak-ewma", ()), ("lc", ()), ("dwrr", ()), ("wrr-orca", ()),
+    ("wrr-orca", NO_BLACKOUT), ("prequal", ()), ("c3", ()), ("least-request", ()),
+)  # fmt: skip
+"""Issue 21's strategies (``c3`` gets ``clients`` = the number of balancers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """Servers, balancers and load of one study."""
+
+    name: str
+    servers: tuple[ServerGroup, ...]
+    balancers: tuple[int, ...]
+    """Each study runs with each of these numbers of balancers."""
+    load: float = 0.9
+    """Arrivals as a share of the servers' capacity."""
+    seconds: float = 32.0
+    """Span of the arrivals."""
+    warmup: float = 12.0
+    """Left out of every figure (``wrr-orca``'s 10 s blackout, and 2 s to use its weights)."""
+
+    @property
+    def rate(self) -> float:
+        capacity = sum(g.count * g.workers * g.speed / MEAN_S for g in self.servers)
+        return self.load * capacity
+
+    def describe(self) -> str:
+        speeds = ", ".join(f"{g.count} at speed {g.speed:g}" for g in self.servers)
+        return (
+            f"{sum(g.count for g in self.servers)} servers ({speeds}; exponential service, "
+            f"{MEAN_S * 1e3:g} ms at speed 1), {' and '.join(map(str, self.balancers))} "
+            f"balancer(s), Poisson at "
+            f"{self.load:g} of capacity ({self.rate:.0f}/s) for {self.seconds:g} s, the first "
+            f"{self.warmup:g} s left out"
+        )
+
+
+def _group(count: int, speed: float) -> ServerGroup:
+    return ServerGroup(count=count, service=Exponential(MEAN_S), speed=speed)
+
+
+CLAIMS = Setting("claims", (_group(4, 0.5), _group(8, 1.0), _group(4, 2.0)), balancers=(8,))
+TABLE = Setting("table", (_group(14, 1.0), _group(2, 1.0 / 16)), balancers=(1, 8))
+"""Issue 21's: 16 servers, 2 of them 16 times slower, 1 and 8 balancers."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PrequalRow:
+    """One strategy in one setting: its figures over the measured window."""
+
+    setting: str
+    strategy: str
+    options: Options
+    label: str
+    """The strategy and the options that set it apart, as the tables show it."""
+    balancers: int
+    requests: int
+    ok_pct: float
+    percentiles_ms: tuple[float, ...]
+    rif_p99: float
+    probes_per_query: float
+    wall_s: float
+    latency_ms: np.ndarray = field(repr=False)
+
+    @property
+    def p99_ms(self) -> float:
+        return self.percentiles_ms[PERCENTILES.index(99.0)]
+
+    @property
+    def p999_ms(self) -> float:
+        return self.percentiles_ms[PERCENTILES.index(99.9)]
+
+    def as_dict(self) -> dict[str, object]:
+        row: dict[str, object] = {
+            "setting": self.setting,
+            "strategy": self.label,
+            "balancers": self.balancers,
+            "requests": self.requests,
+            "ok_pct": round(self.ok_pct, 2),
+        }
+        for p, v in zip(PERCENTILES, self.percentiles_ms, strict=True):
+            row[f"p{p:g}_ms"] = round(v, 1)
+        row["rif_p99"] = round(self.rif_p99, 1)
+        row["probes_per_query"] = round(self.probes_per_query, 2)
+        return row
+
+
+def _label(strategy: str, options: Options) -> str:
+    if strategy == "c3":
+        return "c3 (clients = K)"
+    opts = ",".join(f"{k}={v}" for k, v in options)
+    return f"{strategy} {opts}" if opts else strategy
+
+
+def prequal_config(
+    setting: Setting, strategy: str, options: Options, balancers: int, seed: int
+) -> SimConfig:
+    rate = setting.rate
+    return SimConfig(
+        strategy=strategy,
+        strategy_options=options,
+        servers=setting.servers,
+        requests=round(rate * setting.seconds),
+        arrivals=OpenArrivals(rate=rate, poisson=True),
+        scenario="prequal",
+        cells=((100, 0),),
+        picks_every=0,
+        balancers=balancers,
+        seed=seed,
+        run_id=f"prequal-{setting.name}",
+    )
+
+
+class _RifSampler:
+    """Every server's requests in flight, every ``RIF_SAMPLE_S`` from ``start`` to ``end``."""
+
+    def __init__(self, sim: Simulation, start: float, end: float) -> None:
+        self.sim, self.end = sim, end
+        self.samples: list[int] = []
+        at(sim.env, start, self._sample)
+
+    def _sample(self, _: None = None) -> None:
+        self.samples.extend(s.load for s in self.sim.servers)
+        if self.sim.env.now + RIF_SAMPLE_S <= self.end:
+            at(self.sim.env, RIF_SAMPLE_S, self._sample)
+
+
+def prequal_run(
+    setting: Setting, strategy: str, options: Options = (), balancers: int = 1, seed: int = 1
+) -> PrequalRow:
+    """One strategy in ``setting`` with ``balancers``, measured after the warm-up; ``c3``
+    gets ``clients`` = ``balancers``."""
+    label = _label(strategy, options)
+    if strategy == "c3":
+        options = (*options, ("clients", str(balancers)))
+    sim = Simulation(prequal_config(setting, strategy, options, balancers, seed))
+    rif = _RifSampler(sim, setting.warmup, setting.seconds)
+    result = sim.run()
+    t = result.requests
+    measured = t.column("t_sent").to_numpy() - EPOCH >= setting.warmup
+    latency = t.column("latency_ms").to_numpy()[measured]
+    ok = t.column("ok").to_numpy(zero_copy_only=False)[measured]
+    probes = sum(int(c["probes_sent"]) for c in result.counters.values())
+    return PrequalRow(
+        setting=setting.name,
+        strategy=strategy,
+        options=options,
+        label=label,
+        balancers=balancers,
+        requests=len(latency),
+        ok_pct=100.0 * float(ok.mean()),
+        percentiles_ms=tuple(float(v) for v in np.percentile(latency, PERCENTILES)),
+        rif_p99=float(np.percentile(rif.samples, 99)),
+        probes_per_query=probes / t.num_rows,
+        wall_s=result.wall_seconds,
+        latency_ms=latency,
+    )
+
+
+def _r_probe(value: float) -> Options:
+    return (("r_probe", f"{value:g}"),)
+
+
+def reproduce_claims(
+    setting: Setting = CLAIMS,
+    seed: int = 1,
+    jobs: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> list[PrequalRow]:
+    """Prequal at each of ``R_PROBES`` and its rivals, in ``setting`` (its first K)."""
+    k = setting.balancers[0]
+    calls = [
+        (prequal_run, (setting, "prequal", _r_probe(r), k, seed), f"prequal r_probe={r:g}")
+        for r in R_PROBES  # the costliest first (the most probes): workers take them in order
+    ]
+    calls += [
+        (prequal_run, (setting, name, options, k, seed), _label(name, options))
+        for name, options in RIVALS
+    ]
+    return run_calls(calls, jobs, progress)
+
+
+def reproduce_table(
+    setting: Setting = TABLE,
+    seed: int = 1,
+    jobs: int = 1,
+    progress: Callable[[str], None] | None = None,
+    strategies: Sequence[tuple[str, Options]] = TABLE_STRATEGIES,
+) -> list[PrequalRow]:
+    """Issue 21's table: every strategy in ``setting`` with each of its numbers of balancers."""
+    calls = [
+        (
+            prequal_run,
+            (setting, name, options, k, seed),
+            f"{_label(name, options)} with {k} balancer(s)",
+        )
+        for k in sorted(setting.balancers, reverse=True)
+        for name, options in strategies
+    ]
+    return run_calls(calls, jobs, progress)
+
+
+def _verdict(holds: bool) -> str:
+    return "holds" if holds else "does not hold"
+
+
+def claims_table(rows: Sequence[PrequalRow]) -> list[dict[str, object]]:
+    """One row per claim: the paper's words, lblab's figures, a verdict."""
+    by = {(r.strategy, r.options): r for r in rows}
+    prequal = by[("prequal", _r_probe(R_PROBES[0]))]
+    rivals = [by[rival] for rival in RIVALS]
+    out: list[dict[str, object]] = []
+    for what, figure, unit in (
+        ("p99 latency", lambda r: r.p99_ms, "ms"),
+        ("p99.9 latency", lambda r: r.p999_ms, "ms"),
+        ("p99 RIF", lambda r: r.rif_p99, ""),
+    ):
+        mine = figure(prequal)
+        theirs = ", ".join(f"{r.label} {figure(r):.1f}{unit}" for r in rivals)
+        out.append(
+            {
+                "claim": f"prequal keeps the {what} below wrr-orca's and p2c's",
+                "paper": "lower (heterogeneous servers, many clients)",
+                "lblab": f"prequal {mine:.1f}{unit}; {theirs}",
+                "verdict": _verdict(all(mine < figure(r) for r in rivals)),
+            }
+        )
+    ladder = [by[("prequal", _r_probe(r))] for r in R_PROBES]
+    base = ladder[0].p99_ms
+    sharp = all(r.p99_ms >= 2 * base for r, p in zip(ladder, R_PROBES, strict=True) if p <= 1)
+    out.append(
+        {
+            "claim": "prequal's tail rises sharply at one probe per query or fewer",
+            "paper": "sharp rise at r_probe <= 1",
+            "lblab": "p99 "
+            + ", ".join(
+                f"r_probe {p:g}: {r.p99_ms:.1f}ms (x{r.p99_ms / base:.1f})"
+                for r, p in zip(ladder, R_PROBES, strict=True)
+            ),
+            "verdict": _verdict(sharp),
+        }
+    )
+    return out
+
+
+def strategies_table(rows: Sequence[PrequalRow]) -> list[dict[str, object]]:
+    """Issue 21's table: a row per strategy, its p99 and ok share with each K balancers."""
+    out: list[dict[str, object]] = []
+    for label in dict.fromkeys(r.label for r in rows):
+        row: dict[str, object] = {"strategy": label}
+        for r in sorted((r for r in rows if r.label == label), key=lambda r: r.balancers):
+            row[f"p99_ms_k{r.balancers}"] = round(r.p99_ms, 1)
+            row[f"ok_pct_k{r.balancers}"] = round(r.ok_pct, 2)
+        out.append(row)
+    return out
+
+
+TESTBED_GAPS = (
+    "real servers with many threads sharing CPUs, and antagonist load (co-tenant jobs taking "
+    "CPU, non-uniform and changing over time): here single-worker servers of fixed speeds",
+    "real YouTube traffic, queries of very unequal cost: here exponential service times",
+    "thousands of client tasks, each balancing on its own: here 8 balancers",
+    "probes as RPCs over a real network, with delays and losses: here they cost 40 us of "
+    "server CPU and arrive at once",
+    "Google's own WRR on CPU utilization: here gRPC's open-source A58 (wrr-orca)",
+)
