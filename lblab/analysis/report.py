@@ -28,6 +28,8 @@ from matplotlib.figure import Figure
 
 from lblab.analysis import charts
 from lblab.analysis.answer import build_answer
+from lblab.analysis.balancers import balancer_split
+from lblab.analysis.load import open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
 from lblab.analysis.ordering import order_scenarios, order_strategies
@@ -79,6 +81,7 @@ _SECTIONS = (
     ("matrices", "The thesis matrices"),
     ("charts", "Charts"),
     ("twin", "Measured vs simulated"),
+    ("balancers", "Balancers"),
     ("run", "What ran"),
     ("tables", "Tables"),
     ("manifest", "Manifest"),
@@ -198,7 +201,10 @@ def build_report(run_dir: str | Path) -> Path:
         write_bytes_atomically(chart_dir / f"{chart.slug}.svg", _image(chart.figure, "svg"))
         shown.append(Shown(chart.slug, chart.title, chart.caption, chart.section, png))
     run_id = str(view.manifest.get("run_id") or view.path.name)
-    page = _page(run_id, view.manifest, view.summary, view.cells, shown, twin_section(view.path))
+    split = balancer_split(open_results(view.path))
+    page = _page(
+        run_id, view.manifest, view.summary, view.cells, shown, twin_section(view.path), split
+    )
     write_bytes_atomically(out / "index.html", page.encode("utf-8"))
     log.info("report written to %s", out / "index.html")
     return out / "index.html"
@@ -243,13 +249,17 @@ def _page(
     cells: list[dict[str, Any]],
     figures: list[Shown],
     twin: str | None = None,
+    split: pd.DataFrame | None = None,
 ) -> str:
     """The page: the answer, its trust, the matrices, the charts, then tables folded.
 
-    ``twin`` is the "measured vs simulated" section when the run has one.
+    ``twin`` is the "measured vs simulated" section when the run has one; ``split`` the
+    load of each balancer (``analysis/balancers.py``) when the run had several.
     """
     esc = html.escape
-    sections = [(s, t) for s, t in _SECTIONS if s != "twin" or twin]
+    several = split is not None and not split.empty
+    shown = {"twin": bool(twin), "balancers": several}
+    sections = [(s, t) for s, t in _SECTIONS if shown.get(s, True)]
     nav = " ".join(f'<a href="#{s}">{esc(t)}</a>' for s, t in sections)
     parts = [
         "<!DOCTYPE html>",
@@ -282,6 +292,7 @@ def _page(
         '<h2 id="charts">Charts</h2>',
         *(_figure(f) for f in figures if f.section != "matrices"),
         twin or "",
+        _balancers(split) if several else "",
         '<h2 id="run">What ran</h2>',
         _facts(manifest, summary),
         '<h2 id="tables">Tables</h2>',
@@ -325,6 +336,22 @@ def _page(
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _balancers(split: pd.DataFrame) -> str:
+    count = split.index.get_level_values("balancer").nunique()
+    return "\n".join(
+        [
+            '<h2 id="balancers">Balancers</h2>',
+            f"<p>The load went through {count} independent balancers, each with its own "
+            "pool, strategy state and reports, each seeing only its own requests. Per "
+            "scenario, strategy and balancer: the requests it carried (and their share of "
+            "the cell), how they fared, and the share of them each server got. Balancers "
+            "that see alike send alike; different columns for the same strategy show "
+            "herding or stale information.</p>",
+            _table(split, "balancers"),
+        ]
+    )
 
 
 def _lede(manifest: dict[str, Any], summary: Summary) -> str:

@@ -36,6 +36,9 @@ class LoadSpec:
     request_timeout: float = 30.0
     seed: int = 0
     records_dir: str = ""  # where each Locust process writes its request records
+    balancers: tuple[str, ...] = ()
+    """``HOST:PORT`` of each balancer node ``b1`` .. ``bK`` the users spread over (closed
+    model: user by user; open and trace: send by send); empty: Locust's ``--host``, ``b1``."""
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -73,6 +76,7 @@ class LoadSpec:
             cells = tuple(Cell(n, p, w) for n, p, w in sc["cells"])
             scenario = Scenario(sc["name"], cells, trace)
             data["think_time"] = tuple(data["think_time"])
+            data["balancers"] = tuple(data.get("balancers", ()))
             return cls(scenario=scenario, **data)
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"--lblab-spec is not a valid load spec: {exc}") from exc

@@ -1,4 +1,4 @@
-"""The processes under test: servers, their agents and the balancer.
+"""The processes under test: servers, their agents and the balancer nodes.
 
 ``LocalTestbed`` starts them on loopback with ``lblab.procs.spawn`` (ports 0, learned
 from the ready lines) and stops them by process group, so nothing outlives the run.
@@ -8,9 +8,16 @@ resume by SIGSTOP and SIGCONT), and ``restore`` puts the configured pool back (r
 at normal speed) before the next phase. ``ExternalTestbed`` is a balancer someone else runs (the ansible
 playbooks): the runner only switches its strategy and drives load at it.
 
+``[testbed] balancers = K`` starts K independent balancer nodes ``b1`` .. ``bK`` over the
+same servers, as many clients each balancing on their own would (rsocket-java's
+``LoadbalanceRSocketClient``): each has its own pool, strategy state and picks; every
+agent reports to all of them; the Locust users are spread over them
+(``LoadSpec.balancers``) and each request says which one it went through.
+
 Files each local process writes, under the run directory:
-``raw/picks-local.jsonl`` (balancer ``--picks``), ``raw/cpu-<server>.jsonl`` (agent
-``--out``), ``logs/<name>.log`` (stderr and stdout after the ready line).
+``raw/picks-local.jsonl`` (balancer ``--picks``; ``picks-local-b<k>.jsonl`` for the
+second and later nodes), ``raw/cpu-<server>.jsonl`` (agent ``--out``),
+``logs/<name>.log`` (stderr and stdout after the ready line).
 
 The servers run on CPUs of their own and the harness on the others
 (``loadtests/isolation.py``); the layout, and the factor the servers' quotas were
@@ -64,20 +71,43 @@ def cpu_layout(config: RunConfig) -> CpuLayout:
     )
 
 
+@dataclass(frozen=True)
+class BalancerNode:
+    """One running balancer node of the testbed."""
+
+    name: str
+    """``b1`` .. ``bK``: the ``balancer`` column of the requests table."""
+    child: Child
+    admin: AdminClient
+    address: tuple[str, int]
+    agent_port: int
+
+
 @dataclass
 class LocalTestbed:
     config: RunConfig
     run_dir: Path
     servers: dict[str, ServerProcess] = field(default_factory=dict)
-    balancer: Child | None = None
-    admin: AdminClient | None = None
-    address: tuple[str, int] = ("127.0.0.1", 0)
-    agent_port: int = 0
+    nodes: list[BalancerNode] = field(default_factory=list)
     changed: bool = False  # a timeline event altered the pool since the last restore
     layout: CpuLayout = field(init=False)
     isolation: Isolation = field(init=False)
 
     kind = "local"
+
+    @property
+    def balancer(self) -> Child | None:
+        """The first balancer node's process (the only one unless ``balancers`` > 1)."""
+        return self.nodes[0].child if self.nodes else None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.nodes[0].address
+
+    @property
+    def addresses(self) -> dict[str, tuple[str, int]]:
+        """Every balancer node's address by name, in order."""
+        return {node.name: node.address for node in self.nodes}
 
     def __post_init__(self) -> None:
         self.layout = cpu_layout(self.config)
@@ -116,7 +146,7 @@ class LocalTestbed:
             # Each start waits for a ready line (about 1 s of interpreter start-up): start
             # the servers together, then the balancer, then the agents together.
             _all(self._start_server, self.servers.values())
-            self._start_balancer(strategy)
+            self._start_balancers(strategy)
             _all(self._start_agent, self.servers.values())
         except BaseException:
             self.stop()
@@ -142,7 +172,7 @@ class LocalTestbed:
         target = ["--cgroup", str(cgroup)] if cgroup else ["--pid", str(proc.server.pid)]
         argv = lblab_command(
             "agent", "--server", proc.spec.id, *target,
-            "--report-to", f"127.0.0.1:{self.agent_port}",
+            "--report-to", ",".join(f"127.0.0.1:{n.agent_port}" for n in self.nodes),
             "--interval", str(self.config.testbed.agent_interval),
             "--out", str(self.raw / f"cpu-{proc.spec.id}.jsonl"),
         )  # fmt: skip
@@ -156,12 +186,23 @@ class LocalTestbed:
             log_path=self.logs / f"agent-{proc.spec.id}.log",
         )
 
-    def _start_balancer(self, strategy: str) -> None:
+    def _start_balancers(self, strategy: str) -> None:
+        """``b1`` .. ``bK`` at once; each that started is in ``nodes`` (to be stopped)
+        even when another failed to."""
+        names = [f"b{k}" for k in range(1, self.config.testbed.balancers + 1)]
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            futures = [pool.submit(self._start_balancer, name, strategy) for name in names]
+        self.nodes = [f.result() for f in futures if f.exception() is None]
+        for future in futures:
+            future.result()  # the first failure, if any
+
+    def _start_balancer(self, name: str, strategy: str) -> BalancerNode:
         cfg = self.config
+        first = name == "b1"  # its files keep the names of a one-balancer testbed
         argv = lblab_command(
             "balancer", "--host", "127.0.0.1", "--port", "0", "--agent-port", "0",
             "--admin-port", "0", "--strategy", strategy,
-            "--picks", str(self.raw / "picks-local.jsonl"),
+            "--picks", str(self.raw / ("picks-local.jsonl" if first else f"picks-local-{name}.jsonl")),
             "--request-timeout", str(cfg.request_timeout),
         )  # fmt: skip
         for proc in self.servers.values():
@@ -171,28 +212,34 @@ class LocalTestbed:
         for key, value in cfg.strategy_options.get(strategy, {}).items():
             argv += ["--strategy-option", f"{key}={value}"]
         argv += list(cfg.testbed.balancer_args)
-        self.balancer = spawn(
-            "balancer",
+        child = spawn(
+            "balancer" if first else f"balancer {name}",
             argv,
             ready_timeout=READY_TIMEOUT_S,
-            log_path=self.logs / "lblab.balancer.log",
+            log_path=self.logs / ("lblab.balancer.log" if first else f"lblab.balancer-{name}.log"),
         )
-        ready = self.balancer.ready
-        self.address = ("127.0.0.1", int(ready["port"]))
-        self.agent_port = int(ready["agent_port"])
-        self.admin = AdminClient("127.0.0.1", int(ready["admin_port"]))
+        ready = child.ready
+        return BalancerNode(
+            name,
+            child,
+            AdminClient("127.0.0.1", int(ready["admin_port"])),
+            ("127.0.0.1", int(ready["port"])),
+            int(ready["agent_port"]),
+        )
 
     # ------------------------------------------------------------ between phases
 
     def set_strategy(self, strategy: str) -> None:
-        assert self.admin is not None
-        self.admin.set_strategy(strategy, self.config.strategy_options.get(strategy, {}))
+        options = self.config.strategy_options.get(strategy, {})
+        for node in self.nodes:
+            node.admin.set_strategy(strategy, options)
 
     def check_alive(self) -> list[str]:
         """Names of processes that should run and do not (a crash between phases)."""
-        dead = []
-        if self.balancer is None or not self.balancer.alive():
-            dead.append("balancer")
+        dead = [] if self.nodes else ["balancer"]
+        for node in self.nodes:
+            if not node.child.alive():
+                dead.append("balancer" if len(self.nodes) == 1 else f"balancer {node.name}")
         for sid, proc in self.servers.items():
             if proc.in_pool and (proc.server is None or not proc.server.alive()):
                 dead.append(f"server {sid}")
@@ -252,16 +299,16 @@ class LocalTestbed:
         if proc.server is None or not proc.server.alive():
             self._start_server(proc)
             self._start_agent(proc)
-        assert self.admin is not None
-        self.admin.add_backend(sid, f"127.0.0.1:{proc.port}", proc.weight)
+        for node in self.nodes:
+            node.admin.add_backend(sid, f"127.0.0.1:{proc.port}", proc.weight)
         proc.in_pool = True
         self.changed = True
 
     def remove(self, sid: str) -> None:
         """Take the server out of the pool first, then stop it (a scale-in)."""
         proc = self.servers[sid]
-        assert self.admin is not None
-        self.admin.remove_backend(sid)
+        for node in self.nodes:
+            node.admin.remove_backend(sid)
         proc.in_pool = False
         if proc.server is not None:
             stop(proc.server, timeout=STOP_TIMEOUT_S)
@@ -303,9 +350,9 @@ class LocalTestbed:
     # ------------------------------------------------------------ teardown and facts
 
     def stop(self) -> None:
-        """Stop everything: the balancer first (it flushes its picks), then the rest."""
-        if self.balancer is not None:
-            stop(self.balancer, timeout=STOP_TIMEOUT_S)
+        """Stop everything: the balancers first (they flush their picks), then the rest."""
+        for node in self.nodes:
+            stop(node.child, timeout=STOP_TIMEOUT_S)
         for proc in self.servers.values():
             self._stop_agent(proc)
             if proc.server is not None:
@@ -320,6 +367,7 @@ class LocalTestbed:
         return {
             "kind": "local",
             "balancer": self.balancer.ready if self.balancer else None,
+            "balancers": {node.name: node.child.ready for node in self.nodes},
             "servers": servers,
             "cpu_limit_method": methods[0] if len(methods) == 1 else methods,
             "cpu_layout": self.layout.facts(),

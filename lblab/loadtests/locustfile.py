@@ -62,6 +62,7 @@ class _Recording:
             context.get("service_ms"),
             context.get("queue_ms"),
             context.get("send_lag_ms"),
+            context.get("balancer", "b1"),
         )
 
     def _flush_forever(self) -> None:

@@ -19,6 +19,7 @@ RECORD_SCHEMA = pa.schema(
     [SCHEMAS["requests"].field(name) for name in _MEASURED]
     + [pa.field("cell", pa.string()), pa.field("loader", pa.string())]
     + [pa.field(name, pa.float64()) for name in ("service_ms", "queue_ms", "send_lag_ms")]
+    + [SCHEMAS["requests"].field("balancer")]
 )
 assert tuple(RECORD_SCHEMA.names) == COLUMNS, "records.COLUMNS and the schema disagree"
 
@@ -28,6 +29,12 @@ def read_records(folder: Path) -> pa.Table:
     chunks = sorted(folder.glob(CHUNK_GLOB))
     if not chunks:
         return RECORD_SCHEMA.empty_table()
-    return pa.concat_tables(
-        [pa.Table.from_pydict(orjson.loads(p.read_bytes()), schema=RECORD_SCHEMA) for p in chunks]
-    )
+    return pa.concat_tables([_chunk(orjson.loads(p.read_bytes())) for p in chunks])
+
+
+def _chunk(columns: dict[str, list[object]]) -> pa.Table:
+    """One chunk's columns; a chunk from a loader older than ``balancer`` went through
+    the one balancer there was, ``b1``."""
+    if "balancer" not in columns:
+        columns["balancer"] = ["b1"] * len(columns.get("t_sent", ()))
+    return pa.Table.from_pydict(columns, schema=RECORD_SCHEMA)

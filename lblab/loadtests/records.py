@@ -67,10 +67,12 @@ COLUMNS = (
     "service_ms",
     "queue_ms",
     "send_lag_ms",
+    "balancer",
 )
 """The contract's per-request columns (labels like run_id are added when a phase is
 written) plus ``cell``, ``loader``, ``service_ms``, ``queue_ms`` and ``send_lag_ms``
-(open model: how late each send was against its due time); their types are
+(open model: how late each send was against its due time), and ``balancer``, the node
+the request went through (``b1`` .. ``bK``); their types are
 ``record_table.RECORD_SCHEMA``'s."""
 CHUNK_GLOB = "requests-*.json"
 
@@ -135,6 +137,7 @@ class RequestRecorder:
         service_ms: float | None = None,
         queue_ms: float | None = None,
         send_lag_ms: float | None = None,
+        balancer: str = "b1",
     ) -> None:
         c = self._cols
         c["t_sent"].append(t_sent)
@@ -150,6 +153,7 @@ class RequestRecorder:
         c["service_ms"].append(service_ms)
         c["queue_ms"].append(queue_ms)
         c["send_lag_ms"].append(send_lag_ms)
+        c["balancer"].append(balancer)
         self.requests += 1
         if error_kind is not None:
             self.failures += 1

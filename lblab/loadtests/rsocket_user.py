@@ -14,6 +14,7 @@ error, ``context`` = strategy, run_id, replication, server, error_kind, error_or
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Iterator
@@ -59,7 +60,9 @@ def spec_of(environment: Any) -> LoadSpec:
 class LocustRSocketClient:
     """Fires one Locust request event per request; never raises request errors."""
 
-    def __init__(self, environment: Any, host: str, port: int, spec: LoadSpec) -> None:
+    def __init__(
+        self, environment: Any, host: str, port: int, spec: LoadSpec, balancer: str = "b1"
+    ) -> None:
         self._fire = environment.events.request.fire
         self._spec = spec
         self._client = RSocketClient(host, port)
@@ -67,6 +70,7 @@ class LocustRSocketClient:
             "strategy": spec.strategy,
             "run_id": spec.run_id,
             "replication": spec.replication,
+            "balancer": balancer,
         }
 
     def request(self, cell: Cell, due: tuple[float, float] | None = None) -> None:
@@ -117,8 +121,13 @@ class LocustRSocketClient:
         self._client.close()
 
 
+_users_started = itertools.count()
+"""Users this process has started: the closed model spreads them over the balancers."""
+
+
 class RSocketUser(User):
-    """Abstract: a user with an RSocket client toward ``host`` and the phase's spec."""
+    """Abstract: a user with an RSocket client toward ``host`` (or toward one of the
+    spec's ``balancers``) and the phase's spec."""
 
     abstract = True
 
@@ -127,15 +136,21 @@ class RSocketUser(User):
         try:
             self.address = parse_host(self.host)
             self.spec = spec_of(environment)
+            self.balancers = [
+                (f"b{k}", parse_hostport(a, "balancers"))
+                for k, a in enumerate(self.spec.balancers, 1)
+            ] or [("b1", self.address)]
         except ConfigError as exc:
             raise StopTest(str(exc)) from exc
-        index = getattr(environment.runner, "worker_index", 0) or 0
+        self.index = getattr(environment.runner, "worker_index", 0) or 0
         # One stream of draws per user, reproducible from the run's seed.
-        self.rng = random.Random(f"{self.spec.seed}:{index}:{id(self)}")
+        self.rng = random.Random(f"{self.spec.seed}:{self.index}:{id(self)}")
         self.chooser = self.spec.scenario.chooser(self.rng)
 
-    def new_client(self) -> LocustRSocketClient:
-        return LocustRSocketClient(self.environment, *self.address, self.spec)
+    def new_client(self, k: int = 0) -> LocustRSocketClient:
+        """A client toward balancer ``k`` (0-based, modulo their number)."""
+        name, (host, port) = self.balancers[k % len(self.balancers)]
+        return LocustRSocketClient(self.environment, host, port, self.spec, name)
 
 
 class ClosedLoopUser(RSocketUser):
@@ -146,7 +161,9 @@ class ClosedLoopUser(RSocketUser):
         return (between(lo, hi) if hi > 0 else constant(0))(self)
 
     def on_start(self) -> None:
-        self.client = self.new_client()
+        # Process i's n-th user: balancer (n + i) mod K, so the users of all processes
+        # spread evenly even when each process has fewer users than there are balancers.
+        self.client = self.new_client(next(_users_started) + self.index)
 
     def on_stop(self) -> None:
         self.client.close()
@@ -206,25 +223,29 @@ class OpenLoopUser(RSocketUser):
             planned = self.planned(index)
         except ConfigError as exc:  # a trace this loader host cannot read
             raise StopTest(str(exc)) from exc
-        idle: list[LocustRSocketClient] = []
+        # Idle connections per balancer; send n of generator i goes to balancer
+        # (n + i) mod K, so the generators' sends spread evenly over the balancers.
+        idle: list[list[LocustRSocketClient]] = [[] for _ in self.balancers]
         group = Group()
 
-        def send(cell: Cell, due: tuple[float, float]) -> None:
-            client = idle.pop() if idle else self.new_client()
+        def send(k: int, cell: Cell, due: tuple[float, float]) -> None:
+            client = idle[k].pop() if idle[k] else self.new_client(k)
             try:
                 client.request(cell, due)
             finally:
-                idle.append(client)
+                idle[k].append(client)
 
         t0_epoch, t0_perf = time.time(), time.perf_counter()
-        for offset, cell in planned:
+        for n, (offset, cell) in enumerate(planned):
             delay = t0_perf + offset - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
-            group.spawn(send, cell, (t0_epoch + offset, t0_perf + offset))
+            k = (n + index) % len(self.balancers)
+            group.spawn(send, k, cell, (t0_epoch + offset, t0_perf + offset))
         group.join(timeout=spec.request_timeout + 5)
-        for client in idle:
-            client.close()
+        for clients in idle:
+            for client in clients:
+                client.close()
         if isinstance(runner, WorkerRunner):
             # A worker that quit would have its generator handed to another worker by the
             # master, which would send that share of the schedule again: it tells the

@@ -21,7 +21,8 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
                trace, trace_start, trace_length, trace_loop   (the trace model)
     [testbed]  kind = "local"|"external", balancer = "HOST:PORT", admin = "HOST:PORT",
                agent_interval, balancer_args = [...],
-               isolation = "auto"|"cpuset"|"affinity"|"off", harness_cpus (0: a third)
+               isolation = "auto"|"cpuset"|"affinity"|"off", harness_cpus (0: a third),
+               balancers (local: independent balancer nodes, 1..16)
     [[servers]]           id, cpu_quota, workers, delay_ms, max_inflight
     [weights]             s1 = 1, ...
     [strategy_options.lc] tie = "random"
@@ -128,6 +129,7 @@ DEFAULTS: dict[str, Any] = {
         "balancer_args": [],
         "isolation": "auto",
         "harness_cpus": 0,
+        "balancers": 1,
     },
     "servers": [
         {"id": "s1", "cpu_quota": 0.25},
@@ -415,6 +417,10 @@ class TimelineEvent:
         return not self.scenarios or scenario in self.scenarios
 
 
+MAX_BALANCERS = 16
+"""Balancer nodes a local testbed starts at most (each is a process on the harness's CPUs)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TestbedConfig:
     kind: str = "local"
@@ -427,6 +433,9 @@ class TestbedConfig:
     (``loadtests/isolation.py``)."""
     harness_cpus: int = 0
     """CPUs the harness gets under isolation; 0: a third of the machine, at least one."""
+    balancers: int = 1
+    """Independent balancer nodes of a local testbed (``b1`` .. ``bK``), each with its
+    own pool and strategy state, the Locust users spread over them."""
 
     def __post_init__(self) -> None:
         _one_of("testbed.kind", self.kind, TESTBEDS)
@@ -437,6 +446,12 @@ class TestbedConfig:
             )
         # The agent's own bounds (servers/agent.py, --interval).
         check_range("testbed.agent_interval", self.agent_interval, minimum=0.01, maximum=60)
+        check_range("testbed.balancers", self.balancers, minimum=1, maximum=MAX_BALANCERS)
+        if self.kind == "external" and self.balancers != 1:
+            raise ConfigError(
+                "testbed.balancers: an external testbed is the balancer someone else runs; "
+                "start several with testbed.kind = local, or drop testbed.balancers"
+            )
 
     @classmethod
     def from_table(cls, raw: Mapping[str, Any]) -> TestbedConfig:
@@ -454,6 +469,9 @@ class TestbedConfig:
             isolation=str(raw.get("isolation", "auto")),
             harness_cpus=parse_int(
                 raw.get("harness_cpus", 0), "testbed.harness_cpus", minimum=0, maximum=4096
+            ),
+            balancers=parse_int(
+                raw.get("balancers", 1), "testbed.balancers", minimum=1, maximum=MAX_BALANCERS
             ),
         )
 

@@ -506,6 +506,7 @@ class Runner:
             request_timeout=cfg.request_timeout,
             seed=cfg.seed + phase.index,
             records_dir=str(records),
+            balancers=self._balancer_addresses(),
         )
         length = cfg.warmup + cfg.duration
         expected = loadgen.expected_seconds(spec, load, length)
@@ -578,6 +579,14 @@ class Runner:
             return self.config
         return replace(self.config, duration=float(duration))
 
+    def _balancer_addresses(self) -> tuple[str, ...]:
+        """Every balancer node's ``HOST:PORT`` when there are several (the users spread
+        over them); none with one (Locust's ``--host``)."""
+        tb = self.testbed
+        if not isinstance(tb, LocalTestbed) or len(tb.nodes) < 2:
+            return ()
+        return tuple(f"{host}:{port}" for host, port in tb.addresses.values())
+
     def _harness_pids(self) -> dict[str, list[int]]:
         """The processes whose CPU the checks read: Locust's, and on a local testbed the
         balancer's and the agents'."""
@@ -585,7 +594,7 @@ class Runner:
         groups = {"locust": [c.pid for c in self.locust.children]}
         tb = self.testbed
         if isinstance(tb, LocalTestbed):
-            groups["balancer"] = [tb.balancer.pid] if tb.balancer else []
+            groups["balancer"] = [node.child.pid for node in tb.nodes]
             groups["agents"] = [p.agent.pid for p in tb.servers.values() if p.agent]
         return groups
 

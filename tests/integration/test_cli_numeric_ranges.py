@@ -163,6 +163,7 @@ TOML_RUN: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("0", "604"),
     ),
     "testbed.agent_interval": ("[testbed]\nagent_interval = {v}", "testbed.agent_interval", ()),
+    "testbed.balancers": ("[testbed]\nbalancers = {v}", "testbed.balancers", ()),
     "servers.cpu_quota": (SERVER_TABLE.format(body="cpu_quota = {v}"), "cpu_quota|cpu-quota", ()),
     "servers.workers": (SERVER_TABLE.format(body="workers = {v}"), "workers", ()),
     "servers.delay_ms": (SERVER_TABLE.format(body="delay_ms = {v}"), "delay_ms", ("0", "1e-300")),

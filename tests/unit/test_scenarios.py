@@ -207,6 +207,7 @@ def test_load_spec_round_trips_through_json() -> None:
         rate=40,
         count=100,
         think_time=(0.5, 1.0),
+        balancers=("127.0.0.1:7001", "127.0.0.1:7002"),
     )
     assert LoadSpec.from_json(spec.to_json()) == spec
     with pytest.raises(ConfigError, match="not a valid load spec"):
@@ -258,3 +259,14 @@ def test_an_adaptive_run_lengthens_phases_too_short_for_their_checks() -> None:
     assert lengthened(3.0, [10, 900], most=12.0) == 12.0  # at most 4x
     assert lengthened(3.0, [0], most=12.0) == 12.0
     assert lengthened(6.0, [CHECKABLE_OK - 1], most=12.0) >= 6.0  # never shorter
+
+
+def test_balancers_are_a_local_testbed_key_from_1_to_16() -> None:
+    assert resolve("tiny", {}).testbed.balancers == 1
+    assert resolve("tiny", {"testbed": {"balancers": 4}}).testbed.balancers == 4
+    for bad in (0, 17, "two", 1.5):
+        with pytest.raises(ConfigError, match="testbed.balancers"):
+            resolve("tiny", {"testbed": {"balancers": bad}})
+    external = {"kind": "external", "balancer": "127.0.0.1:7000", "balancers": 2}
+    with pytest.raises(ConfigError, match="testbed.balancers: an external testbed"):
+        resolve("tiny", {"testbed": external})

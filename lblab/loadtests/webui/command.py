@@ -32,6 +32,10 @@ def ui_config(preset: str | None, config: str | None, warmup: str | None, out: s
         raise ConfigError("lblab ui starts its own local testbed; remove [testbed] kind = external")
     if cfg.timeline:
         raise ConfigError("lblab ui runs no [[timeline]]; use lblab run for timed events")
+    if cfg.testbed.balancers != 1:
+        raise ConfigError(
+            "lblab ui drives one balancer node; remove [testbed] balancers, or use lblab run"
+        )
     if cfg.locust_workers or cfg.expect_workers:
         raise ConfigError(
             "lblab ui runs one Locust process; remove locust_workers / expect_workers"

@@ -264,7 +264,8 @@ class StrategyRows(rsocket_user.RSocketUser):
     abstract = True
     phases: ClassVar[SwarmPhases | None] = None  # set at init
 
-    def new_client(self) -> LocustRSocketClient:
+    def new_client(self, k: int = 0) -> LocustRSocketClient:
+        """The UI drives one balancer (``lblab ui`` refuses ``balancers`` > 1)."""
         assert self.phases is not None
         return LabelledClient(self.environment, *self.address, self.spec, self.phases)
 
