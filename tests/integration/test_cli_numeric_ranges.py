@@ -109,6 +109,7 @@ OPTIONS: dict[str, Opt] = {
     "simulate --max-tries": o((*SIM, "--max-tries", "{v}"), "--max-tries|max_tries", ("1", "100"), "101"),
     "simulate --picks-every": o((*SIM, "--picks-every", "{v}"), "--picks-every|picks_every", ("0", "1000000000"), "1000000001"),
     "simulate --seed": o((*SIM, "--seed", "{v}"), "--seed|seed", ("0", "4294967295"), "4294967296"),
+    "simulate --balancers": o((*SIM, "--balancers", "{v}"), "--balancers|balancers", ("1", "1024"), "1025"),
     "simulate --replications": o((*SIM, "--replications", "{v}"), "--replications", ("1", "2"), "1001"),
     "simulate --service fixed": o((*SIM, "--service", "fixed:{v}"), "service", ("0", "1e-300", "1000")),
     "simulate --service lognormal sigma": o((*SIM, "--service", "lognormal:10ms,{v}"), "sigma", ("1e-300", "10"), "11"),
@@ -135,6 +136,9 @@ OPTIONS: dict[str, Opt] = {
     "reproduce linkerd --rate": o(("reproduce", "linkerd", "--rate", "{v}"), "--rate", ("1", "100000"), "100001"),
     "reproduce linkerd --seed": o(("reproduce", "linkerd", "--seed", "{v}"), "--seed", ("0", "4294967295"), "4294967296"),
     "reproduce linkerd --jobs": o(("reproduce", "linkerd", "--jobs", "{v}"), "--jobs", ("1", "64"), "65"),
+    "reproduce prequal --seconds": o(("reproduce", "prequal", "--seconds", "{v}"), "--seconds", ("14", "3600"), "13.9", "3601"),
+    "reproduce prequal --seed": o(("reproduce", "prequal", "--seed", "{v}"), "--seed", ("0", "4294967295"), "4294967296"),
+    "reproduce prequal --jobs": o(("reproduce", "prequal", "--jobs", "{v}"), "--jobs", ("1", "64"), "65"),
     "testbed up --hosts": o(("testbed", "up", "--root", "{tmp}/tb", "--loaders", "1", "--hosts", "{v}"), "--hosts", ("3", "40"), "41"),
     "testbed up --loaders": o(("testbed", "up", "--root", "{tmp}/tb", "--loaders", "{v}"), "--loaders", ("1", "3"), "4"),
 }  # fmt: skip
@@ -201,6 +205,7 @@ TOML_SIM: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "servers.weight": (GROUP + "weight = {v}", "weight", ("1e-300",)),
     "servers.capacity": (GROUP + "capacity = {v}", "capacity", ()),
     "servers.delay": (GROUP + "delay = {v}", "delay", ("0", "1e-300")),
+    "balancers": ("balancers = {v}", "balancers", ()),
 }
 
 
@@ -219,6 +224,7 @@ STUBS = (
     ("lblab.simulator.reproduce.ingram", "reproduce_ingram"),
     ("lblab.simulator.reproduce.martins", "reproduce_martins"),
     ("lblab.simulator.reproduce.linkerd", "reproduce_linkerd"),
+    ("lblab.simulator.reproduce.prequal", "reproduce_claims"),
     ("lblab.simulator.reproduce.parallel", "run_calls"),
 )
 
