@@ -60,7 +60,7 @@ requests a server sees); every other strategy with its defaults.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -129,7 +129,7 @@ TABLE = Setting("table", (_group(14, 1.0), _group(2, 1.0 / 16)), balancers=(1, 8
 """Issue 21's: 16 servers, 2 of them 16 times slower, 1 and 8 balancers."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True)
 class PrequalRow:
     """One strategy in one setting: its figures over the measured window."""
 
@@ -144,8 +144,6 @@ class PrequalRow:
     percentiles_ms: tuple[float, ...]
     rif_p99: float
     probes_per_query: float
-    wall_s: float
-    latency_ms: np.ndarray = field(repr=False)
 
     @property
     def p99_ms(self) -> float:
@@ -237,8 +235,6 @@ def prequal_run(
         percentiles_ms=tuple(float(v) for v in np.percentile(latency, PERCENTILES)),
         rif_p99=float(np.percentile(rif.samples, 99)),
         probes_per_query=probes / t.num_rows,
-        wall_s=result.wall_seconds,
-        latency_ms=latency,
     )
 
 
