@@ -21,6 +21,8 @@ from lblab.loadtests.runconfig import MAX_RATE, MAX_USERS, MODELS, LoadConfig
 from lblab.scenarios import CELLS, VARIATION
 
 UI_SCENARIOS = (*CELLS, VARIATION)
+UI_MODELS = tuple(m for m in MODELS if m != "trace")
+"""The trace model replays a trace scenario, and the UI offers cell scenarios only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +56,7 @@ FIELDS = (
         "load_model",
         "closed",
         "closed: users wait for each answer; open: a fixed rate, one generator",
-        MODELS,
+        UI_MODELS,
     ),
     UiField("open_rate", "100", "open model: requests per second"),
     UiField("arrival", "constant", "open model: constant gaps or Poisson", ARRIVALS),
