@@ -37,9 +37,16 @@ def balancer_split(results: Results) -> pd.DataFrame:
     out.insert(1, "share %", out["requests"] / cell_total * 100.0)
     to = req.groupby([*by, "server"], observed=True).size().unstack("server", fill_value=0)
     to = to.div(to.sum(axis=1), axis=0) * 100.0
+    to = to[sorted(to.columns, key=_natural)]
     out = out.join(to.rename(columns=lambda s: f"to {s} %"))
     rows = out.index.to_frame(index=False)
     rows["scenario"] = pd.Categorical(rows["scenario"], order_scenarios(rows["scenario"].unique()))
     rows["strategy"] = pd.Categorical(rows["strategy"], order_strategies(rows["strategy"].unique()))
-    rows["number"] = rows["balancer"].astype(str).str.len()  # b2 before b10
-    return out.iloc[rows.sort_values(["scenario", "strategy", "number", "balancer"]).index]
+    rows["balancer"] = rows["balancer"].astype(str).map(_natural)
+    return out.iloc[rows.sort_values(["scenario", "strategy", "balancer"]).index]
+
+
+def _natural(name: object) -> tuple[int, str]:
+    """``b2`` before ``b10``, ``s2`` before ``s10``: shorter names first, then by name."""
+    text = str(name)
+    return len(text), text
