@@ -5,7 +5,8 @@ provisions them twice (the second run must change nothing); ``experiment.yml`` r
 ``tiny`` preset with Locust distributed over both loaders (master on loader1, one worker
 on each) and fetches the run; the fetched directory must satisfy the results contract,
 hold requests from both loaders with every request each worker counted, and name the
-hosts; ``lblab testbed down`` must leave nothing behind.
+hosts; ``dask.yml`` then starts a Dask scheduler and workers on the same hosts and a
+sweep runs through them; ``lblab testbed down`` must leave nothing behind.
 
 The playbooks build lblab from a snapshot of the source tree (tracked and new files),
 so edits made to the working tree while the test runs cannot change the wheel between
@@ -71,12 +72,10 @@ def _snapshot(dest: Path) -> Path:
     return dest
 
 
-def _playbook(
-    playbook: str, *extra: str, timeout: float = 400, home: Path = HOME
-) -> dict[str, tuple[int, ...]]:
+def _playbook(playbook: str, *extra: str, timeout: float = 400) -> dict[str, tuple[int, ...]]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "infra/ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(home / "inventory.yml"),
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(HOME / "inventory.yml"),
          str(REPO / "infra" / playbook), *extra],
         capture_output=True, text=True, timeout=timeout, env=env,
     )  # fmt: skip
@@ -142,6 +141,7 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
             assert len(rows) >= phase["locust_requests"] > 0, phase["key"]
         hosts = json.loads((run / "hosts.json").read_text())
         assert hosts["s1"] == ["servers"] and hosts["loader2"] == ["loaders"]
+        _sweep_on_the_hosts(extra, tmp_path)
     finally:
         down = subprocess.run(
             lblab_command("testbed", "down", "--name", NAME),
@@ -164,8 +164,6 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
     assert all(psutil.pid_exists(int(g.rsplit("-", 1)[1])) for g in cgroups), cgroups
 
 
-SWEEP_NAME = "lbtd"
-SWEEP_SUBNET = "10.217.0.0/24"
 SWEEP_FILE = """
 [base]
 requests = 1500
@@ -177,68 +175,36 @@ rate = [300, 600]
 """
 
 
-def test_dask_role_runs_a_sweep_on_the_testbed_hosts(tmp_path: Path) -> None:
-    """infra/dask.yml on a 4-host testbed: the scheduler on the balancer host, a worker on
-    each server; a sweep from the controller runs on them; stopping leaves none."""
+def _sweep_on_the_hosts(extra: list[str], tmp_path: Path) -> None:
+    """infra/dask.yml on the provisioned hosts: the scheduler on the balancer host, a
+    worker on each server; a sweep from the controller runs on them; stopping leaves
+    none. (On the same hosts as the experiment: a testbed of its own cost 150 s more.)"""
     from distributed import Client
 
-    uv = _uv_binary()
-    if uv is None:
-        pytest.skip("no uv binary to copy to the hosts (run the suite with `uv run pytest`)")
-    home = HOME.parent / SWEEP_NAME
-    subprocess.run(lblab_command("testbed", "down", "--name", SWEEP_NAME), check=True, timeout=60)
-    source = _snapshot(tmp_path / "src")
-    extra = ["-e", f"common_project_dir={source}", "-e", f"common_uv_source={uv}"]
-    try:
-        up = subprocess.run(
-            lblab_command(
-                "testbed", "up", "--name", SWEEP_NAME, "--hosts", "4", "--loaders", "1",
-                "--subnet", SWEEP_SUBNET,
-            ),
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert up.returncode == 0, up.stderr
-        _playbook("site.yml", *extra, home=home)
-        started = _playbook("dask.yml", *extra, home=home)
-        assert set(started) == {"balancer", "s1", "s2"}
-        hosts = json.loads((home / "inventory.yml").read_text())
-        balancer = hosts["all"]["children"]["balancer"]["hosts"]["balancer"]["ansible_host"]
-        address = f"tcp://{balancer}:8786"
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=120)
-        (tmp_path / "sweep.toml").write_text(SWEEP_FILE)
-        out = tmp_path / "out"
-        sweep = subprocess.run(
-            lblab_command("sweep", str(tmp_path / "sweep.toml"), "--out", str(out),
-                          "--scheduler", address),
-            capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
-        assert sweep.returncode == 0, sweep.stderr[-3000:]
-        table = pq.read_table(out / "sweep.parquet").to_pandas()
-        assert len(table) == 4 and table["error"].isna().all()
-        assert set(table["worker"]) <= {"s1", "s2"}
-        _playbook("dask.yml", *extra, "-e", "dask_state=stopped", home=home)
-        dask = [
-            p.info["cmdline"]
-            for p in psutil.process_iter(["cmdline", "status"])
-            if p.info["status"] != psutil.STATUS_ZOMBIE
-            and f"{home}/" in " ".join(p.info["cmdline"] or [])
-            and "dask" in " ".join(p.info["cmdline"] or [])
-        ]
-        assert dask == []  # the scheduler and every worker stopped
-    finally:
-        down = subprocess.run(
-            lblab_command("testbed", "down", "--name", SWEEP_NAME),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    assert down.returncode == 0, down.stderr
-    assert not home.exists()
-    left = [
+    started = _playbook("dask.yml", *extra)
+    assert set(started) == {"balancer", "s1", "s2", "s3"}
+    hosts = json.loads((HOME / "inventory.yml").read_text())
+    balancer = hosts["all"]["children"]["balancer"]["hosts"]["balancer"]["ansible_host"]
+    address = f"tcp://{balancer}:8786"
+    with Client(address, timeout=60) as client:
+        client.wait_for_workers(3, timeout=120)
+    (tmp_path / "sweep.toml").write_text(SWEEP_FILE)
+    out = tmp_path / "sweep"
+    sweep = subprocess.run(
+        lblab_command("sweep", str(tmp_path / "sweep.toml"), "--out", str(out),
+                      "--scheduler", address),
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    table = pq.read_table(out / "sweep.parquet").to_pandas()
+    assert len(table) == 4 and table["error"].isna().all()
+    assert set(table["worker"]) <= {"s1", "s2", "s3"}
+    _playbook("dask.yml", *extra, "-e", "dask_state=stopped")
+    dask = [
         p.info["cmdline"]
         for p in psutil.process_iter(["cmdline", "status"])
         if p.info["status"] != psutil.STATUS_ZOMBIE
-        and str(home) in " ".join(p.info["cmdline"] or [])
+        and f"{HOME}/" in " ".join(p.info["cmdline"] or [])
+        and "dask" in " ".join(p.info["cmdline"] or [])
     ]
-    assert left == []
+    assert dask == []  # the scheduler and every worker stopped
