@@ -265,8 +265,8 @@ def test_balancers_are_a_local_testbed_key_from_1_to_16() -> None:
     assert resolve("tiny", {}).testbed.balancers == 1
     assert resolve("tiny", {"testbed": {"balancers": 4}}).testbed.balancers == 4
     for bad in (0, 17, "two", 1.5):
-        with pytest.raises(ConfigError, match="testbed.balancers"):
+        with pytest.raises(ConfigError, match=r"testbed\.balancers"):
             resolve("tiny", {"testbed": {"balancers": bad}})
     external = {"kind": "external", "balancer": "127.0.0.1:7000", "balancers": 2}
-    with pytest.raises(ConfigError, match="testbed.balancers: an external testbed"):
+    with pytest.raises(ConfigError, match=r"testbed\.balancers: an external testbed"):
         resolve("tiny", {"testbed": external})
