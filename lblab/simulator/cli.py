@@ -146,9 +146,9 @@ def simulate(
     base = config_from_mapping({**raw, "strategy": names[0]})
     # Every config is built (and so checked) before the first simulation starts.
     configs = [
-        replace(base, strategy=name, replication=rep, seed=base.seed + rep)
+        replace(base, strategy=name, replication=rep, seed=base.seed + rep - 1)
         for name in names
-        for rep in range(replications)
+        for rep in range(1, replications + 1)
     ]
     results = [run_one(cfg) for cfg in configs]
     print_summary(results)

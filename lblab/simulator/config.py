@@ -131,7 +131,8 @@ class SimConfig:
     """Independent balancers in front of the same servers, each with its own pool and
     strategy; the load is split among them (``simulator.run``, "Many balancers")."""
     seed: int = 1
-    replication: int = 0
+    replication: int = 1
+    """Numbered from 1, as a live run's (its random streams are ``stream_index``'s)."""
     run_id: str = "sim"
 
     def __post_init__(self) -> None:
@@ -154,7 +155,7 @@ class SimConfig:
             raise ConfigError(f"balancers: {self.balancers!r} is not a whole number")
         check_range("balancers", self.balancers, minimum=1, maximum=MAX_BALANCERS)
         check_range("seed", self.seed, minimum=0, maximum=MAX_SEED)
-        check_range("replication", self.replication, minimum=0, maximum=MAX_SEED)
+        check_range("replication", self.replication, minimum=1, maximum=MAX_SEED)
         for name in ("report_period", "tick_period"):
             check_range(name, getattr(self, name), minimum=MIN_PERIOD)
         for name in ("report_delay", "client_delay", "server_delay"):
@@ -358,9 +359,15 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
         probe_cost=parse_duration(_get(raw, "probe_cost", PROBE_COST_S), "probe_cost"),
         balancers=_int(raw, "balancers", 1),
         seed=_int(raw, "seed", 1),
-        replication=_int(raw, "replication", 0),
+        replication=_int(raw, "replication", 1),
         run_id=str(_get(raw, "run_id", "sim")),
     )
+
+
+def stream_index(replication: int) -> int:
+    """The random streams' index of a replication: replication 1 draws what the
+    simulator drew for its replication 0 before replications were numbered from 1."""
+    return replication - 1
 
 
 def rng_stream(seed: int, replication: int, name: str) -> random.Random:

@@ -73,7 +73,7 @@ from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport, ProbeAnswer, RifLatency
 from lblab.simulator.clock import GRID, LATE, at, run_events
-from lblab.simulator.config import EPOCH, SimConfig, rng_stream
+from lblab.simulator.config import EPOCH, SimConfig, rng_stream, stream_index
 from lblab.simulator.model import SimServer
 from lblab.simulator.quota import CpuQuota
 from lblab.simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
@@ -164,7 +164,7 @@ class Simulation:
 
     def __init__(self, config: SimConfig, strategy: Strategy | None = None) -> None:
         self.cfg = cfg = config
-        rep = cfg.replication
+        rep = stream_index(cfg.replication)
         self.env = env = simpy.Environment()
         self._rng_arrivals = rng_stream(cfg.seed, rep, "arrivals")
         self._rng_keys = rng_stream(cfg.seed, rep, "keys")

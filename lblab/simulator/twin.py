@@ -315,7 +315,9 @@ def _simulated_testbed(manifest: Mapping[str, Any]) -> Testbed:
         strategy_options=options,
         scenarios=tuple(scenarios.values()),
         replications=len({c["replication"] for c in configs}),
-        seed=int(min(c["seed"] - c["replication"] for c in configs)),
+        # The first replication's seed (replications were numbered from 0, now from 1;
+        # each one's seed is the first's plus its place in either numbering).
+        seed=int(min(c["seed"] for c in configs)),
         deadline=first.get("deadline"),
         report_period=float(first["report_period"]),
         warmup_fraction=0.0,
@@ -752,7 +754,7 @@ def configs_for(
                         client_delay=model.front.client_ms / 2000.0,
                         deadline=testbed.deadline,
                         seed=testbed.seed + rep,
-                        replication=rep,
+                        replication=rep + 1,
                         run_id=run_id,
                     )
                 )

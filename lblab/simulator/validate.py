@@ -232,7 +232,7 @@ def run_seed(policy: Policy, rho: float, requests: int, seed: int, tails: int = 
         tick_period=1e6,  # events and nothing here uses them
         picks_every=0,
         seed=1,
-        replication=seed,
+        replication=seed + 1,
         run_id="validate",
     )
     strategy = ShortestOfD(policy.d, rng=rng_stream(1, seed, "strategy")) if policy.d else None

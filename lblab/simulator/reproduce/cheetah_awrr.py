@@ -44,7 +44,7 @@ from lblab.balancer.strategies.configured import ConfiguredStrategy
 from lblab.balancer.strategies.p2c import TwoChoices
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.loadreport import LoadReport
-from lblab.simulator.config import ServerGroup, SimConfig, rng_stream
+from lblab.simulator.config import ServerGroup, SimConfig, rng_stream, stream_index
 from lblab.simulator.reproduce.cheetah import LC_OPTIONS
 from lblab.simulator.run import Simulation
 from lblab.simulator.service import Bimodal
@@ -134,7 +134,7 @@ class AwrrRow:
 
 
 def awrr_config(
-    strategy: str, servers: int, load: float, seconds: float, seed: int, replication: int = 0
+    strategy: str, servers: int, load: float, seconds: float, seed: int, replication: int = 1
 ) -> SimConfig:
     rate = load * servers / SERVICE.mean_s
     return SimConfig(
@@ -154,7 +154,7 @@ def awrr_config(
 
 
 def _strategy(name: str, cfg: SimConfig) -> ConfiguredStrategy:
-    rng = rng_stream(cfg.seed, cfg.replication, "strategy")
+    rng = rng_stream(cfg.seed, stream_index(cfg.replication), "strategy")
     if name in LOCAL:
         return LOCAL[name](rng=rng)
     return make_strategy(name, LC_OPTIONS.get(name), rng=rng)
@@ -166,7 +166,7 @@ def awrr_point(
 ) -> AwrrRow:  # fmt: skip
     """``runs`` replications of one strategy; latencies pooled."""
     lat, short = [], []
-    for rep in range(runs):
+    for rep in range(1, runs + 1):
         cfg = awrr_config(strategy, servers, load, seconds, seed, rep)
         table = Simulation(cfg, _strategy(strategy, cfg)).run().requests
         latency = table.column("latency_ms").to_numpy()
