@@ -2,12 +2,17 @@
 
 Real servers, agents, balancer and Locust on loopback, about 40 s on 2 cores. Every test
 that needs a finished run directory (the runner's checks, the analysis notebooks and
-report) shares it, so the suite pays for it once.
+report) shares it, so the suite pays for it once: on pytest-xdist workers too, where the
+first worker that needs it makes it under a file lock and the others wait for it (the
+pattern pytest-xdist documents for session fixtures).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +20,7 @@ import pytest
 from lblab.procs import lblab_command
 
 TINY_TIMEOUT_S = 240
+DONE = "tiny.done"
 
 
 def run_lblab(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -24,11 +30,7 @@ def run_lblab(args: list[str], timeout: float) -> subprocess.CompletedProcess[st
     )
 
 
-@pytest.fixture(scope="session")
-def tiny_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished run of the ``tiny`` preset: requests, cpu, picks, manifest, its
-    simulated twin (``--twin``) and the report."""
-    run_dir = tmp_path_factory.mktemp("runs") / "tiny"
+def _make_tiny_run(run_dir: Path) -> None:
     args = ["run", "--preset", "tiny", "--twin", "--out", str(run_dir)]
     result = run_lblab(args, TINY_TIMEOUT_S)
     if result.returncode != 0 or not (run_dir / "requests.parquet").exists():
@@ -36,4 +38,32 @@ def tiny_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             f"lblab run --preset tiny exited {result.returncode}\n"
             f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
         )
+
+
+@pytest.fixture(scope="session")
+def tiny_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run of the ``tiny`` preset: requests, cpu, picks, manifest, its
+    simulated twin (``--twin``) and the report."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        run_dir = tmp_path_factory.mktemp("runs") / "tiny"
+        _make_tiny_run(run_dir)
+        return run_dir
+    shared = tmp_path_factory.getbasetemp().parent  # the workers' common folder
+    run_dir = shared / "runs" / "tiny"
+    deadline = time.monotonic() + TINY_TIMEOUT_S + 60
+    with open(shared / "tiny.lock", "w") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail("another worker's tiny run did not finish in time")
+                time.sleep(0.5)
+        try:
+            if not (shared / DONE).exists():
+                _make_tiny_run(run_dir)  # a failure fails here, and the next worker retries
+                (shared / DONE).write_text("done\n")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return run_dir
