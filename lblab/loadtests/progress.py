@@ -14,6 +14,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
@@ -21,17 +22,24 @@ from rich.progress import (
 )
 
 
+def bar_columns() -> tuple[ProgressColumn, ...]:
+    """A bar's columns: what, the bar, done of all, time taken, ETA (runs and sweeps)."""
+    return (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+
+
 class RunProgress:
     def __init__(self, total_phases: int, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.live = self.console.is_terminal
         self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            *bar_columns(),
             console=self.console,
             disable=not self.live,
             transient=False,

@@ -33,17 +33,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
     Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 
 from lblab.config import load_json_object
 from lblab.errors import ConfigError
 from lblab.files import AppendLog, make_folder, write_bytes_atomically
+from lblab.loadtests.progress import bar_columns
 from lblab.results import write_table_atomically
 from lblab.sweep.grid import Point, Sweep, canonical
 from lblab.sweep.point import FIGURES, run_point
@@ -171,12 +167,7 @@ def _run_points(
     futures = [client.submit(run_point, p.settings, key=k) for k, p in by_key.items()]
     points_log = AppendLog(out / POINTS_LOG, log)
     progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
+        *bar_columns(),
         console=console,
         disable=not console.is_terminal,
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
 
 import pytest
 
@@ -16,29 +15,8 @@ from lblab.balancer.strategies.edf import EdfScheduler
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport
-
-OK = Outcome(ok=True, latency_ms=1.0)
-
-
-def make(name: str, weights: Sequence[float], seed: int = 1, **options: str) -> Pool:
-    specs = [BackendSpec(chr(ord("a") + i), w) for i, w in enumerate(weights)]
-    return Pool(specs, make_strategy(name, options, rng=random.Random(seed)))
-
-
-def run(pool: Pool, count: int, now: float = 0.0, start: int = 0, step: float = 0.0) -> str:
-    """``count`` picks, each completed at once (nothing stays in flight)."""
-    out = []
-    for k in range(count):
-        req = RequestView(request_id=start + k)
-        t = now + k * step
-        view = pool.pick(req, t)
-        if view is None:
-            out.append("-")
-            continue
-        pool.dispatch(view, req, t)
-        pool.complete(view, req, OK, t)
-        out.append(view.id)
-    return "".join(out)
+from tests.unit.test_strategies_weighted import OK, run
+from tests.unit.test_strategies_weighted import weighted_pool as make
 
 
 def hold(pool: Pool, count: int, start: int = 0, now: float = 0.0) -> str:
