@@ -88,13 +88,24 @@ class EdfScheduler:
     def next_accepted(
         self, weight: Callable[[int], float], accept: Callable[[int], bool]
     ) -> int | None:
-        """The next pick that ``accept`` takes, or None after one refusal per entry.
+        """The next pick that ``accept`` takes; None only when it takes no entry.
 
         A refused entry is put back as if picked (Envoy retries host selection with
-        further picks), so it cannot block the schedule.
+        further picks), so it cannot block the schedule. A heavy refused entry can come
+        first again and again: after as many picks as there are entries, the accepted
+        entry with the earliest deadline is taken directly (a scan, rare).
         """
         for _ in range(len(self._heap)):
             pos = self.pick_and_add(weight)
             if accept(pos):
                 return pos
-        return None
+        accepted = [entry for entry in self._heap if accept(entry[2])]
+        if not accepted:
+            return None
+        deadline, order, pos = min(accepted)
+        self._heap.remove((deadline, order, pos))
+        heapq.heapify(self._heap)
+        self._clock = deadline
+        heapq.heappush(self._heap, (deadline + 1.0 / weight(pos), self._order, pos))
+        self._order += 1
+        return pos
