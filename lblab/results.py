@@ -59,7 +59,7 @@ MANIFEST = "manifest.json"
 DEFAULTS: dict[str, dict[str, Any]] = {"requests": {"balancer": "b1"}}
 """Contract columns a table may lack, and the value every row then has. ``balancer``
 names which of the run's balancers sent the request (``b1`` .. ``bK``): tables written
-before there could be several, and live runs (one balancer node), have one, ``b1``."""
+before there could be several have one, ``b1``."""
 
 
 def required_columns(table: str) -> list[str]:

@@ -12,7 +12,7 @@ import orjson
 import pyarrow as pa
 
 from lblab.loadtests.records import CHUNK_GLOB, COLUMNS
-from lblab.results import SCHEMAS
+from lblab.results import DEFAULTS, SCHEMAS
 
 _MEASURED = COLUMNS[:8]  # the results contract's own columns, in its order
 RECORD_SCHEMA = pa.schema(
@@ -33,8 +33,9 @@ def read_records(folder: Path) -> pa.Table:
 
 
 def _chunk(columns: dict[str, list[object]]) -> pa.Table:
-    """One chunk's columns; a chunk from a loader older than ``balancer`` went through
-    the one balancer there was, ``b1``."""
-    if "balancer" not in columns:
-        columns["balancer"] = ["b1"] * len(columns.get("t_sent", ()))
+    """One chunk's columns; a column a loader older than it did not write takes the
+    contract's default (``results.DEFAULTS``: ``balancer`` is ``b1``, the one there was)."""
+    rows = len(columns.get("t_sent", ()))
+    for name, value in DEFAULTS["requests"].items():
+        columns.setdefault(name, [value] * rows)
     return pa.Table.from_pydict(columns, schema=RECORD_SCHEMA)
