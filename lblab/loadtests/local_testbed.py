@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lblab.balancer_names import balancer_names
 from lblab.loadtests.admin_client import AdminClient
 from lblab.loadtests.isolation import CpuLayout, Isolation, plan_layout
 from lblab.loadtests.runconfig import RunConfig, ServerSpec
@@ -189,7 +190,7 @@ class LocalTestbed:
     def _start_balancers(self, strategy: str) -> None:
         """``b1`` .. ``bK`` at once; each that started is in ``nodes`` (to be stopped)
         even when another failed to."""
-        names = [f"b{k}" for k in range(1, self.config.testbed.balancers + 1)]
+        names = balancer_names(self.config.testbed.balancers)
         with ThreadPoolExecutor(max_workers=16) as pool:
             futures = [pool.submit(self._start_balancer, name, strategy) for name in names]
         self.nodes = [f.result() for f in futures if f.exception() is None]

@@ -27,6 +27,7 @@ from locust import User, between, constant, task
 from locust.exception import StopTest, StopUser
 from locust.runners import WorkerRunner
 
+from lblab.balancer_names import balancer_names
 from lblab.config import parse_hostport
 from lblab.errors import ConfigError
 from lblab.loadtests.loadspec import LoadSpec
@@ -136,10 +137,9 @@ class RSocketUser(User):
         try:
             self.address = parse_host(self.host)
             self.spec = spec_of(environment)
-            self.balancers = [
-                (f"b{k}", parse_hostport(a, "balancers"))
-                for k, a in enumerate(self.spec.balancers, 1)
-            ] or [("b1", self.address)]
+            names = balancer_names(max(1, len(self.spec.balancers)))
+            addresses = [parse_hostport(a, "balancers") for a in self.spec.balancers]
+            self.balancers = list(zip(names, addresses or [self.address], strict=True))
         except ConfigError as exc:
             raise StopTest(str(exc)) from exc
         self.index = getattr(environment.runner, "worker_index", 0) or 0

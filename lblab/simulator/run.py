@@ -70,6 +70,7 @@ from lblab.balancer.strategies.base import (
     next_attempt,
 )
 from lblab.balancer.strategies.registry import make_strategy
+from lblab.balancer_names import balancer_names
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport, ProbeAnswer, RifLatency
 from lblab.simulator.clock import GRID, LATE, at, run_events
@@ -206,7 +207,7 @@ class Simulation:
                 specs.append(BackendSpec(id=sid, weight=group.weight))
         self.names = tuple(s.id for s in self.servers)
         k = cfg.balancers
-        self.balancer_names = tuple(f"b{b + 1}" for b in range(k))
+        self.balancer_names = balancer_names(k)
         strategies: list[Strategy]
         if strategy is None:
             strategies = [
