@@ -30,16 +30,19 @@ budget = "{budget}"
 """
 
 
-EQUAL_WEIGHTS = "[weights]\ns1 = 1\ns2 = 1\ns3 = 1\n"
-"""wrr with equal weights sends as rr does: two blocks leave the pair open (only noise
-apart), so the budget, not a settled answer, is what stops the run. With the tiny
-preset's weights a quiet machine resolved every metric in two blocks."""
+KEEP_OPEN = "equivalence = 1e-6\n[weights]\ns1 = 1\ns2 = 1\ns3 = 1\n"
+"""Keeps the pair open after two blocks, so the budget, not a settled answer, stops the
+run: wrr with equal weights sends as rr does (so a difference is resolved only by
+chance, under 5 % per metric with two blocks), and a margin of one in a million makes
+no measured metric equivalent (only the failure rate, 0 in both). With the tiny
+preset's weights a quiet machine resolved every metric in two blocks; with equal weights
+and the 5 % margin CI found every pair equivalent."""
 
 
 def test_a_budget_stops_the_blocks_and_the_answer_is_written(tmp_path: Path) -> None:
     config = tmp_path / "adaptive.toml"
     # A budget of less than one block: stop after the minimum.
-    config.write_text(CONFIG.format(budget="5s") + EQUAL_WEIGHTS)
+    config.write_text(CONFIG.format(budget="5s") + KEEP_OPEN)
     run_dir = tmp_path / "run"
     result = run_lblab(["run", "--config", str(config), "--out", str(run_dir), "--no-report"], 180)
     assert result.returncode == 0, result.stderr[-3000:]
