@@ -7,10 +7,12 @@ start: ``lblab locust-workers`` on other loader hosts (``loadtests.remote_worker
 runs the same ``worker_command`` and relaunches it for every phase, because a Locust
 2.47 worker quits with its master.
 
-Closed model: Locust's ``-t`` ends the phase and ``--stop-timeout`` (request deadline +
-1 s) lets each user finish the request it has in flight, so every request sent is
-answered or timed out and recorded. Open and trace models: each process's generator
-ends itself when its schedule is sent and answered; ``-t`` is only a safety net.
+Closed model: the phase ends its duration after its first request (the locustfile's
+clock; Locust's own ``-t`` timer starts before the users connect) and ``--stop-timeout``
+(request deadline + 1 s) lets each user finish the request it has in flight, so every
+request sent is answered or timed out and recorded. Open and trace models: each
+process's generator ends itself when its schedule is sent and answered. In every model
+``-t`` is only a safety net.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ SAFETY_S = 10.0  # beyond the expected end before a phase is declared stuck
 WORKERS_WAIT_S = 60
 
 
-def expected_seconds(spec: LoadSpec, load: LoadConfig, duration: float) -> float:
-    """How long the load of a phase lasts (warm-up included), answers excluded."""
+def expected_seconds(spec: LoadSpec, load: LoadConfig) -> float:
+    """How long the load of a phase lasts (warm-up included), answers excluded: the
+    spec's duration, or less when a trace or a count of requests ends first."""
+    duration = spec.duration
     if spec.scenario.trace is not None:  # until its last send: the trace may end first
         replay = schedule(spec.scenario.trace, spec.rate)
         return replay.due(replay.count(None if load.count else duration, load.count or None) - 1)
@@ -46,11 +50,9 @@ def expected_seconds(spec: LoadSpec, load: LoadConfig, duration: float) -> float
     return duration
 
 
-def run_time(spec: LoadSpec, load: LoadConfig, duration: float) -> float:
-    """Locust's ``-t``: the phase length, or for the open model the safety net."""
-    if load.model == "closed":
-        return duration
-    return expected_seconds(spec, load, duration) + spec.request_timeout + SAFETY_S
+def run_time(spec: LoadSpec, load: LoadConfig) -> float:
+    """Locust's ``-t``: the safety net, should the phase not end itself."""
+    return expected_seconds(spec, load) + spec.request_timeout + SAFETY_S
 
 
 def command_line(
@@ -58,7 +60,6 @@ def command_line(
     load: LoadConfig,
     host: str,
     port: int,
-    duration: float,
     *,
     role: str = "standalone",
     workers: int = 0,
@@ -77,7 +78,7 @@ def command_line(
         "--host", f"rsocket://{host}:{port}",
         "-u", str(users),
         "-r", str(rate),
-        "-t", f"{math.ceil(run_time(spec, load, duration))}s",
+        "-t", f"{math.ceil(run_time(spec, load))}s",
         "--stop-timeout", str(math.ceil(spec.request_timeout + 1)),
         "--exit-code-on-error", "0",
         "--lblab-spec", spec.to_json(),
@@ -127,7 +128,6 @@ def start(
     load: LoadConfig,
     host: str,
     port: int,
-    duration: float,
     workers: int,
     log: Path,
     *,
@@ -140,11 +140,11 @@ def start(
     Path(spec.records_dir).mkdir(parents=True, exist_ok=True)
     run = LocustRun()
     if workers + expect <= 0:
-        run.children.append(launch("locust", command_line(spec, load, host, port, duration), log))
+        run.children.append(launch("locust", command_line(spec, load, host, port), log))
         return run
     bind_host, bind_port = bind or ("127.0.0.1", free_port())
     master = command_line(
-        spec, load, host, port, duration, role="master", workers=workers + expect,
+        spec, load, host, port, role="master", workers=workers + expect,
         master_host=bind_host, master_port=bind_port,
     )  # fmt: skip
     run.children.append(launch("locust master", master, log))

@@ -19,7 +19,14 @@ from locust.runners import MasterRunner
 
 from lblab.loadtests import clock_exchange
 from lblab.loadtests.records import FLUSH_S, RequestRecorder, mark_started
-from lblab.loadtests.rsocket_user import GENERATOR_DONE, ClosedLoopUser, OpenLoopUser, spec_of
+from lblab.loadtests.rsocket_user import (
+    GENERATOR_DONE,
+    LOAD_STARTED,
+    ClosedLoopUser,
+    OpenLoopUser,
+    end_load_after,
+    spec_of,
+)
 
 __all__ = ["ClosedLoopUser", "OpenLoopUser", "new_records"]
 
@@ -119,6 +126,20 @@ def _count_generators(environment: Any) -> None:
     environment.runner.register_message(GENERATOR_DONE, on_done)
 
 
+def _time_the_load(environment: Any) -> None:
+    """The master's part in the closed model under a run time: the first worker to send
+    starts the phase's clock (``rsocket_user._LoadClock``)."""
+    started = False
+
+    def on_started(environment: Any, **_: Any) -> None:
+        nonlocal started
+        if not started and environment.parsed_options.run_time:
+            started = True
+            end_load_after(environment, spec_of(environment).duration)
+
+    environment.runner.register_message(LOAD_STARTED, on_started)
+
+
 @events.init.add_listener
 def _on_init(environment: Any, **_: Any) -> None:
     # Locust sets its --run-time timer right after this event, relative to the gevent
@@ -130,6 +151,7 @@ def _on_init(environment: Any, **_: Any) -> None:
     clock_exchange.install(environment)
     if isinstance(environment.runner, MasterRunner):
         _count_generators(environment)
+        _time_the_load(environment)
         return  # the master runs no users: its workers record
 
     def on_request(name: str, response_time: float, context: dict[str, Any], **_: Any) -> None:

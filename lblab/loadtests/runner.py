@@ -508,8 +508,7 @@ class Runner:
             records_dir=str(records),
             balancers=self._balancer_addresses(),
         )
-        length = cfg.warmup + cfg.duration
-        expected = loadgen.expected_seconds(spec, load, length)
+        expected = loadgen.expected_seconds(spec, load)
         progress.start_phase(phase.label, expected)
         start = time.time()
         m.update_phase(phase, status="running", attempt=attempt, start=start, end=None, error=None)
@@ -527,7 +526,7 @@ class Runner:
             self.testbed.set_strategy(phase.strategy)
             host, port = self.testbed.address
             self.locust = loadgen.start(
-                spec, load, host, port, length, workers, self.run_dir / "logs" / "locust.log",
+                spec, load, host, port, workers, self.run_dir / "logs" / "locust.log",
                 expect=cfg.expect_workers, bind=cfg.locust_master_bind,
             )  # fmt: skip
             self.probe.watch(self._harness_pids())

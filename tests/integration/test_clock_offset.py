@@ -43,12 +43,11 @@ def test_master_measures_each_workers_clock_offset_within_its_bound(
         request_timeout=5,
         records_dir=str(records),
         generators=2,
+        duration=RUN_TIME_S,
     )
     load = LoadConfig(users=2, spawn_rate=2)
     bind = ("127.0.0.1", loadgen.free_port())
-    run = loadgen.start(
-        spec, load, *balancer, RUN_TIME_S, 1, records / "locust.log", expect=1, bind=bind
-    )
+    run = loadgen.start(spec, load, *balancer, 1, records / "locust.log", expect=1, bind=bind)
     far = subprocess.Popen(
         [*loadgen.worker_command(*bind), "--lblab-test-clock-skew-ms", str(SKEW_MS)],
         env={**os.environ, LOADER_ENV: "far"},

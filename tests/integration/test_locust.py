@@ -26,13 +26,9 @@ def balancer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, in
         yield address
 
 
-def run_locust(
-    address: tuple[str, int], spec: LoadSpec, load: LoadConfig, duration: float, workers: int = 0
-) -> int:
-    run = loadgen.start(
-        spec, load, *address, duration, workers, Path(spec.records_dir) / "locust.log"
-    )
-    deadline = time.monotonic() + duration + spec.request_timeout + 40
+def run_locust(address: tuple[str, int], spec: LoadSpec, load: LoadConfig, workers: int = 0) -> int:
+    run = loadgen.start(spec, load, *address, workers, Path(spec.records_dir) / "locust.log")
+    deadline = time.monotonic() + spec.duration + spec.request_timeout + 40
     try:
         while not run.finished():
             assert time.monotonic() < deadline, "Locust did not finish"
@@ -58,8 +54,8 @@ def spec_for(tmp_path: Path, **kw: object) -> LoadSpec:
 def test_closed_model_records_exactly_what_locust_counted(
     balancer: tuple[str, int], tmp_path: Path, workers: int
 ) -> None:
-    spec = spec_for(tmp_path, generators=max(1, workers))
-    code = run_locust(balancer, spec, LoadConfig(users=4, spawn_rate=8), 3.0, workers)
+    spec = spec_for(tmp_path, generators=max(1, workers), duration=3.0)
+    code = run_locust(balancer, spec, LoadConfig(users=4, spawn_rate=8), workers)
     assert code == 0
     table = read_records(tmp_path / "records")
     counted = loadgen.locust_request_count(tmp_path / "records")
@@ -72,6 +68,13 @@ def test_closed_model_records_exactly_what_locust_counted(
         assert table.num_rows == counted
     assert pc.all(table["ok"]).as_py()
     assert set(table["server"].to_pylist()) == {"s1", "s2"}
+    # The load lasts its duration from its first request (the window's definition), not
+    # from Locust's -t timer, which starts before the users connect; -t is a safety net
+    # 15 s later that a phase ending itself never reaches.
+    first = pc.min(table["t_sent"]).as_py()
+    answered = pc.add(table["t_sent"], pc.divide(table["latency_ms"], 1000.0))
+    assert pc.max(answered).as_py() >= first + spec.duration
+    assert pc.max(table["t_sent"]).as_py() < first + spec.duration + 1.0
     writers = {p.name.split("-")[2] for p in (tmp_path / "records").glob("requests-*.json")}
     assert len(writers) == max(1, workers)  # each worker recorded its own requests
 
@@ -81,7 +84,7 @@ def test_open_model_sends_on_schedule_whatever_the_answers(
 ) -> None:
     spec = spec_for(tmp_path, model="open", rate=40.0, count=30, duration=0.0)
     load = LoadConfig(model="open", rate=40.0, count=30)
-    assert run_locust(balancer, spec, load, 0.0) == 0
+    assert run_locust(balancer, spec, load) == 0
     table = read_records(tmp_path / "records").sort_by("t_sent")
     assert table.num_rows == 30
     sent = table["t_sent"].to_pylist()

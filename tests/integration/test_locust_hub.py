@@ -92,9 +92,10 @@ def test_closed_phase_sends_without_pause_for_its_whole_run_time(
         replication=1,
         request_timeout=5,
         records_dir=str(records),
+        duration=RUN_TIME_S,
     )
     load = LoadConfig(users=4, spawn_rate=4)
-    run = loadgen.start(spec, load, *balancer, RUN_TIME_S, 0, records / "locust.log")
+    run = loadgen.start(spec, load, *balancer, 0, records / "locust.log")
     deadline = time.monotonic() + RUN_TIME_S + 40
     try:
         while not run.finished():
