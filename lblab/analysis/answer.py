@@ -284,6 +284,16 @@ def settled(cells: Iterable[Cell]) -> bool:
     return all(c.open_pairs == 0 and (c.verdict != UNRESOLVED or len(c.means) == 1) for c in cells)
 
 
+def scenarios_to_settle(cells: Iterable[Cell]) -> list[str]:
+    """The scenarios another block should run, in the run's order: those with a cell
+    still undecided; once every cell is decided, those with a pair still open. A
+    scenario whose answer is in costs no more phases while another's is not."""
+    cells = list(cells)
+    undecided = [c.scenario for c in cells if c.verdict == UNRESOLVED and len(c.means) > 1]
+    chosen = set(undecided) or {c.scenario for c in cells if c.open_pairs}
+    return list(dict.fromkeys(c.scenario for c in cells if c.scenario in chosen))
+
+
 def equivalence_of(manifest: Mapping[str, Any]) -> float:
     """The run's equivalence margin (``run.equivalence``; the default for older runs and
     simulated ones)."""

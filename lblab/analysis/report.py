@@ -273,7 +273,8 @@ def _page(
         _winner_table(cells),
         "<p>Each cell answers one scenario (row) and metric (column) from the phases that "
         "passed their checks, comparing strategies paired within blocks (each block runs "
-        "every strategy once, in a seeded random order). Green, no mark: a winner, better "
+        "every strategy once, in a seeded random order; an adaptive run adds blocks only "
+        "for the scenarios still open, so a scenario may have more blocks than another). Green, no mark: a winner, better "
         "than every other strategy (the 95 % interval of the paired difference excludes 0). "
         "Blue, =: a tie, the strategies named are equivalent (two one-sided tests, within "
         "the run's margin). Grey, ?: unresolved, the strategy named has the best mean but a "

@@ -55,7 +55,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lblab.analysis.answer import Cell, build_answer, run_answer, settled
+from lblab.analysis.answer import (
+    Cell,
+    build_answer,
+    run_answer,
+    scenarios_to_settle,
+    settled,
+)
 from lblab.errors import WriteFailed
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes, write_bytes_atomically
 from lblab.loadtests import loadgen
@@ -115,16 +121,21 @@ def plan(config: RunConfig) -> list[Phase]:
     return phases
 
 
-def plan_block(config: RunConfig, block: int, first_index: int) -> list[Phase]:
-    """One block: every scenario, and within it every strategy once, in an order drawn
-    from ``random.Random(f"{seed}-block-{block}")``: no strategy always runs first (after
-    a heavy cell) or next to the same neighbour, and a drift of the machine cannot line
-    up with one strategy; the order is reproducible from the run's seed."""
+def plan_block(
+    config: RunConfig, block: int, first_index: int, scenarios: Sequence[str] | None = None
+) -> list[Phase]:
+    """One block: every scenario (or those named, as an adaptive block runs the ones
+    still open), and within it every strategy once, in an order drawn from
+    ``random.Random(f"{seed}-block-{block}")``: no strategy always runs first (after a
+    heavy cell) or next to the same neighbour, and a drift of the machine cannot line up
+    with one strategy; the order is reproducible from the run's seed."""
     rng = random.Random(f"{config.seed}-block-{block}")
     phases: list[Phase] = []
     for scenario in config.scenarios:
         order = list(config.strategies)
-        rng.shuffle(order)
+        rng.shuffle(order)  # for every scenario: the orders do not depend on which run
+        if scenarios is not None and scenario.name not in scenarios:
+            continue
         for strategy in order:
             phases.append(Phase(first_index + len(phases), scenario.name, strategy, block))
     return phases
@@ -224,6 +235,8 @@ def _adaptive_facts(config: RunConfig) -> dict[str, Any] | None:
         "equivalence": config.equivalence,
         "rule": "add a block until every pair of strategies is resolved or equivalent on "
         "every headline metric (analysis/answer.py), the budget or max_blocks is reached; "
+        "a block runs the scenarios with a cell undecided, or when all are decided those "
+        "with a pair open; "
         f"a scenario whose phases held fewer than {CHECKABLE_OK} successes gets longer "
         f"phases in the next block (at most {LONGEST_GROWTH:g}x run.duration)",
         "decisions": [],
@@ -374,7 +387,8 @@ class Runner:
     def next_block(self, progress: RunProgress) -> list[Phase]:
         """Adaptive replications: the phases of one more block, or none when every pair
         of strategies is settled, the blocks reach ``max_replications`` or the next
-        block would not fit in the budget. The decision is in the manifest."""
+        block would not fit in the budget. The block runs only the scenarios still open
+        (``scenarios_to_settle``). The decision is in the manifest."""
         cfg, m = self.config, self.manifest
         adaptive = m.data.get("adaptive")
         blocks = max(p.replication for p in self.phases)
@@ -385,40 +399,42 @@ class Runner:
         cells = self.current_answer()
         open_pairs = sum(c.open_pairs for c in cells)
         spent = self._phase_seconds()
-        per_block = spent / blocks
+        scenarios = scenarios_to_settle(cells)
+        lengths = self._lengths()
+        per_block = self._block_seconds(scenarios, lengths)
         if settled(cells):
             decision = "stop: every pair is resolved or equivalent"
         elif blocks >= cfg.max_replications:
             decision = f"stop: {blocks} blocks, the most run.max_replications allows"
         elif cfg.budget and spent + per_block > cfg.budget:
             decision = (
-                f"stop: another block (~{per_block:.0f} s) would pass the budget "
-                f"({spent:.0f} of {cfg.budget:.0f} s spent)"
+                f"stop: another block of {', '.join(scenarios)} (~{per_block:.0f} s) would "
+                f"pass the budget ({spent:.0f} of {cfg.budget:.0f} s spent)"
             )
         else:
-            decision = "add a block"
+            decision = f"add a block of {', '.join(scenarios)}"
         adaptive["decisions"].append(
             {"after_block": blocks, "open_pairs": open_pairs, "decision": decision,
              "phase_seconds": round(spent, 1)}
         )  # fmt: skip
         progress.note(f"after block {blocks}: {open_pairs} pairs open; {decision}")
-        if decision != "add a block":
+        if not decision.startswith("add a block"):
             m.save()
             return []
-        block = plan_block(cfg, blocks + 1, len(self.phases))
-        lengths = self._lengths(blocks)
-        adaptive["decisions"][-1]["phase_lengths_s"] = lengths
+        block = plan_block(cfg, blocks + 1, len(self.phases), scenarios)
+        adaptive["decisions"][-1]["phase_lengths_s"] = {s: lengths[s] for s in scenarios}
         m.data["phases"] += [phase_entry(cfg, p, lengths[p.scenario]) for p in block]
         m.save()
         self.phases += block
         progress.add_phases(len(block))
         return block
 
-    def _lengths(self, block: int) -> dict[str, float]:
-        """Each scenario's phase length for the next block: as in ``block``, longer where
-        a phase of it held too few successes for its own checks (``lengthened``)."""
+    def _lengths(self) -> dict[str, float]:
+        """Each scenario's phase length for its next block: as in its last one, longer
+        where a phase of it held too few successes for its own checks (``lengthened``)."""
         out = {}
         for scenario in self.config.scenarios:
+            block = max(p.replication for p in self.phases if p.scenario == scenario.name)
             last = [
                 self.manifest.phase(p)
                 for p in self.phases
@@ -429,6 +445,26 @@ class Runner:
             most = self.config.duration * LONGEST_GROWTH
             out[scenario.name] = lengthened(duration, counts, most) if counts else duration
         return out
+
+    def _block_seconds(self, scenarios: Sequence[str], lengths: dict[str, float]) -> float:
+        """What a block of ``scenarios`` should take: per phase, what a phase of its
+        scenario took beyond its measured length so far (warm-up, start-up, answers),
+        its next length, and a share of the time between phases."""
+        ran = [(p, self.manifest.phase(p)) for p in self.phases]
+        ran = [(p, e) for p, e in ran if e.get("start") and e.get("end")]
+        if not ran:
+            return 0.0
+        between = (self._phase_seconds() - sum(e["end"] - e["start"] for _, e in ran)) / len(ran)
+        total = 0.0
+        for scenario in scenarios:
+            beyond = [
+                e["end"] - e["start"] - float(e.get("duration_s") or self.config.duration)
+                for p, e in ran
+                if p.scenario == scenario
+            ]
+            per_phase = sum(beyond) / len(beyond) if beyond else 0.0
+            total += len(self.config.strategies) * (per_phase + lengths[scenario] + between)
+        return total
 
     def current_answer(self) -> list[Cell]:
         """The answer from the phases done so far (``analysis/answer.py``)."""

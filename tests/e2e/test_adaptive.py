@@ -85,6 +85,7 @@ def test_blocks_are_added_while_pairs_are_open_up_to_the_most_allowed(tmp_path: 
     if decisions[0]["decision"].startswith("stop: every pair"):
         assert blocks == 2 and decisions[0]["open_pairs"] == 0  # settled in two blocks
     else:
-        assert decisions[0]["decision"] == "add a block" and decisions[0]["open_pairs"] > 0
+        assert decisions[0]["decision"] == "add a block of sp+sr"
+        assert decisions[0]["open_pairs"] > 0
         assert blocks == 3 and len(m["phases"]) == 6
         assert decisions[-1]["decision"].startswith(("stop: 3 blocks", "stop: every pair"))

@@ -69,7 +69,7 @@ def test_one_generator_sends_each_request_at_its_due_time_with_its_shape(
     window = TraceWindow(source=str(path), loop=True)
     spec = trace_spec(tmp_path, window, count=50)  # a pass and a quarter: it loops
     load = LoadConfig(model="trace", trace=str(path), rate=40.0, count=50, trace_loop=True)
-    assert run_locust(balancer, spec, load, 0.0) == 0
+    assert run_locust(balancer, spec, load) == 0
     table = read_records(tmp_path / "records").sort_by("t_sent")
     planned = list(schedule(window, 40.0).sends(most=50))
     assert table.num_rows == 50
@@ -95,7 +95,7 @@ def test_two_processes_split_the_trace_and_stop_at_its_end(
     spec = trace_spec(tmp_path, window, generators=2)
     load = LoadConfig(model="trace", trace=str(path), rate=40.0)
     # 30 s of phase, but the trace's 40 requests at 40/s end within a second: so does the run.
-    assert run_locust(balancer, spec, load, 30.0, workers=2) == 0
+    assert run_locust(balancer, spec, load, workers=2) == 0
     planned = [(p, w) for _, p, w in schedule(window, 40.0).sends()]
     table = read_records(tmp_path / "records")
     shapes = list(

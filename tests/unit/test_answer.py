@@ -16,6 +16,7 @@ from lblab.analysis.answer import (
     answer,
     compare,
     read_answer,
+    scenarios_to_settle,
     settled,
     write_answer,
 )
@@ -63,6 +64,22 @@ def test_a_noisy_pair_is_unresolved_and_says_why() -> None:
     )  # fmt: skip
     assert cell.verdict == UNRESOLVED and cell.open_pairs == 1
     assert "over 3 blocks" in cell.why and not settled([cell])
+
+
+def test_another_block_runs_the_scenarios_still_undecided_then_those_with_open_pairs() -> None:
+    decided = {"rr": [1000.0, 1010.0, 990.0], "lc": [1400.0, 1410.0, 1390.0]}
+    noisy = {"rr": [1000.0, 900.0, 1100.0], "lc": [950.0, 1150.0, 880.0]}
+    frame = pd.concat([units(decided), units(noisy).assign(scenario="mp+mr")])
+    cells = answer(frame, metrics=["throughput_rps"])
+    assert [c.verdict for c in cells] == [WINNER, UNRESOLVED]
+    assert scenarios_to_settle(cells) == ["mp+mr"]
+    # Every cell decided, a pair still open (r vs rr, both beaten by lc): that scenario.
+    three = {**decided, "r": [1080.0, 950.0, 1020.0]}
+    cells = answer(pd.concat([units(three), units(decided).assign(scenario="mp+mr")]),
+                   metrics=["throughput_rps"])  # fmt: skip
+    assert [c.verdict for c in cells] == [WINNER, WINNER] and cells[0].open_pairs > 0
+    assert scenarios_to_settle(cells) == ["sp+sr"]
+    assert scenarios_to_settle(answer(units(decided), metrics=["throughput_rps"])) == []
 
 
 def test_one_block_has_no_interval() -> None:

@@ -15,7 +15,7 @@ from lblab.loadtests import runconfig
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.openloop import due_times
 from lblab.loadtests.presets import load_preset, preset_names
-from lblab.loadtests.runner import CHECKABLE_OK, lengthened, plan
+from lblab.loadtests.runner import CHECKABLE_OK, lengthened, plan, plan_block
 from lblab.scenarios import CELLS, builtin_scenario, request_body
 
 
@@ -195,6 +195,14 @@ def test_plan_runs_blocks_with_a_seeded_random_order_per_scenario() -> None:
     other = resolve("tiny", {"run": {"strategies": ["rr", "lc", "r", "wrr"], "replications": 3,
                                      "seed": 2}})  # fmt: skip
     assert [p.strategy for p in plan(other)] != [p.strategy for p in phases]
+
+
+def test_an_adaptive_block_of_some_scenarios_keeps_their_order_from_the_seed() -> None:
+    cfg = resolve("tiny", {"run": {"strategies": ["rr", "lc", "r", "wrr"]}})
+    whole = plan_block(cfg, 4, 40)
+    part = plan_block(cfg, 4, 40, ["mp+mr"])
+    assert {p.scenario for p in part} == {"mp+mr"} and [p.index for p in part] == [40, 41, 42, 43]
+    assert [p.strategy for p in part] == [p.strategy for p in whole if p.scenario == "mp+mr"]
 
 
 def test_load_spec_round_trips_through_json() -> None:
