@@ -7,7 +7,7 @@ would measure the change of the testbed, not the runs' agreement.
 - **Throughput within 10 % (15 %)**: the cells whose mean throughput in the other run
   lies within 10 % (15 %) of the baseline's, relative to the baseline as the change
   column of the comparison shows it. 15 % is the tolerance the twin's cells are held
-  to (``simulator/twin.py``, ``MISS``), 10 % a tighter one.
+  to (``simulator/twin/compare.py``, ``MISS``), 10 % a tighter one.
 - **Reversed pairs**: pairs of strategies on a metric that both runs *resolve* (the
   95 % interval of their difference, paired within blocks with failed phases left out,
   excludes 0: ``analysis/answer.py``'s ``compare``, the pairs behind each run's winners)

@@ -2,7 +2,7 @@
 
 ``twin_section(run_dir)`` returns a self-contained HTML fragment (tables and plain
 words, no scripts, no images), or None when the run has no twin (``lblab twin``
-writes one). It only reads ``twin.json``; ``simulator/twin.py`` computes everything.
+writes one). It only reads ``twin.json``; ``simulator/twin/`` computes everything.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The twin solves each strategy's front end for the load its own simulation puts on the
-servers (``simulator/twin.py``, ``solve_fronts``): a fixed point, checked here."""
+servers (``simulator/twin/solve.py``, ``solve_fronts``): a fixed point, checked here."""
 
 from __future__ import annotations
 
@@ -7,22 +7,17 @@ import pandas as pd
 import pytest
 
 from lblab.simulator.run import simulate
-from lblab.simulator.twin import (
+from lblab.simulator.twin.measure import slot_utilisation
+from lblab.simulator.twin.measured_service import fit_service
+from lblab.simulator.twin.model import FrontEnd, ScenarioModel
+from lblab.simulator.twin.scale import (
     MAX_SCALE_REQUESTS,
     MIN_SCALE_REQUESTS,
-    FrontEnd,
-    ScenarioModel,
-    TwinScenario,
-    TwinServer,
-    _auto_scale_requests,
-    _slot_utilisation,
-    configs_for,
-    fit_service,
-    solve_fronts,
+    auto_scale_requests,
 )
-from lblab.simulator.twin import (
-    Testbed as RunTestbed,
-)
+from lblab.simulator.twin.solve import configs_for, solve_fronts
+from lblab.simulator.twin.testbed import Testbed as RunTestbed
+from lblab.simulator.twin.testbed import TwinScenario, TwinServer
 
 
 def _testbed(users: int) -> RunTestbed:
@@ -61,7 +56,7 @@ def test_each_strategys_front_end_matches_the_load_it_gives_its_servers() -> Non
     (cfg,) = configs_for(testbed, services, models, 2, 1, None, "check", solved)
     assert cfg.servers[0].delay == pytest.approx(server_ms["a"] / 2000.0)
     assert cfg.servers[1].delay == 0.0
-    u = _slot_utilisation(simulate(cfg), testbed.warmup_fraction)["s1"]
+    u = slot_utilisation(simulate(cfg), testbed.warmup_fraction)["s1"]
     # A fixed point: the load term the solution charges is the one its load asks for.
     assert 0.1 < u < 0.95
     assert server_ms["a"] == pytest.approx(model.front.server_ms(u), rel=0.1)
@@ -91,6 +86,6 @@ def test_an_automatic_scaled_phase_spans_ten_agent_periods() -> None:
         {"scenario": ["sp+sr", "sp+sr"], "strategy": ["rr", "lc"], "throughput_rps": [900, 1800.0]}
     )
     # 1800/s x 333 = 600 000/s for 2.5 s / 0.8 of window: 1.9 M requests.
-    assert _auto_scale_requests(testbed, simulated, 333.0) == {"sp+sr": 1_873_125}
-    assert _auto_scale_requests(testbed, simulated, 1000.0) == {"sp+sr": MAX_SCALE_REQUESTS}
-    assert _auto_scale_requests(testbed, simulated, 1.0) == {"sp+sr": MIN_SCALE_REQUESTS}
+    assert auto_scale_requests(testbed, simulated, 333.0) == {"sp+sr": 1_873_125}
+    assert auto_scale_requests(testbed, simulated, 1000.0) == {"sp+sr": MAX_SCALE_REQUESTS}
+    assert auto_scale_requests(testbed, simulated, 1.0) == {"sp+sr": MIN_SCALE_REQUESTS}

@@ -1,11 +1,12 @@
 """The twin marks the cells whose phases the run's own harness checks flagged
-(``simulator/twin.py``): a miss there is the harness's, not the simulator's."""
+(``simulator/twin/compare.py``): a miss there is the harness's, not the simulator's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lblab.simulator.twin import _summary, _too_short, harness_flags
+from lblab.simulator.twin.compare import harness_flags, summary
+from lblab.simulator.twin.scale import too_short
 
 
 def _phase(strategy: str, *checks: tuple[str, str]) -> dict[str, Any]:
@@ -42,16 +43,16 @@ def _cell(strategy: str, error: float, flags: list[str]) -> dict[str, Any]:
 
 def test_the_summary_lists_the_misses_where_the_harness_held_apart() -> None:
     cells = [_cell("r", -0.16, []), _cell("lc", 0.26, ["machine warn"]), _cell("wrr", 0.05, [])]
-    summary = _summary(cells, {})
-    assert summary["throughput_misses"] == ["r / sp+sr", "lc / sp+sr"]
-    assert summary["throughput_misses_where_the_harness_held"] == ["r / sp+sr"]
+    result = summary(cells, {})
+    assert result["throughput_misses"] == ["r / sp+sr", "lc / sp+sr"]
+    assert result["throughput_misses_where_the_harness_held"] == ["r / sp+sr"]
 
 
 def test_a_scaled_phase_too_short_for_agent_reports_is_named() -> None:
     # At 1000 servers 60 000 requests last ~0.1 simulated s: dwrr, which follows the
     # agents' CPU reports (one per 0.25 s), got none; rr needs none.
     windows = {("sp+sr", "dwrr"): 0.1, ("sp+sr", "rr"): 0.1, ("lp+lr", "dwrr"): 10.0}
-    assert _too_short(windows, 0.25) == {
+    assert too_short(windows, 0.25) == {
         "sp+sr": {"window_s": 0.1, "agent_periods": 0.4, "strategies": ["dwrr"]}
     }
-    assert _too_short({("sp+sr", "dwrr"): 2.0}, 0.25) == {}  # 8 periods: enough
+    assert too_short({("sp+sr", "dwrr"): 2.0}, 0.25) == {}  # 8 periods: enough

@@ -1,4 +1,5 @@
-"""Kendall's tau-b and the twin's measured service model (simulator/twin.py)."""
+"""Kendall's tau-b (analysis/stats.py), the twin's measured service model and its resolved pairs
+(simulator/twin/measured_service.py, compare.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import random
 import pandas as pd
 import pytest
 
-from lblab.simulator.twin import _resolved_pairs, fit_service, kendall_tau
+from lblab.analysis.stats import kendall_tau
+from lblab.simulator.twin.compare import _resolved_pairs
+from lblab.simulator.twin.measured_service import fit_service
 
 
 def test_tau_is_one_for_the_same_order_and_minus_one_for_the_reverse() -> None:

@@ -1,4 +1,4 @@
-"""The twin prices a server by its CPU only where its quota was its limit (``simulator/twin.py``)."""
+"""The twin prices a server by its CPU only where its quota was its limit (``simulator/twin/model.py``)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import pandas as pd
 import pytest
 
 from lblab.loadtests.runconfig import resolve
-from lblab.simulator.twin import (
+from lblab.simulator.twin.model import (
     U_MAX,
     FrontEnd,
     _demand_scale,
     _fit_front,
-    _live_testbed,
     _quota_binds,
     _work_mean,
     _work_model,
 )
+from lblab.simulator.twin.testbed import live_testbed
 
 
 def _units(cpu_percent: list[float], ok_per_s: list[float]) -> pd.DataFrame:
@@ -103,6 +103,6 @@ def test_the_cpu_per_answer_comes_from_the_units_where_the_quota_bound() -> None
 def test_the_twin_uses_the_live_servers_quota_period() -> None:
     servers = [{"id": "s1", "cpu_quota": 0.25}, {"id": "s2"}]
     config = resolve(None, {"servers": servers, "weights": {"s1": 1, "s2": 1}}, {})
-    s1, s2 = _live_testbed({"config": config.raw}).servers
+    s1, s2 = live_testbed({"config": config.raw}).servers
     assert (s1.cpu_quota, s1.quota_period) == (0.25, 0.01)  # cgroup and duty cycle: 10 ms
     assert s2.cpu_quota is None

@@ -1,0 +1,215 @@
+"""Building a run's twin: the steps in order, and what they write to ``RUN/twin/``.
+
+``make_twin`` reads the run's testbed and figures, fits each server's service times
+and each scenario's model, solves each strategy's front end, simulates the twin (and
+each scaled twin) and writes the simulated phases as a run, with the measured windows
+cut as the live runner cuts them, so ``measure`` reads both sides alike. ``twin.json``
+holds the model as fitted, the compared cells, the rankings and the summary; its path
+is the report's (``analysis.twin_report.TWIN_JSON``), which reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lblab.analysis.twin_report import TWIN_JSON
+from lblab.errors import ConfigError
+from lblab.simulator.config import SimConfig
+from lblab.simulator.twin.compare import cell_figures, compare, harness_flags, scale_ranks, summary
+from lblab.simulator.twin.measure import measure, measure_simulated, sim_window, utilisation
+from lblab.simulator.twin.measured_service import fit_service
+from lblab.simulator.twin.model import scenario_models
+from lblab.simulator.twin.scale import MAX_SCALE, auto_scale_requests, too_short
+from lblab.simulator.twin.solve import configs_for, solve_fronts
+from lblab.simulator.twin.testbed import live_testbed, simulated_testbed
+
+
+def make_twin(
+    run_dir: str | Path,
+    scales: Sequence[int] = (),
+    *,
+    scale_replications: int = 1,
+    scale_requests: int | None = None,
+    echo: Any = None,
+) -> Path:
+    """Build the twin of ``run_dir``; returns ``run_dir/twin/twin.json``.
+
+    ``lblab run --twin`` calls this at the end of a run. Raises ``ConfigError`` (one
+    line for the user) when the run cannot be twinned.
+    """
+    from lblab.analysis.load import open_run
+
+    say = echo or (lambda _msg: None)
+    for n in scales:  # before the run is read: a bad count is refused at once
+        if not 1 <= n <= MAX_SCALE:
+            raise ConfigError(f"--scale {n}: give a server count from 1 to {MAX_SCALE}")
+    run_dir = Path(run_dir)
+    run = open_run(run_dir)
+    testbed = simulated_testbed(run.manifest) if run.simulated else live_testbed(run.manifest)
+    measured = measure(run_dir)
+    services = {}
+    for s in testbed.servers:
+        rows = measured.rows[measured.rows["server"].astype(str) == s.id]
+        if len(rows) < 3:
+            raise ConfigError(
+                f"server {s.id} answered {len(rows)} requests in the run: too few to fit its "
+                "service model; give a run where every server served (e.g. a longer one)"
+            )
+        services[s.id] = fit_service(rows)
+    models = scenario_models(testbed, measured, services)
+    out = run_dir / TWIN_JSON.parent
+    if out.is_dir():
+        shutil.rmtree(out)  # rebuilt whole: no part of an earlier twin may linger in it
+    t0 = time.perf_counter()
+    n = len(testbed.servers)
+    live_busy = (
+        measured.servers.assign(u=utilisation(measured.servers))
+        .groupby(["scenario", "server"], observed=True)["u"]
+        .median()
+    )
+    say("twin: solving each strategy's front end for the load it puts on its servers")
+    fronts = solve_fronts(
+        testbed,
+        services,
+        models,
+        {(str(sc), str(sv)): float(u) for (sc, sv), u in live_busy.items()},
+    )
+    base_configs = configs_for(
+        testbed, services, models, n, testbed.replications, None, f"twin-{run.run_id}", fronts
+    )
+    say(f"twin: simulating {len(base_configs)} phases on {n} servers")
+    _simulate_all(base_configs, testbed.warmup_fraction, out)
+    simulated = measure_simulated(out)
+    cells, ranks = compare(testbed, measured.pooled, simulated)
+    flags = harness_flags(run.manifest)
+    for cell in cells:
+        cell["harness_checks"] = flags.get((cell["strategy"], cell["scenario"]), [])
+    scaled_out = []
+    for total in scales:
+        caps = (
+            scale_requests
+            if scale_requests is not None
+            else auto_scale_requests(testbed, simulated, total / n)
+        )
+        configs = configs_for(
+            testbed,
+            services,
+            models,
+            total,
+            scale_replications,
+            caps,
+            f"twin-{run.run_id}-x{total}",
+            fronts,
+        )
+        say(
+            f"twin: simulating {len(configs)} phases on {total} servers "
+            f"({sum(c.requests for c in configs):,} requests)"
+        )
+        folder = out / f"scale-{total}"
+        windows = _simulate_all(configs, testbed.warmup_fraction, folder, say)
+        pooled = measure_simulated(folder)
+        short = too_short(windows, testbed.report_period)
+        for scenario, entry in short.items():
+            say(
+                f"twin: at {total} servers a {scenario} window lasted {entry['window_s']:g} "
+                f"simulated s ({entry['agent_periods']:g} agent periods): too short for "
+                f"{', '.join(entry['strategies'])}, which follow the agents' reports; "
+                "raise --scale-requests"
+            )
+        scaled_out.append(
+            {
+                "servers": total,
+                "dir": str(folder.relative_to(run_dir)),
+                "replications": scale_replications,
+                "requests_per_phase": {c.scenario: c.requests for c in configs},
+                "too_short_for_agent_reports": short,
+                "figures": [
+                    {"strategy": st, "scenario": sc.name, **cell_figures(pooled, st, sc.name)}
+                    for sc in testbed.scenarios
+                    for st in testbed.strategies
+                ],
+                "rank": scale_ranks(testbed, simulated, measured.pooled, pooled),
+            }
+        )
+    report = {
+        "run": str(run_dir),
+        "run_id": run.run_id,
+        "simulated_input": run.simulated,
+        "created": time.time(),
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "model": {
+            "servers": [
+                {
+                    "id": s.id,
+                    "weight": s.weight,
+                    "workers": s.workers,
+                    "capacity": s.capacity,
+                    "cpu_quota": s.cpu_quota,
+                    "quota_period_s": s.quota_period if s.cpu_quota else None,
+                    **services[s.id].describe(),
+                }
+                for s in testbed.servers
+            ],
+            "scenarios": {
+                name: {
+                    "front": {
+                        "client_ms": round(m.front.client_ms, 3),
+                        "slope_ms": round(m.front.slope_ms, 3),
+                        "server_ms": {
+                            strategy: {k: round(v, 3) for k, v in fronts[(name, strategy)].items()}
+                            for strategy in testbed.strategies
+                        },
+                    },
+                    "think_ms": round(m.think_ms, 3),
+                    "demand_scale": {k: round(v, 3) for k, v in m.demand_scale.items()},
+                    "quota_binds": dict(m.quota_binds),
+                    "quota_bound_work_from": list(m.work_servers),
+                    "requests_per_phase": m.requests,
+                }
+                for name, m in models.items()
+            },
+            "deadline_s": testbed.deadline,
+            "replications": testbed.replications,
+            "notes": list(testbed.notes),
+        },
+        "cells": cells,
+        "rank": ranks,
+        "scales": scaled_out,
+        "summary": summary(cells, ranks),
+    }
+    path = run_dir / TWIN_JSON
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
+
+
+def _simulate_all(
+    configs: Sequence[SimConfig], warmup_fraction: float, out: Path, progress: Any = None
+) -> dict[tuple[str, str], float]:
+    """Run every config and write it with measured windows as the live runner does
+    (``measure.sim_window``). Returns each (scenario, strategy)'s shortest window in simulated
+    seconds."""
+    from lblab.simulator.output import write_run
+    from lblab.simulator.run import simulate
+
+    results, windows = [], []
+    shortest: dict[tuple[str, str], float] = {}
+    for i, cfg in enumerate(configs, 1):
+        if progress is not None:
+            progress(
+                f"twin:   {cfg.scenario} {cfg.strategy} ({i}/{len(configs)}, "
+                f"{cfg.requests:,} requests)"
+            )
+        r = simulate(cfg)
+        window = sim_window(r, warmup_fraction)
+        windows.append(window)
+        results.append(r)
+        key = (cfg.scenario, cfg.strategy)
+        shortest[key] = min(shortest.get(key, math.inf), window.seconds)
+    write_run(out, results, extra={"twin": True}, windows=windows)
+    return shortest
