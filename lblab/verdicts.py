@@ -135,6 +135,11 @@ class PhaseFacts:
     there (``loadtests.probe``), in cores."""
     steal_cores: float | None = None
     """Time the hypervisor gave to others while ``server_cpus`` wanted to run, in cores."""
+    harness_cpus: Sequence[int] | None = None
+    """Isolated runs: the harness's own CPUs (Locust, the balancer, the agents)."""
+    harness_outside_cores: float | None = None
+    """What ``outside_cores`` is for the servers' CPUs, on ``harness_cpus``."""
+    harness_steal_cores: float | None = None
 
 
 def evaluate(f: PhaseFacts) -> list[Check]:
@@ -404,21 +409,54 @@ def _disturbance(f: PhaseFacts) -> Check:
             "CPU taken from outside the experiment was not measured (external testbed, or "
             "no /proc/stat)",
         )
-    # Below zero is the counters' imprecision (the probe's limits), not a gift of CPU.
-    taken = max(f.outside_cores, 0.0) + f.steal_cores
-    share = taken / len(f.server_cpus)
+    share = _taken(f.outside_cores, f.steal_cores, f.server_cpus)
     where = "the servers' CPUs" if f.servers_isolated else "the CPUs servers and harness shared"
+    figure = (
+        f"outside {f.outside_cores:.2f} cores, steal {f.steal_cores:.2f} cores on {where} "
+        f"{','.join(map(str, f.server_cpus))} ({share:.0%} of them)"
+    )
+    problems = []
+    if share > DISTURBANCE_WARN:
+        problems.append(
+            f"processes outside the experiment and the hypervisor (steal) took {share:.0%} "
+            "of the CPUs the servers ran on: the servers had less CPU than their quotas "
+            "say, and not alike for every strategy"
+        )
+    harness = 0.0
+    if (
+        f.servers_isolated
+        and f.harness_cpus
+        and f.harness_outside_cores is not None
+        and f.harness_steal_cores is not None
+    ):
+        # A load generator or balancer slowed by others offers less load and adds
+        # latency: a closed-loop phase then measures the machine, not the strategy.
+        harness = _taken(f.harness_outside_cores, f.harness_steal_cores, f.harness_cpus)
+        figure += (
+            f"; outside {f.harness_outside_cores:.2f}, steal {f.harness_steal_cores:.2f} on "
+            f"the harness's {','.join(map(str, f.harness_cpus))} ({harness:.0%})"
+        )
+        if harness > DISTURBANCE_WARN:
+            problems.append(
+                f"processes outside the experiment and the hypervisor took {harness:.0%} of "
+                "the harness's CPUs: Locust and the balancer "
+                "ran slower than the load asks, so the servers got less load and the "
+                "answers more latency than the strategy alone explains"
+            )
     return _judged(
         "disturbance",
-        _level(share, DISTURBANCE_WARN, DISTURBANCE_FAIL),
-        f"outside {f.outside_cores:.2f} cores, steal {f.steal_cores:.2f} cores on {where} "
-        f"{','.join(map(str, f.server_cpus))} ({share:.0%} of them)",
-        "nothing outside the experiment took CPU from the servers",
-        f"processes outside the experiment and the hypervisor (steal) took {share:.0%} of "
-        "the CPUs the servers ran on: the servers had less CPU than their quotas say, and "
-        "not alike for every strategy; stop other work on the machine (steal: other guests "
-        "of the host), or rerun",
+        _level(max(share, harness), DISTURBANCE_WARN, DISTURBANCE_FAIL),
+        figure,
+        "nothing outside the experiment took CPU from the servers or the harness",
+        "; ".join(problems)
+        + "; stop other work on the machine (steal: other guests of the host), or rerun",
     )
+
+
+def _taken(outside: float, steal: float, cpus: Sequence[int]) -> float:
+    """The share of ``cpus`` others took. Below zero ``outside`` is the counters'
+    imprecision (the probe's limits), not a gift of CPU."""
+    return (max(outside, 0.0) + steal) / len(cpus)
 
 
 def _median(column: pa.ChunkedArray) -> float | None:

@@ -42,6 +42,7 @@ def phase_checks(
     # servers are elsewhere, so this machine's CPUs say nothing of theirs.
     disturbance = (harness.get("disturbance") if config.testbed.kind == "local" else None) or {}
     servers_cpu = disturbance.get("servers") or {}
+    harness_cpu = disturbance.get("harness") or {}
     facts = phase_facts(
         window,
         measured,
@@ -65,5 +66,8 @@ def phase_checks(
         servers_isolated=bool(disturbance.get("isolated")),
         outside_cores=servers_cpu.get("outside_cores"),
         steal_cores=servers_cpu.get("steal_cores"),
+        harness_cpus=harness_cpu.get("cpus"),
+        harness_outside_cores=harness_cpu.get("outside_cores"),
+        harness_steal_cores=harness_cpu.get("steal_cores"),
     )
     return judge(facts)

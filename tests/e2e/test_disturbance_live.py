@@ -1,8 +1,8 @@
 """CPU taken from outside the experiment is seen (``loadtests/probe.py``, the
 ``disturbance`` check of ``lblab/verdicts.py``).
 
-A busy loop pinned to the servers' CPU, started beside a real ``lblab run`` and not by
-it, must be flagged. A quiet run is not asserted to pass: this machine is shared, and
+A busy loop pinned to the servers' CPU, or to the harness's, started beside a real
+``lblab run`` and not by it, must be flagged. A quiet run is not asserted to pass: this machine is shared, and
 other work on it is exactly what the check reports.
 """
 
@@ -14,8 +14,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -37,25 +37,31 @@ def spin(cpu: int, pidfile: Path | None = None) -> str:
     return f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n{tell}while True:\n    pass"
 
 
-@pytest.fixture
-def hog() -> Iterator[subprocess.Popen[bytes]]:
-    """Spinning on the last CPU, where the servers run (``isolation.plan_layout`` gives
-    the harness the first CPUs); this test's child, no descendant of ``lblab run``."""
-    proc = subprocess.Popen([sys.executable, "-c", spin(LAST)])
-    yield proc
-    proc.kill()
-    proc.wait()
+def hog(cpu: int) -> subprocess.Popen[bytes]:
+    """Spinning on ``cpu``; this test's child, no descendant of ``lblab run``."""
+    return subprocess.Popen([sys.executable, "-c", spin(cpu)])
+
+
+def run_beside(cpu: int, tmp_path: Path) -> dict[str, Any]:
+    """A tiny one-phase run with a hog on ``cpu``: its manifest."""
+    proc = hog(cpu)
+    try:
+        run_dir = tmp_path / "run"
+        args = ["run", "--preset", "tiny", "--strategies", "rr", "--scenarios", "sp+sr"]
+        result = run_lblab([*args, "--duration", "4s", "--no-report", "--out", str(run_dir)], 120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert result.returncode == 0, result.stderr[-3000:]
+    return dict(json.loads((run_dir / "manifest.json").read_text()))
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="isolation needs two CPUs")
-def test_a_cpu_hog_beside_the_servers_is_flagged(
-    tmp_path: Path, hog: subprocess.Popen[bytes]
-) -> None:
+def test_a_cpu_hog_beside_the_servers_is_flagged(tmp_path: Path) -> None:
+    # The last CPU: where the servers run (``isolation.plan_layout`` gives the harness
+    # the first CPUs).
+    m = run_beside(LAST, tmp_path)
     run_dir = tmp_path / "run"
-    args = ["run", "--preset", "tiny", "--strategies", "rr", "--scenarios", "sp+sr"]
-    result = run_lblab([*args, "--duration", "4s", "--no-report", "--out", str(run_dir)], 120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    m = json.loads((run_dir / "manifest.json").read_text())
     (phase,) = m["phases"]
     check = next(c for c in phase["verdicts"] if c["name"] == "disturbance")
     measured = phase["harness_cpu"]["disturbance"]
@@ -73,6 +79,21 @@ def test_a_cpu_hog_beside_the_servers_is_flagged(
     inside = cpu[cpu.window == "inside"].groupby("server").cpu_percent.mean()
     agents = sum(inside[s] / 100 * quotas[s] for s in inside.index)
     assert servers["experiment_cores"] == pytest.approx(agents, abs=0.1), (servers, agents)
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="isolation needs two CPUs")
+def test_a_cpu_hog_beside_the_harness_is_flagged(tmp_path: Path) -> None:
+    """Locust and the balancer slowed by a stranger offer less load: in a quick run a hog
+    on the harness's CPU cut sp+sr throughput by a fifth, and no check saw it."""
+    m = run_beside(CPUS[0], tmp_path)
+    (phase,) = m["phases"]
+    check = next(c for c in phase["verdicts"] if c["name"] == "disturbance")
+    harness = phase["harness_cpu"]["disturbance"]["harness"]
+    assert CPUS[0] in harness["cpus"] and CPUS[0] in m["testbed"]["cpu_layout"]["harness_cpus"]
+    assert check["level"] in ("warn", "fail"), (check, harness)
+    assert f"; outside {harness['outside_cores']:.2f}, steal " in check["figure"]
+    assert "of the harness's CPUs: Locust and the balancer" in check["why"]
+    assert harness["outside_cores"] > DISTURBANCE_WARN * len(harness["cpus"])
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="the probe's process and the loops get CPUs apart")

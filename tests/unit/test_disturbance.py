@@ -134,3 +134,28 @@ def test_phase_checks_judge_the_servers_cpus_and_not_an_external_testbeds() -> N
     assert judged["local"]["level"] == "fail"  # 0.25 outside + 0.02 steal of CPU 1
     assert judged["local"]["figure"].startswith("outside 0.25 cores, steal 0.02 cores on the ")
     assert judged["external"]["level"] == "n/a"
+
+
+def test_others_on_the_harness_cpus_are_a_disturbance_too() -> None:
+    # The servers' CPU held only the servers (0.95 cores, 2 % steal); on the harness's
+    # CPU the experiment used 0.2 cores of 0.6 busy: a hog there slows Locust and the
+    # balancer (measured: -20 % throughput in sp+sr, unflagged before this check).
+    own = {SERVERS: 1.9, HARNESS: 0.4}
+    measured = disturbance(
+        parse_proc_stat(BEFORE), parse_proc_stat(AFTER), 2.0, own, HARNESS, hz=100
+    )
+    entry = {
+        "window": {"start": 100.0, "end": 102.0},
+        "measured": {"requests_in_window": 100, "ok_in_window": 100},
+        "harness_cpu": {"locust": [0.1], "balancer": [0.05], "disturbance": measured},
+    }
+    config = resolve(load_preset("tiny"), {}, {})
+    load = config.loads[config.scenarios[0].name]
+    checks = phase_checks(entry, config, load, [], 100, 1.0)["verdicts"]
+    (check,) = [c for c in checks if c["name"] == "disturbance"]
+    assert check["level"] == "fail"
+    assert check["figure"].endswith("; outside 0.40, steal 0.05 on the harness's 0 (45%)")
+    assert "(2% of them)" in check["figure"]
+    assert check["why"].startswith(
+        "processes outside the experiment and the hypervisor took 45% of the harness's CPUs"
+    )
