@@ -286,10 +286,11 @@ def settled(cells: Iterable[Cell]) -> bool:
 
 def scenarios_to_settle(cells: Iterable[Cell]) -> list[str]:
     """The scenarios another block should run, in the run's order: those with a cell
-    still undecided; once every cell is decided, those with a pair still open. A
-    scenario whose answer is in costs no more phases while another's is not."""
+    still undecided (or with no value: every phase of it failed its checks); once every
+    cell is decided, those with a pair still open. A scenario whose answer is in costs
+    no more phases while another's is not. Empty exactly when ``settled``."""
     cells = list(cells)
-    undecided = [c.scenario for c in cells if c.verdict == UNRESOLVED and len(c.means) > 1]
+    undecided = [c.scenario for c in cells if c.verdict == UNRESOLVED and len(c.means) != 1]
     chosen = set(undecided) or {c.scenario for c in cells if c.open_pairs}
     return list(dict.fromkeys(c.scenario for c in cells if c.scenario in chosen))
 

@@ -167,6 +167,9 @@ def test_a_cell_whose_phases_all_failed_is_not_settled() -> None:
     cells = answer(frame, dropped, metrics=["throughput_rps"])
     assert only(cells).verdict == UNRESOLVED and only(cells).open_pairs == 0
     assert not settled(cells)
+    # Another block runs it (a quick run beside a hog, every phase failed, once added
+    # a block of no scenario).
+    assert scenarios_to_settle(cells) == ["sp+sr"]
 
 
 def test_one_strategy_has_nothing_to_decide_and_is_settled() -> None:
