@@ -74,7 +74,13 @@ def verdict(cells: Sequence[Mapping[str, Any]]) -> str:
         f"{decided} of {len(cells)} scenario x metric cells are decided "
         f"({blocks} block{'s' if blocks != 1 else ''}, paired within blocks)."
     )
-    if blocks < 2:
+    if blocks == 0 and any(c.get("left_out") for c in cells):
+        sentences.append(
+            "Every phase was left out for failing its checks (see 'Can these numbers be "
+            "trusted?'): there is nothing to compare; rerun when the checks pass (a quiet "
+            "machine)."
+        )
+    elif blocks < 2:
         sentences.append(
             "With one block there is no interval: run more replications "
             "(or an adaptive run, run.max_replications) before calling a winner."

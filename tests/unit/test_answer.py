@@ -170,6 +170,10 @@ def test_a_cell_whose_phases_all_failed_is_not_settled() -> None:
     # Another block runs it (a quick run beside a hog, every phase failed, once added
     # a block of no scenario).
     assert scenarios_to_settle(cells) == ["sp+sr"]
+    # The paragraph says why nothing is decided, not "run more replications".
+    words = verdict([c.to_dict() for c in cells])
+    assert "Every phase was left out for failing its checks" in words
+    assert "With one block" not in words
 
 
 def test_one_strategy_has_nothing_to_decide_and_is_settled() -> None:
