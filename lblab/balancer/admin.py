@@ -36,6 +36,7 @@ from urllib.parse import unquote
 import orjson
 
 from lblab.balancer import checks
+from lblab.balancer.pool import COUNTER_HELP
 from lblab.config import check_weight, parse_hostport
 from lblab.errors import ConfigError
 from lblab.wire_asyncio import within
@@ -476,41 +477,12 @@ def metrics_text(node: BalancerNode) -> str:
         "1 if the backend takes new requests.",
         per_backend(lambda v: v.available),
     )
-    family(
-        "lblab_balancer_picks_total",
-        "counter",
-        "Times the strategy picked the backend.",
-        per_backend(lambda v: counters[v.id].picks),
-    )
-    family(
-        "lblab_balancer_errors_total",
-        "counter",
-        "Failed outcomes (timeouts, errors, connection loss).",
-        per_backend(lambda v: counters[v.id].errors),
-    )
-    family(
-        "lblab_balancer_ejections_total",
-        "counter",
-        "Passive ejections.",
-        per_backend(lambda v: counters[v.id].ejections),
-    )
-    family(
-        "lblab_balancer_ties_total",
-        "counter",
-        "Picks where candidates tied on load.",
-        per_backend(lambda v: counters[v.id].ties),
-    )
-    for probe_counter, help_text in (
-        ("probes_sent", "Probes sent (prequal)."),
-        ("probes_answered", "Probes answered."),
-        ("probes_timed_out", "Probes given up unanswered after their timeout."),
-        ("probes_failed", "Probes answered with an error or garbage, or lost with the connection."),
-    ):
+    for name, help_text in COUNTER_HELP.items():  # every counter the pool declares
         family(
-            f"lblab_balancer_{probe_counter}_total",
+            f"lblab_balancer_{name}_total",
             "counter",
             help_text,
-            per_backend(lambda v, name=probe_counter: getattr(counters[v.id], name)),
+            per_backend(lambda v, name=name: getattr(counters[v.id], name)),
         )
     family(
         "lblab_balancer_completed_total",

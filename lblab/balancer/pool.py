@@ -39,7 +39,7 @@ Theory of operation:
   (an instant REJECTED) and would make a failing backend look attractive.
 - A backend removed with requests in flight: their completions still balance the
   bookkeeping of the removed view, but no strategy hook runs for it.
-- Counters per backend id (``COUNTER_NAMES``): picks, errors, ejections and ties
+- Counters per backend id (``BackendCounters``): picks, errors, faults, ejections and ties
   (picks where the strategy reported a tie on load), and the probes a probing strategy
   cost: sent, answered, timed out and failed (an ERROR, a malformed answer, the
   connection lost); sent = answered + timed out + failed + those still out.
@@ -52,7 +52,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from lblab.config import check_weight
 from lblab.errors import ConfigError, LocalProtocolError
@@ -70,33 +71,34 @@ __all__ = [
     "Pool",
 ]
 
-COUNTER_NAMES = (
-    "picks",
-    "errors",
-    "faults",
-    "ejections",
-    "ties",
-    "probes_sent",
-    "probes_answered",
-    "probes_timed_out",
-    "probes_failed",
-)
+
+def _counter(help_text: str) -> Any:
+    """A counter field; its help text is what ``/metrics`` says of it."""
+    return field(default=0, metadata={"help": help_text})
 
 
 @dataclass(slots=True)
 class BackendCounters:
-    picks: int = 0
-    errors: int = 0
-    """Failed outcomes of any kind."""
-    faults: int = 0
-    """Failed outcomes the backend is responsible for (they count toward ejection)."""
-    ejections: int = 0
-    ties: int = 0
-    probes_sent: int = 0
-    probes_answered: int = 0
-    probes_timed_out: int = 0
-    probes_failed: int = 0
-    """Probes that got an ERROR or a malformed answer, or whose connection was lost."""
+    """Per-backend counters. Each field is one ``lblab_balancer_<name>_total`` family of
+    ``/metrics`` (``admin.metrics_text`` walks the fields), so none can be left out."""
+
+    picks: int = _counter("Times the strategy picked the backend.")
+    errors: int = _counter("Failed outcomes of any kind (timeouts, errors, connection loss).")
+    faults: int = _counter(
+        "Failed outcomes the backend is responsible for (they count toward ejection)."
+    )
+    ejections: int = _counter("Passive ejections.")
+    ties: int = _counter("Picks where candidates tied on load.")
+    probes_sent: int = _counter("Probes sent (prequal).")
+    probes_answered: int = _counter("Probes answered.")
+    probes_timed_out: int = _counter("Probes given up unanswered after their timeout.")
+    probes_failed: int = _counter(
+        "Probes answered with an error or garbage, or lost with the connection."
+    )
+
+
+COUNTER_NAMES = tuple(f.name for f in fields(BackendCounters))
+COUNTER_HELP = {f.name: str(f.metadata["help"]) for f in fields(BackendCounters)}
 
 
 @dataclass(frozen=True, slots=True)

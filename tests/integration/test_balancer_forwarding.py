@@ -27,6 +27,7 @@ from rsocket.awaitable.awaitable_rsocket import AwaitableRSocket
 from rsocket.payload import Payload
 from rsocket.streams.stream_from_async_generator import StreamFromAsyncGenerator
 
+from lblab.balancer.pool import COUNTER_NAMES
 from lblab.wire.codec import encode_frame
 from lblab.wire.frames import RequestResponse
 
@@ -163,6 +164,10 @@ def test_status_and_metrics_account_every_request(testbed):
     assert code == 200
     assert 'lblab_balancer_picks_total{backend="e0"}' in text
     assert "# TYPE lblab_balancer_inflight gauge" in text
+    # Every counter the pool keeps is exposed, per backend (faults was once left out).
+    for name in COUNTER_NAMES:
+        assert f"# TYPE lblab_balancer_{name}_total counter" in text, name
+        assert f'lblab_balancer_{name}_total{{backend="e2"}} ' in text, name
 
 
 def test_admin_rejects_bad_requests(testbed):
