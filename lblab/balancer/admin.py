@@ -42,7 +42,7 @@ from lblab.errors import ConfigError
 from lblab.wire_asyncio import within
 
 if TYPE_CHECKING:
-    from lblab.balancer.node import BalancerNode
+    from lblab.balancer.node import BalancerNode, NodeSnapshot
 
 log = logging.getLogger("lblab.balancer.admin")
 
@@ -315,7 +315,7 @@ def authorize(token: str | None, header: str | None) -> None:
 
 
 async def _get_metrics(node: BalancerNode, request: Request) -> Response:
-    return Response(200, "text/plain; version=0.0.4", metrics_text(node).encode())
+    return Response(200, "text/plain; version=0.0.4", metrics_text(node.snapshot()).encode())
 
 
 async def _get_status(node: BalancerNode, request: Request) -> Response:
@@ -413,36 +413,7 @@ def _json_object(
 
 
 def status(node: BalancerNode) -> dict[str, Any]:
-    rows = node.pool.status()
-    now = node.loop.time()
-    for row in rows:
-        backend_id = str(row["id"])
-        backend = node.backends.get(backend_id)
-        if backend is not None:
-            row["address"] = backend.address.address
-            row["connected"] = backend.conn is not None and not backend.conn.closed
-        view = node.pool.get(backend_id)
-        report = view.last_report
-        row["last_report"] = (
-            None
-            if report is None or view.report_at is None
-            else {
-                "source": report.source,
-                "age_s": round(now - view.report_at, 3),
-                "cpu_util": report.cpu_util,
-                "qps": report.qps,
-            }
-        )
-        row["lease_remaining"] = view.lease_remaining
-    return {
-        "strategy": node.strategy.name,
-        "options": node.strategy_options,
-        "backends": rows,
-        "clients": len(node.clients),
-        "paused_clients": sum(1 for c in node.clients if c.blockers),
-        "outstanding": node.pool.outstanding,
-        **node.counters(),
-    }
+    return node.snapshot().status()
 
 
 def _label(value: str) -> str:
@@ -450,8 +421,9 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def metrics_text(node: BalancerNode) -> str:
-    """Prometheus exposition text (counters as ``_total``)."""
+def metrics_text(snapshot: NodeSnapshot) -> str:
+    """Prometheus exposition text (counters as ``_total``) of one snapshot of the node:
+    per backend its gauges and every counter the pool declares, then the node's own."""
     out: list[str] = []
 
     def family(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
@@ -459,49 +431,32 @@ def metrics_text(node: BalancerNode) -> str:
         out.append(f"# TYPE {name} {kind}")
         out.extend(f"{name}{labels} {value:g}" for labels, value in samples)
 
-    views = node.pool.views
-    counters = node.pool.counters
+    rows = snapshot.backends
 
-    def per_backend(get: Any) -> list[tuple[str, float]]:
-        return [(f'{{backend="{_label(v.id)}"}}', float(get(v))) for v in views]
+    def per_backend(key: str) -> list[tuple[str, float]]:
+        return [
+            (f'{{backend="{_label(str(r["id"]))}"}}', float(r[key]))
+            for r in rows
+            if r[key] is not None
+        ]
 
-    family(
-        "lblab_balancer_inflight",
-        "gauge",
-        "Requests sent and not yet answered.",
-        per_backend(lambda v: v.inflight),
-    )
-    family(
-        "lblab_balancer_up",
-        "gauge",
-        "1 if the backend takes new requests.",
-        per_backend(lambda v: v.available),
-    )
+    family("lblab_balancer_inflight", "gauge", "Requests sent and not yet answered.",
+           per_backend("inflight"))  # fmt: skip
+    family("lblab_balancer_up", "gauge", "1 if the backend takes new requests.",
+           per_backend("available"))  # fmt: skip
     for name, help_text in COUNTER_HELP.items():  # every counter the pool declares
-        family(
-            f"lblab_balancer_{name}_total",
-            "counter",
-            help_text,
-            per_backend(lambda v, name=name: getattr(counters[v.id], name)),
-        )
-    family(
-        "lblab_balancer_completed_total",
-        "counter",
-        "Outcomes accounted.",
-        per_backend(lambda v: v.completed),
-    )
+        family(f"lblab_balancer_{name}_total", "counter", help_text, per_backend(name))
+    family("lblab_balancer_completed_total", "counter", "Outcomes accounted.",
+           per_backend("completed"))  # fmt: skip
     family(
         "lblab_balancer_latency_ewma_ms",
         "gauge",
         "EWMA of balancer-observed latency to the first response frame.",
-        [
-            (f'{{backend="{_label(v.id)}"}}', v.latency_ewma_ms)
-            for v in views
-            if v.latency_ewma_ms is not None
-        ],
+        per_backend("latency_ewma_ms"),
     )
-    family("lblab_balancer_clients", "gauge", "Open client connections.", [("", len(node.clients))])
-    for name, value in node.counters().items():
+    family("lblab_balancer_clients", "gauge", "Open client connections.",
+           [("", snapshot.clients)])  # fmt: skip
+    for name, value in snapshot.counters.items():
         family(
             f"lblab_balancer_{name}_total", "counter", name.replace("_", " ") + ".", [("", value)]
         )

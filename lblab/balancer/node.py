@@ -29,6 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
 from lblab.balancer import checks
@@ -122,6 +123,35 @@ class NodeConfig:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    """What the node is doing at one instant: all the admin API reads (``/status`` is
+    ``status()``, ``/metrics`` is built from the same snapshot)."""
+
+    strategy: str
+    options: Mapping[str, str]
+    backends: list[dict[str, Any]]
+    """One row per backend: the pool's (state, load, every counter), its address,
+    whether it is connected, its last load report and lease."""
+    clients: int
+    paused_clients: int
+    outstanding: int
+    counters: Mapping[str, int]
+    """The node's and the router's counters."""
+
+    def status(self) -> dict[str, Any]:
+        """``GET /status``'s JSON."""
+        return {
+            "strategy": self.strategy,
+            "options": dict(self.options),
+            "backends": self.backends,
+            "clients": self.clients,
+            "paused_clients": self.paused_clients,
+            "outstanding": self.outstanding,
+            **self.counters,
+        }
+
+
 class BalancerNode:
     """Owns the pool, the strategy, the router, every connection and the periodic timer."""
 
@@ -175,6 +205,39 @@ class BalancerNode:
     def counters(self) -> dict[str, int]:
         """The node's and the router's counters, for the admin API."""
         return {**self.stats, **self.router.stats}
+
+    def snapshot(self) -> NodeSnapshot:
+        """The node now, as the admin API shows it."""
+        now = self.loop.time()
+        rows = self.pool.status()
+        for row in rows:
+            backend_id = str(row["id"])
+            backend = self.backends.get(backend_id)
+            if backend is not None:
+                row["address"] = backend.address.address
+                row["connected"] = backend.conn is not None and not backend.conn.closed
+            view = self.pool.get(backend_id)
+            report = view.last_report
+            row["last_report"] = (
+                None
+                if report is None or view.report_at is None
+                else {
+                    "source": report.source,
+                    "age_s": round(now - view.report_at, 3),
+                    "cpu_util": report.cpu_util,
+                    "qps": report.qps,
+                }
+            )
+            row["lease_remaining"] = view.lease_remaining
+        return NodeSnapshot(
+            strategy=self.strategy.name,
+            options=dict(self.strategy_options),
+            backends=rows,
+            clients=len(self.clients),
+            paused_clients=sum(1 for c in self.clients if c.blockers),
+            outstanding=self.pool.outstanding,
+            counters=self.counters(),
+        )
 
     def setup_wants(self) -> tuple[tuple[str, ...], bool]:
         s = self.strategy
