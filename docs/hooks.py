@@ -7,8 +7,8 @@ Registered in ``mkdocs.yml`` (``hooks:``). ``on_files`` adds, as generated files
   it stays under ``README_LIMIT`` bytes (either fails a ``--strict`` build);
 - ``reference/cli.md``: the ``lblab`` command tree (Typer's app as click commands): each
   command's help, usage, options, types and defaults;
-- ``reference/config.md``: the experiment config keys (``runconfig.DEFAULTS``, the
-  module docstring, each key's field docstring or comment, its ``lblab run`` flag);
+- ``reference/config.md``: the experiment config keys (``config_layers.DEFAULTS``, the
+  ``runconfig`` docstring, each key's field docstring or comment, its ``lblab run`` flag);
 - ``reference/presets.md``: the preset files in ``loadtests/presets/``;
 - ``reference/results.md``: the results tables (``results.SCHEMAS``, the record
   columns, the window labels), failure kinds and origins, metrics, ``winners.json``;
@@ -376,7 +376,7 @@ def config_page() -> str:
     import typer.main
 
     from lblab.cli import app
-    from lblab.loadtests import runconfig
+    from lblab.loadtests import config_layers, runconfig
     from lblab.loadtests.isolation import ISOLATION_METHODS
     from lblab.loadtests.openloop import ARRIVALS
     from lblab.scenarios import BUILTIN_SCENARIOS, CELLS, TRACE_SCENARIOS
@@ -420,7 +420,7 @@ def config_page() -> str:
             "| key | default | flag | what |",
             "|---|---|---|---|",
         ]
-        for key, value in runconfig.DEFAULTS[table].items():
+        for key, value in config_layers.DEFAULTS[table].items():
             flag = f"--{key.replace('_', '-')}"
             what = (
                 docs[table].get(key) or KEY_NOTES.get(f"{table}.{key}") or run_flags.get(flag, "")
@@ -428,7 +428,7 @@ def config_page() -> str:
             shown = f"`{flag}`" if flag in run_flags else ""
             out.append(f"| `{key}` | `{toml_value(value)}` | {shown} | {_cell(what)} |")
         out.append("")
-    servers = runconfig.DEFAULTS["servers"]
+    servers = config_layers.DEFAULTS["servers"]
     out += [
         "## `[[servers]]` and `[weights]`",
         "",
@@ -441,7 +441,7 @@ def config_page() -> str:
         ),
         "",
         "[weights]",
-        *(f"{k} = {toml_value(v)}" for k, v in runconfig.DEFAULTS["weights"].items()),
+        *(f"{k} = {toml_value(v)}" for k, v in config_layers.DEFAULTS["weights"].items()),
         "```",
         "",
         "| server key | what (`lblab server` flag) |",

@@ -122,7 +122,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from lblab.config import load_json_object, load_toml
-        from lblab.loadtests import runconfig
+        from lblab.loadtests import run_folders, runconfig
         from lblab.loadtests.presets import load_preset
 
         console = Console(stderr=True)
@@ -177,7 +177,7 @@ def register(app: typer.Typer) -> None:
                 from lblab.loadtests.local_testbed import cpu_layout
 
                 layout = cpu_layout(cfg)
-            cfg = runconfig.with_new_run_dir(
+            cfg = run_folders.with_new_run_dir(
                 cfg,
                 cfg.name,
                 "continue it with --resume --out {run_dir} or choose another --out",

@@ -1,13 +1,13 @@
 """The experiment's configuration: built-in defaults <- preset <- config file <- flags.
 
-Every layer is a plain TOML-shaped dict; ``resolve`` merges them (tables merge key by
-key, everything else replaces) and checks the result once into frozen dataclasses, so a
-bad value is a ``ConfigError`` naming the field before any process starts. Each table
-becomes its dataclass (``from_table``), which checks itself in ``__post_init__``;
-``RunConfig`` checks the rules across tables and builds every strategy it names through
-the balancer's registry, so a misspelt strategy option stops the run at load. ``to_toml``
-prints the resolved config in the same shape, so ``--print-config > my.toml`` gives a
-file that ``--config my.toml`` reproduces exactly.
+Every layer is a plain TOML-shaped dict (``config_layers``: the defaults, merging);
+``resolve`` merges them (tables merge key by key, everything else replaces) and checks
+the result once into frozen dataclasses, so a bad value is a ``ConfigError`` naming the
+field before any process starts. Each table becomes its dataclass (``from_table``), which
+checks itself in ``__post_init__``; ``RunConfig`` checks the rules across tables and
+builds every strategy it names through the balancer's registry, so a misspelt strategy
+option stops the run at load. ``to_toml`` prints the resolved config in the same shape,
+so ``--print-config > my.toml`` gives a file that ``--config my.toml`` reproduces exactly.
 
 Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
 
@@ -36,13 +36,8 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
 
 from __future__ import annotations
 
-import copy
-import json
-import logging
-import os
-import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +54,11 @@ from lblab.config import (
     parse_size,
 )
 from lblab.errors import ConfigError
+from lblab.loadtests.config_layers import DEFAULTS, check_keys, merge
 from lblab.loadtests.isolation import ISOLATION_METHODS
 from lblab.loadtests.openloop import ARRIVALS
+from lblab.loadtests.toml_writer import dumps_toml
 from lblab.scenarios import (
-    BUILTIN_SCENARIOS,
     CELLS,
     TRACE_SCENARIOS,
     Cell,
@@ -71,12 +67,8 @@ from lblab.scenarios import (
 )
 from lblab.servers.slowdown import Slowdown
 from lblab.servers.work import MAX_WORK_BYTES
-from lblab.strategy_names import THESIS_FIVE
 from lblab.traces import BUILTIN_TRACES, TraceWindow, schedule
 from lblab.wire.codes import MAX_FRAME_LENGTH
-
-log = logging.getLogger(__name__)
-RESULTS_DIR = "results"
 
 TESTBEDS = ("local", "external")
 ACTIONS = ("kill", "restart", "drain", "add", "remove", "slow", "pause", "resume")
@@ -89,58 +81,6 @@ MAX_COUNT = 1_000_000_000
 MAX_REPLICATIONS = 1000
 MAX_LOCUST_WORKERS = 256
 MAX_REQUEST_TIMEOUT = 3600.0  # the balancer's own bound (balancer/node.py)
-
-DEFAULTS: dict[str, Any] = {
-    "run": {
-        "name": "run",
-        "strategies": list(THESIS_FIVE),
-        "scenarios": list(BUILTIN_SCENARIOS),
-        "duration": "20m",
-        "warmup": "30s",
-        "replications": 3,
-        "max_replications": 0,
-        "budget": "0s",
-        "equivalence": 0.05,
-        "seed": 1,
-        "request_timeout": "30s",
-        "locust_workers": 0,
-        "locust_master_bind": "",
-        "expect_workers": 0,
-        "out": "",
-    },
-    "load": {
-        "model": "closed",
-        "users": 50,
-        "spawn_rate": 10,
-        "think_time": [0, 0],
-        "rate": 0,
-        "arrival": "constant",
-        "count": 0,
-        "trace": "",
-        "trace_start": 0,
-        "trace_length": 0,
-        "trace_loop": False,
-    },
-    "testbed": {
-        "kind": "local",
-        "balancer": "",
-        "admin": "",
-        "agent_interval": 0.25,
-        "balancer_args": [],
-        "isolation": "auto",
-        "harness_cpus": 0,
-        "balancers": 1,
-    },
-    "servers": [
-        {"id": "s1", "cpu_quota": 0.25},
-        {"id": "s2", "cpu_quota": 0.25},
-        {"id": "s3", "cpu_quota": 1.0},
-    ],
-    "weights": {"s1": 1, "s2": 1, "s3": 4},
-    "strategy_options": {},
-    "scenario_defs": {},
-    "timeline": [],
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -615,60 +555,6 @@ class RunConfig:
         return dumps_toml(self.raw)
 
 
-# ------------------------------------------------------------------ merging
-
-
-# Tables that describe one whole thing: a layer that gives them replaces them.
-WHOLE_TABLES = frozenset({"weights"})
-
-
-def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """Tables merge key by key (except ``WHOLE_TABLES``); arrays and scalars in ``over``
-    replace those in ``base``."""
-    out = copy.deepcopy(dict(base))
-    for key, value in over.items():
-        if (
-            isinstance(value, Mapping)
-            and isinstance(out.get(key), Mapping)
-            and key not in WHOLE_TABLES
-        ):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-KNOWN_KEYS = {
-    "preset": None,
-    "run": DEFAULTS["run"],
-    "load": DEFAULTS["load"],
-    "testbed": DEFAULTS["testbed"],
-    "servers": None,
-    "weights": None,
-    "strategy_options": None,
-    "scenario_defs": None,
-    "timeline": None,
-}
-
-
-def check_keys(layer: Mapping[str, Any], source: str) -> None:
-    """Unknown sections or keys are typos: name them and the valid ones."""
-    for key, value in layer.items():
-        if key not in KNOWN_KEYS:
-            raise ConfigError(
-                f"{source}: unknown section [{key}]; sections are {', '.join(KNOWN_KEYS)}"
-            )
-        known = KNOWN_KEYS[key]
-        if known is not None:
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{source}: [{key}] must be a table")
-            for sub in value:
-                if sub not in known:
-                    raise ConfigError(
-                        f"{source}: unknown key {key}.{sub}; keys of [{key}] are {', '.join(known)}"
-                    )
-
-
 # ------------------------------------------------------------------ checking
 
 
@@ -891,89 +777,3 @@ def resolve(
             check_keys(layer, source)
             raw = merge(raw, {k: v for k, v in layer.items() if k != "preset"})
     return build(raw)
-
-
-def with_out(config: RunConfig, out: str) -> RunConfig:
-    return replace(config, out=out, raw=merge(config.raw, {"run": {"out": out}}))
-
-
-def with_new_run_dir(config: RunConfig, prefix: str, when_taken: str) -> RunConfig:
-    """``config`` writing to a new run folder: ``--out``, else ``results/PREFIX-<time>``,
-    created now. A folder that already holds a run is refused (``when_taken`` says what
-    to do instead; ``{run_dir}`` in it names the folder), as is one that cannot be created."""
-    run_dir = Path(config.out or f"{RESULTS_DIR}/{prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
-    if (run_dir / "manifest.json").exists():
-        raise ConfigError(f"{run_dir} already holds a run; {when_taken.format(run_dir=run_dir)}")
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"run directory {run_dir} cannot be created ({exc.strerror or exc}); "
-            "choose another --out"
-        ) from None
-    if not config.out:
-        point_latest(run_dir)
-    return with_out(config, str(run_dir))
-
-
-def point_latest(run_dir: Path) -> None:
-    """``results/latest`` names the newest run made in ``results/`` (what ``lblab
-    notebooks`` opens by default); replaced atomically, never a half-made link."""
-    link = run_dir.parent / "latest"
-    tmp = run_dir.parent / f".latest-{os.getpid()}"
-    try:
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(run_dir.name)
-        os.replace(tmp, link)
-    except OSError as exc:  # a convenience: the run goes on without it
-        log.warning("could not point %s at %s: %s", link, run_dir, exc)
-
-
-# ------------------------------------------------------------------ TOML output
-
-
-def dumps_toml(data: Mapping[str, Any]) -> str:
-    """TOML for config-shaped dicts: scalars, lists of scalars, tables, arrays of tables."""
-    lines: list[str] = []
-    _emit_table(data, [], lines)
-    return "\n".join(lines).strip() + "\n"
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    if isinstance(v, Mapping):
-        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + "}"
-    raise TypeError(f"cannot write {type(v).__name__} as TOML")
-
-
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
-
-
-def _is_table_array(v: Any) -> bool:
-    return isinstance(v, list) and bool(v) and all(isinstance(x, Mapping) for x in v)
-
-
-def _emit_table(data: Mapping[str, Any], path: list[str], lines: list[str]) -> None:
-    scalars = {
-        k: v for k, v in data.items() if not isinstance(v, Mapping) and not _is_table_array(v)
-    }
-    for k, v in scalars.items():
-        lines.append(f"{_key(k)} = {_value(v)}")
-    for k, v in data.items():
-        if isinstance(v, Mapping):
-            sub = [*path, _key(k)]
-            lines += ["", f"[{'.'.join(sub)}]"]
-            _emit_table(v, sub, lines)
-        elif _is_table_array(v):
-            for item in v:
-                lines += ["", f"[[{'.'.join([*path, _key(k)])}]]"]
-                for ik, iv in item.items():
-                    lines.append(f"{_key(ik)} = {_value(iv)}")

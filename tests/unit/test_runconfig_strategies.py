@@ -9,7 +9,7 @@ import pytest
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.balancer.strategies.registry import strategy_names
 from lblab.errors import ConfigError
-from lblab.loadtests import runconfig
+from lblab.loadtests import config_layers, runconfig
 from lblab.loadtests.presets import load_preset
 from lblab.scenarios import BUILTIN_SCENARIOS, CELLS
 from lblab.strategy_names import STRATEGY_NAMES, THESIS_FIVE
@@ -119,7 +119,7 @@ def test_rules_across_tables_name_the_fields(layer: dict, message: str) -> None:
 def test_the_registry_registers_exactly_the_shared_names_in_their_order() -> None:
     assert tuple(strategy_names()) == STRATEGY_NAMES
     assert set(THESIS_FIVE) <= set(STRATEGY_NAMES)
-    assert runconfig.DEFAULTS["run"]["strategies"] == list(THESIS_FIVE)
+    assert config_layers.DEFAULTS["run"]["strategies"] == list(THESIS_FIVE)
 
 
 def test_analysis_orders_strategies_and_scenarios_by_the_shared_lists() -> None:

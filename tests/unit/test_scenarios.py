@@ -11,7 +11,7 @@ import tomllib
 import pytest
 
 from lblab.errors import ConfigError
-from lblab.loadtests import runconfig
+from lblab.loadtests import config_layers, runconfig
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.openloop import due_times
 from lblab.loadtests.presets import load_preset, preset_names
@@ -70,7 +70,7 @@ def test_every_preset_resolves() -> None:
     assert {"quick", "thesis", "tiny", "ingram", "martins"} <= set(preset_names())
     for name in preset_names():
         raw = load_preset(name)
-        runconfig.check_keys(raw, name)
+        config_layers.check_keys(raw, name)
         # Strategy names are checked against the balancer registry when it is importable;
         # here only the shape matters, so use strategies every registry has.
         cfg = runconfig.resolve(raw, None, {"run": {"strategies": ["rr"]}})

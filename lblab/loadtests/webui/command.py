@@ -15,13 +15,13 @@ def ui_config(preset: str | None, config: str | None, warmup: str | None, out: s
     """The session's config: a preset (default quick) <- the file <- the flags; the UI
     offers every built-in scenario, so each gets a load."""
     from lblab.config import load_toml
-    from lblab.loadtests import runconfig
+    from lblab.loadtests import config_layers, runconfig
     from lblab.loadtests.presets import load_preset
     from lblab.loadtests.webui.choices import UI_SCENARIOS
 
     file_layer = load_toml(Path(config)) if config else None
     base = load_preset(preset or (file_layer or {}).get("preset") or "quick")
-    base = runconfig.merge(base, {"run": {"name": "ui", "replications": 1}})
+    base = config_layers.merge(base, {"run": {"name": "ui", "replications": 1}})
     run: dict[str, Any] = {"scenarios": list(UI_SCENARIOS)}
     if warmup is not None:
         run["warmup"] = warmup
@@ -80,14 +80,14 @@ def register(app: typer.Typer) -> None:
         """
         from rich.console import Console
 
-        from lblab.loadtests import runconfig, summary
+        from lblab.loadtests import run_folders, summary
         from lblab.loadtests.runner import new_manifest
         from lblab.loadtests.webui.session import serve
 
         console = Console(stderr=True)
         cfg = ui_config(preset, config, warmup, out)
         check_port_free(web_port)
-        cfg = runconfig.with_new_run_dir(cfg, "ui", "choose another --out")
+        cfg = run_folders.with_new_run_dir(cfg, "ui", "choose another --out")
         run_dir = Path(cfg.out or "")
         given = {
             "command": "ui",
