@@ -16,20 +16,18 @@ import pandas as pd
 import pytest
 
 from lblab.analysis.stats import MeanCI
-from lblab.analysis.thesis_claims import (
-    CLAIMS,
+from lblab.analysis.thesis_claims import CLAIMS, Claim
+from lblab.analysis.thesis_judging import (
     CONTRADICTED,
     INCONCLUSIVE,
     NA,
     SUPPORTED,
-    Claim,
-    RunTables,
     judge,
     judge_all,
     markdown,
-    tables_from_frames,
     verdict_of,
 )
+from lblab.analysis.thesis_tables import RunTables, tables_from_frames
 
 SERVERS = ("s1", "s2", "s3")
 SCENARIOS = ("sp+sr", "sp+lr", "variation", "light")

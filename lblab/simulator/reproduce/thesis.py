@@ -107,7 +107,8 @@ def thesis(
 ) -> None:
     """The thesis's conclusions, each checked live with a 95 % interval (~50 min, busy 2 cores)."""
     from lblab.analysis.load import open_run
-    from lblab.analysis.thesis_claims import judge_all, load_run, markdown
+    from lblab.analysis.thesis_judging import judge_all, markdown
+    from lblab.analysis.thesis_tables import load_run
 
     if fmt not in ("table", "json"):
         raise ConfigError(f"--format: {fmt!r} is not table or json")
