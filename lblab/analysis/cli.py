@@ -170,8 +170,9 @@ def register(app: typer.Typer) -> None:
         """
         from rich.console import Console
 
-        from lblab.analysis.compare import compare, default_out, print_report
+        from lblab.analysis.compare import compare, default_out
         from lblab.analysis.compare_report import write_report
+        from lblab.analysis.compare_terminal import print_report
 
         report = compare(runs, metric or [])
         page = write_report(report, out or default_out(report))

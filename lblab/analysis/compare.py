@@ -25,6 +25,10 @@ them.
 
 Each run is read on its own (not pooled with ``open_results([a, b])``), so a live run and
 a simulated one keep their strategy names and line up cell by cell.
+
+The ``Report`` is put in words by ``analysis/compare_words.py`` (also ``compare.json``),
+shown as terminal tables by ``analysis/compare_terminal.py`` and as a page by
+``analysis/compare_report.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +53,10 @@ from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.analysis.stats import welch_diff
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
-from lblab.verdicts import FAIL, WARN
+from lblab.verdicts import FAIL
 
 LEVEL = 0.95
 TWIN_DIR = "twin"
-COMPARE_JSON = "compare.json"
 IGNORED_CONFIG_KEYS = frozenset({"run_id", "run.out"})
 """Config keys that differ between any two runs by construction (names, output folders)."""
 
@@ -282,13 +285,14 @@ def config_changes(base: RunSide, other: RunSide) -> tuple[list[Change], str]:
     )
 
 
-def _given(value: str | None) -> str:
+def given_text(value: str | None) -> str:
+    """A value as the tables show it: ``(not given)`` where the run does not give it."""
     return "(not given)" if value is None else value
 
 
 def reason(change: Change) -> str:
     """``offered rate 8000 vs 8400``."""
-    return f"{change.key} {_given(change.baseline)} vs {_given(change.other)}"
+    return f"{change.key} {given_text(change.baseline)} vs {given_text(change.other)}"
 
 
 def condition_changes(
@@ -502,350 +506,7 @@ def compare(paths: Sequence[Path], metrics: Sequence[str] = ()) -> Report:
     return compare_sides(sides, metrics)
 
 
-# ------------------------------------------------------------------ writing
-
-
 def default_out(report: Report) -> Path:
     """``compare-<a>-vs-<b>`` next to the baseline run."""
     name = "compare-" + "-vs-".join(s.label.replace("/", "-") for s in report.runs)
     return report.runs[0].path.resolve().parent / name
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready: NaN becomes null, paths text."""
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def to_json(report: Report) -> dict[str, Any]:
-    """The report as plain data (``compare.json``)."""
-    return _plain(
-        {
-            "level": report.level,
-            "baseline": report.runs[0].label,
-            "metrics": report.metrics,
-            "runs": [
-                {
-                    "label": s.label,
-                    "path": s.path,
-                    "run_id": s.run_id,
-                    "simulated": s.simulated,
-                    "facts": s.facts,
-                    "winners_from": s.winners_from,
-                }
-                for s in report.runs
-            ],
-            "comparisons": [
-                {
-                    **{k: v for k, v in asdict(c).items() if k != "differences"},
-                    "what_changed": what_changed(c),
-                    "headline": headline(c),
-                    "summary": {v: c.count(v) for v in VERDICT_TEXT},
-                    "reversed_pairs": len(c.agreement.reversed),
-                    "differences": [asdict(d) for d in c.differences],
-                }
-                for c in report.comparisons
-            ],
-        }
-    )
-
-
-# ------------------------------------------------------------------ words and numbers
-
-
-def fmt_value(metric: str, value: float, signed: bool = False) -> str:
-    """A metric's value in its own format (``{:.2%}`` for rates); ``n/a`` for NaN."""
-    if math.isnan(value):
-        return "n/a"
-    fmt = METRICS[metric].fmt
-    return (fmt.replace("{:", "{:+", 1) if signed else fmt).format(value)
-
-
-def fmt_interval(d: Difference) -> str:
-    """``[-3.1, +0.4]``, or why there is none."""
-    if d.verdict == "no data":
-        return "no data"
-    if math.isnan(d.lo):
-        return f"no interval ({d.baseline_n} vs {d.other_n} replications)"
-    return f"[{fmt_value(d.metric, d.lo, True)}, {fmt_value(d.metric, d.hi, True)}]"
-
-
-def fmt_relative(d: Difference) -> str:
-    return "" if math.isnan(d.relative) else f"{d.relative:+.1%}"
-
-
-def fmt_p(p: float) -> str:
-    if math.isnan(p):
-        return ""
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
-
-
-VERDICT_TEXT = {
-    "better": "better (significant)",
-    "worse": "worse (significant)",
-    "not significant": "no significant difference",
-    "no interval": "no interval: too few replications to tell",
-    "not comparable": "not comparable",
-    "no data": "no data",
-}
-
-
-def verdict_text(d: Difference) -> str:
-    """The verdict in words; a cell that is not comparable says which conditions differ."""
-    if d.verdict == "not comparable":
-        return "not comparable: " + "; ".join(d.not_comparable)
-    return VERDICT_TEXT[d.verdict]
-
-
-def checks_text(d: Difference, c: Comparison) -> str:
-    """``checks: A fail in 1 of 3 phases: disturbance; B pass``."""
-    return f"checks: {c.baseline} {d.baseline_checks.text()}; {c.other} {d.other_checks.text()}"
-
-
-def sentence(d: Difference, c: Comparison) -> str:
-    """``rr x sp+sr: p95 latency (ms) 12.0 -> 18.3 (+52.5 %, [+4.1, +8.5]) in B: worse``,
-    with both runs' checks of the cell."""
-    direction = "higher" if d.diff > 0 else "lower"
-    return (
-        f"{d.strategy} x {d.scenario}: {d.label} {direction} in {c.other} than in {c.baseline} "
-        f"({fmt_value(d.metric, d.baseline)} -> {fmt_value(d.metric, d.other)}, "
-        f"{fmt_relative(d) or fmt_value(d.metric, d.diff, True)}; 95 % interval of the "
-        f"difference {fmt_interval(d)}): {d.verdict} ({checks_text(d, c)})"
-    )
-
-
-def _keys(changes: Sequence[Change], most: int = 5) -> str:
-    names = [ch.key for ch in changes[:most]]
-    return ", ".join(names) + (", ..." if len(changes) > most else "")
-
-
-def what_changed(c: Comparison) -> str:
-    """The "What changed" table in one sentence, from the same lists it shows (facts,
-    conditions, config keys): "the same" only when none of them lists anything and no
-    key was left uncompared."""
-    found = [
-        f"{len(items)} {noun}{'' if len(items) == 1 else 's'} ({_keys(items)})"
-        for noun, items in (
-            ("fact", c.facts),
-            ("condition", c.conditions),
-            ("config key", c.config),
-        )
-        if items
-    ]
-    notes = [n for n in (c.conditions_note, c.config_note) if n]
-    if not found and not notes:
-        return "Nothing the comparison reads differs: the facts, the conditions and the config are the same."
-    text = (
-        "Differ: " + "; ".join(found)
-        if found
-        else "No listed fact, condition or config key differs"
-    )
-    return text + "".join(f"; {n}" for n in notes) + "."
-
-
-def _reasons_text(c: Comparison, most: int = 3) -> str:
-    """The distinct conditions that make cells not comparable: ``offered rate 8000 vs 8400``."""
-    texts = list(dict.fromkeys(r for d in c.differences for r in d.not_comparable))
-    return "; ".join(texts[:most]) + (
-        f"; and {len(texts) - most} more" if len(texts) > most else ""
-    )
-
-
-def headline(c: Comparison) -> str:
-    """One line: how many differences are significant, in which direction, and how many
-    are not comparable (their conditions differ) or rest on a phase that failed a check."""
-    who = f"{c.other} vs {c.baseline}"
-    blocked = c.count("not comparable")
-    untested = c.count("no interval")
-    tested = len(c.differences) - untested - blocked - c.count("no data")
-    if blocked and not tested and not untested:
-        return (
-            f"{who}: not comparable: {_reasons_text(c)}; so no difference is called "
-            "significant, better or worse"
-        )
-    if tested:
-        text = (
-            f"{who}: {c.count('better')} significantly better, {c.count('worse')} "
-            f"significantly worse, {c.count('not significant')} not significant, of {tested} "
-            "differences with a 95 % interval"
-        )
-        flagged = sum(d.significant and d.failed_check for d in c.differences)
-        if flagged:
-            text += f" ({flagged} of the significant ones rest on phases that failed a check)"
-        if untested:
-            text += f"; {untested} without one (one replication)"
-    else:
-        text = (
-            f"{who}: no difference has an interval (a run has one replication), so none "
-            "can be called significant; the changes are single measurements"
-        )
-    if blocked:
-        text += f"; {blocked} not comparable ({_reasons_text(c)})"
-    return text
-
-
-def _tau(value: float | None) -> str:
-    return "undefined (all tied)" if value is None else f"{value:+.2f}"
-
-
-def agreement_lines(c: Comparison, runs: Mapping[str, RunSide]) -> list[str]:
-    """The runs' agreement in sentences, for the terminal and the page alike."""
-    g = c.agreement
-    lines = []
-    if g.not_comparable:
-        lines.append(
-            f"{g.not_comparable} cells both runs measured differ in their conditions and are "
-            "left out of the agreement below."
-        )
-    if not g.cells:
-        lines.append("No cell ran under equal conditions in both runs: nothing to agree on.")
-    else:
-        within = ", ".join(f"within {t * 100:.0f} %: {n} ({n / g.cells:.0%})" for t, n in g.within)
-        lines.append(f"Throughput of {g.cells} cells agrees {within}.")
-        lines.append(
-            f"Strategy pairs both runs resolve (headline metrics, 95 % interval paired within "
-            f"blocks): {len(g.resolved_by_both)}, of them reversed: {len(g.reversed)}; "
-            f"resolved in one run only: {g.resolved_by_one}."
-        )
-        lines += [
-            f"  reversed: {p.scenario} {p.metric}: {c.baseline} {p.baseline}; {c.other} {p.other}"
-            for p in g.reversed
-        ]
-        if g.rankings:
-            taus = ", ".join(
-                f"{r.scenario} {_tau(r.tau)} ({len(r.baseline)} strategies)" for r in g.rankings
-            )
-            lines.append(f"Kendall tau-b of the throughput rankings: {taus}.")
-    if g.winners:
-        counts = {a: sum(w.agree == a for w in g.winners) for a in WINNER_AGREEMENT}
-        sources = "; ".join(
-            f"{label}: {runs[label].winners_from}" for label in (c.baseline, c.other)
-        )
-        lines.append(
-            f"Winners ({sources}), of {len(g.winners)} scenario x metric cells: "
-            + ", ".join(f"{n} {a}" for a, n in counts.items() if n)
-            + "."
-        )
-        lines += [
-            f"  different: {w.scenario} {w.metric}: {c.baseline} {w.baseline}; {c.other} {w.other}"
-            for w in g.winners
-            if w.agree == "different"
-        ]
-    return lines
-
-
-WINNER_AGREEMENT = ("same", "different", "not settled in both", "not comparable")
-
-
-# ------------------------------------------------------------------ terminal
-
-
-_VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "not comparable": "dim"}
-_LEVEL_STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green"}
-TERMINAL_CONFIG_ROWS = 20
-
-
-def fmt_change(d: Difference) -> str:
-    """``+13.5% ± 4.2%`` (relative to the baseline), absolute where the baseline is 0."""
-    if math.isnan(d.diff):
-        return "n/a"
-    half = (d.hi - d.lo) / 2.0
-    if not math.isnan(d.relative):
-        scale = abs(d.baseline)
-        return f"{d.relative:+.1%}" + ("" if math.isnan(half) else f" ± {half / scale:.1%}")
-    text = fmt_value(d.metric, d.diff, True)
-    return text + ("" if math.isnan(half) else f" ± {fmt_value(d.metric, half)}")
-
-
-def _cell_note(d: Difference, c: Comparison) -> str:
-    """The checks that failed in the cell's phases, and why the cell is not comparable
-    (the page has every check that warned as well)."""
-    base, other = d.baseline_checks.fail_names, d.other_checks.fail_names
-    if base and base == other:
-        parts = [f"failed: {', '.join(base)} (both)"]
-    else:
-        parts = [
-            f"{run} failed: {', '.join(n)}"
-            for run, n in ((c.baseline, base), (c.other, other))
-            if n
-        ]
-    if d.not_comparable:
-        parts.append("not comparable: " + "; ".join(d.not_comparable))
-    return "\n".join(parts)
-
-
-def _level(checks: Checks) -> str:
-    """``fail 2/3`` (phases that failed of those checked) in its colour; nothing for a run
-    without checks."""
-    if checks.level not in _LEVEL_STYLE:
-        return ""
-    count = {FAIL: checks.failed, WARN: checks.warned}.get(checks.level)
-    text = checks.level if count is None else f"{checks.level} {count}/{checks.phases}"
-    return f"[{_LEVEL_STYLE[checks.level]}]{text}[/]"
-
-
-def print_report(report: Report, console: Any) -> None:
-    """The comparison as rich tables: what changed, every difference beside both runs'
-    checks, then the runs' agreement."""
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
-    runs = {r.label: r for r in report.runs}
-    for c in report.comparisons:
-        console.rule(escape(f"{c.other} vs {c.baseline} (baseline)"))
-        changed = Table("", c.baseline, c.other, title="What changed", title_justify="left")
-        for ch in [*c.facts, *c.conditions, *c.config[:TERMINAL_CONFIG_ROWS]]:
-            changed.add_row(*(escape(_given(v)) for v in (ch.key, ch.baseline, ch.other)))
-        if changed.row_count:
-            console.print(changed)
-        if len(c.config) > TERMINAL_CONFIG_ROWS:
-            console.print(f"... and {len(c.config) - TERMINAL_CONFIG_ROWS} more config keys")
-        console.print(escape(what_changed(c)))
-        table = Table(
-            title=f"{c.other} against {c.baseline}: change with its 95 % interval (Welch); "
-            "on each cell's row its checks in each run (phases failed or warned of those "
-            "checked) and the checks that failed",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-        )
-        table.add_column("metric", no_wrap=True)
-        table.add_column(c.baseline, justify="right")
-        table.add_column(c.other, justify="right")
-        table.add_column("change", justify="right", no_wrap=True)
-        table.add_column("verdict", min_width=len("not comparable"))
-        cell = None
-        for d in c.differences:
-            if (d.strategy, d.scenario) != cell:
-                cell = (d.strategy, d.scenario)
-                table.add_row(
-                    f"[bold]{escape(f'{d.strategy} x {d.scenario}')}[/]",
-                    *(_level(x) for x in (d.baseline_checks, d.other_checks)),
-                    "",
-                    escape(_cell_note(d, c)),
-                    end_section=False,
-                )
-            table.add_row(
-                f"  {d.metric}",
-                fmt_value(d.metric, d.baseline),
-                fmt_value(d.metric, d.other),
-                fmt_change(d),
-                d.verdict,
-                style=_VERDICT_STYLE.get(d.verdict),
-            )
-        console.print(table)
-        for cells, run in ((c.only_baseline, c.baseline), (c.only_other, c.other)):
-            if cells:
-                console.print(escape(f"only in {run} (not compared): {', '.join(cells)}"))
-        console.print(escape(headline(c)))
-        console.print(f"[bold]Agreement of {escape(c.other)} with {escape(c.baseline)}[/]")
-        for line in agreement_lines(c, runs):
-            console.print(escape(line))

@@ -4,7 +4,8 @@ The answer comes first (how many differences are significant, in which direction
 many are not comparable, and each significant one in words with both runs' checks),
 then whether the runs agree, then what changed between them, then every difference per
 strategy x scenario beside both runs' checks of its phases. ``analysis/compare.py``
-computes everything and words it; this module only lays it out.
+computes everything and ``analysis/compare_words.py`` words it; this module only lays it
+out.
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.compare import (
+from lblab.analysis.compare import Change, Comparison, Report, RunSide
+from lblab.analysis.compare_words import (
     COMPARE_JSON,
-    Change,
-    Comparison,
-    Report,
-    RunSide,
     agreement_lines,
     fmt_interval,
     fmt_p,

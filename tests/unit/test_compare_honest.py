@@ -17,17 +17,10 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from lblab.analysis.compare import (
-    Report,
-    RunSide,
-    compare,
-    compare_sides,
-    headline,
-    make_side,
-    print_report,
-    what_changed,
-)
+from lblab.analysis.compare import Report, RunSide, compare, compare_sides, make_side
 from lblab.analysis.compare_report import render_html
+from lblab.analysis.compare_terminal import print_report
+from lblab.analysis.compare_words import headline, what_changed
 from lblab.analysis.synthetic import write_synthetic_run
 
 STRATEGIES = ("r", "rr", "wrr")
