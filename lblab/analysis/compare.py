@@ -51,12 +51,12 @@ from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.analysis.stats import welch_diff
+from lblab.analysis.twin_report import TWIN_JSON
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.verdicts import FAIL
 
 LEVEL = 0.95
-TWIN_DIR = "twin"
 IGNORED_CONFIG_KEYS = frozenset({"run_id", "run.out"})
 """Config keys that differ between any two runs by construction (names, output folders)."""
 
@@ -157,7 +157,7 @@ def resolve_runs(paths: Sequence[Path]) -> list[Path]:
     """The runs to compare: two or more, or one run and its twin (``RUN/twin/``)."""
     if len(paths) == 1:
         open_run(paths[0])  # a missing folder is named as missing, not as lacking a twin
-        twin = paths[0] / TWIN_DIR
+        twin = paths[0] / TWIN_JSON.parent
         if not (twin / "requests.parquet").exists():
             raise ConfigError(
                 f"compare needs two or more results folders (got only {paths[0]}, which has "
