@@ -56,6 +56,7 @@ from lblab.config import (
 from lblab.errors import ConfigError
 from lblab.loadtests.config_layers import DEFAULTS, check_keys, merge
 from lblab.loadtests.isolation import ISOLATION_METHODS
+from lblab.loadtests.loadspec import MODELS
 from lblab.loadtests.openloop import ARRIVALS
 from lblab.loadtests.toml_writer import dumps_toml
 from lblab.scenarios import (
@@ -72,7 +73,6 @@ from lblab.wire.codes import MAX_FRAME_LENGTH
 
 TESTBEDS = ("local", "external")
 ACTIONS = ("kill", "restart", "drain", "add", "remove", "slow", "pause", "resume")
-MODELS = ("closed", "open", "trace")
 DEFAULT_MASTER_PORT = 5557  # Locust's own default master port
 # Bounds past which a value is a typo, not an experiment (10^12 users is not a plan).
 MAX_USERS = 100_000
