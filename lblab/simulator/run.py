@@ -340,7 +340,7 @@ class Simulation:
                 self._send(req.balancer)
         if self._finished == self._requests:
             # The run ends with its last answer: pending deadlines, samples and timers
-            # after it would only move the clock (a 4 s run used to report 30 s).
+            # after it would only move the clock (else a 4 s run reports 30 s).
             raise simpy.core.StopSimulation
 
     def _on_client_reply(self, reply: tuple[_Request, bool, int]) -> None:

@@ -21,7 +21,8 @@ order, as in Java). Per backend, in **microseconds**, Java's ``Clock.unit()``
 
 Compared line by line with rsocket-java 1.1 (``WeightedLoadbalanceStrategy``,
 ``BaseWeightedStats``, ``WeightedStatsRequestInterceptor``, ``Median``,
-``FrugalQuantile``, ``Ewma``, ``util.Clock``); what an earlier version got wrong:
+``FrugalQuantile``, ``Ewma``, ``util.Clock``). Where a port goes wrong, and what each
+mistake costs (measured on a port that made them):
 
 - Units. Java's clock is ``System.nanoTime() / 1000``: every time, round trip and
   quantile is in microseconds, so the frugal estimators move by 1 us, then 2, 3, ...,

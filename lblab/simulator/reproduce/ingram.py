@@ -45,7 +45,7 @@ take 1608 ms, twice the report's 807, and at 100 both take about 5020 ms (+5 %).
 the report's POSTs landed within a send gap, and lateness is not what made ``dynamic``
 slow: the string comparison is. With numbers (lblab's ``dynamic``, same testbed) it
 takes 16549 ms at 100 and 29864 ms at 500 (-30 %, -54 %) and beats smallestQueue, which
-is what this reproduction used to show. The one figure a late POST moves is
+is what the numeric comparison shows. The one figure a late POST moves is
 dynamicHybrid at 500 (below).
 
 Where a figure still misses, and why:
