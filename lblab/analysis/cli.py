@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
                 "--only",
                 metavar="NAME",
                 help="Just this notebook (repeatable): overview, throughput, latency, "
-                "failures, cpu.",
+                "failures, cpu; of a sweep folder: sweep.",
             ),
         ] = None,
         out: Annotated[
@@ -75,38 +75,43 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Open the analysis notebooks of RESULTS_DIR in JupyterLab, already executed.
 
+        RESULTS_DIR is a run's folder, or a sweep's --out folder (the sweep notebook).
+
         Executes them into RESULTS_DIR/notebooks (outputs and charts saved),
         then serves them on 127.0.0.1 and prints the URL with its token.
         Ctrl-C stops JupyterLab and its kernels.
         """
         _results_dir(results_dir)
-        from lblab.analysis.nbrun import NOTEBOOKS
+        from lblab.analysis.nbrun import SWEEP_NOTEBOOKS, notebooks_for, pick_notebooks
 
-        names = tuple(dict.fromkeys(only or NOTEBOOKS))
-        unknown = sorted(set(names) - set(NOTEBOOKS))
-        if unknown:
-            raise ConfigError(
-                f"--only {unknown[0]}: no such notebook; choose from {', '.join(NOTEBOOKS)}"
-            )
-        from lblab.analysis.load import check_run, open_run
+        offered = notebooks_for(results_dir)
+        names = pick_notebooks(offered, only)
+        if offered == SWEEP_NOTEBOOKS:
+            from lblab.analysis.sweep_map import read_sweep
 
-        run = open_run(results_dir)  # a clear error before any kernel starts
-        check_run(run)
+            read_sweep(results_dir)  # a clear error before any kernel starts
+            folder = results_dir
+        else:
+            from lblab.analysis.load import check_run, open_run
+
+            run = open_run(results_dir)  # a clear error before any kernel starts
+            check_run(run)
+            folder = run.path
         from lblab.analysis import nbserver
         from lblab.analysis.nbrun import execute_notebooks, write_notebooks
 
-        out_dir = out or run.path / "notebooks"
+        out_dir = out or folder / "notebooks"
         if not server and not execute:
-            for path in write_notebooks(run.path, out_dir, names):
+            for path in write_notebooks(folder, out_dir, names):
                 typer.echo(f"wrote: {path}")
             typer.echo(
                 f"open them with: lblab notebooks {results_dir} (executes them and starts "
                 "JupyterLab), or execute them headless: add --execute"
             )
             return
-        typer.echo(f"executing {len(names)} notebook(s) on {run.path} (up to a minute)...")
+        typer.echo(f"executing {len(names)} notebook(s) on {folder} (up to a minute)...")
         try:
-            paths, failures = execute_notebooks(run.path, out_dir, names)
+            paths, failures = execute_notebooks(folder, out_dir, names)
         except KeyboardInterrupt:
             typer.secho("interrupted: the kernels are shut down", err=True, fg=typer.colors.RED)
             raise typer.Exit(130) from None

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
+from lblab.errors import ConfigError
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
@@ -29,7 +31,9 @@ if TYPE_CHECKING:
 
 NOTEBOOK_DIR = Path(__file__).parent / "notebooks"
 NOTEBOOKS = ("overview", "throughput", "latency", "failures", "cpu")
-"""Notebook names in reading order (each is ``analysis/notebooks/<name>.py``)."""
+"""A run's notebooks, in reading order (each is ``analysis/notebooks/<name>.py``)."""
+SWEEP_NOTEBOOKS = ("sweep",)
+"""A sweep's notebooks (its --out folder holds ``sweep.parquet``, no run manifest)."""
 CELL_TIMEOUT_S = 300
 """Per cell: summarizing millions of request rows takes seconds, not minutes."""
 _ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +51,48 @@ class NotebookFailure:
     def describe(self) -> str:
         first = self.source.strip().splitlines()[0] if self.source.strip() else "(empty)"
         return f"{self.notebook}: cell {self.cell} ({first!r}) failed: {self.error}"
+
+
+def notebooks_for(folder: Path) -> tuple[str, ...]:
+    """The notebooks ``folder`` offers: a sweep's (``sweep.parquet`` and no run
+    manifest) or a run's (checked when it is opened); refuse a folder that is neither."""
+    from lblab.analysis.sweep_map import META, TABLE
+    from lblab.results import MANIFEST
+
+    if (folder / MANIFEST).exists():
+        return NOTEBOOKS
+    if (folder / TABLE).is_file():
+        return SWEEP_NOTEBOOKS
+    if (folder / META).is_file():
+        raise ConfigError(
+            f"{folder} holds a sweep that has not finished (no {TABLE} yet): rerun its "
+            f"`lblab sweep FILE --out {folder}` to run the rest and write {TABLE}"
+        )
+    if not any((folder / n).exists() for n in ("requests.parquet", "parts")):
+        raise ConfigError(
+            f"{folder} holds neither a run (manifest.json, requests.parquet) nor a sweep "
+            f"({TABLE}): give a folder written by `lblab run` or `lblab simulate` "
+            "(results/<run-id>/), or the --out folder of `lblab sweep FILE --out DIR`"
+        )
+    return NOTEBOOKS
+
+
+def pick_notebooks(offered: tuple[str, ...], only: list[str] | None) -> tuple[str, ...]:
+    """``--only`` checked against the notebooks a folder offers (all of them by default)."""
+    names = tuple(dict.fromkeys(only or offered))
+    unknown = sorted(set(names) - set(offered))
+    if unknown:
+        kind = "a sweep folder" if offered == SWEEP_NOTEBOOKS else "a run folder"
+        hint = ""
+        if unknown[0] in SWEEP_NOTEBOOKS:
+            hint = " (the sweep notebook opens a sweep's --out folder)"
+        elif unknown[0] in NOTEBOOKS:
+            hint = " (that one opens a run's folder)"
+        raise ConfigError(
+            f"--only {unknown[0]}: no such notebook for {kind}; choose from "
+            f"{', '.join(offered)}{hint}"
+        )
+    return names
 
 
 def point_at(name: str, results_dir: Path) -> nbformat.NotebookNode:

@@ -69,6 +69,7 @@ def run(
         f"wrote {outcome.table} ({outcome.planned} points, {outcome.ran} run now in "
         f"{outcome.seconds:.1f} s, {outcome.failed} failed) and {report}"
     )
+    typer.echo(f"in a notebook: lblab notebooks {out}")
     if outcome.failed:
         raise typer.Exit(1)
 
@@ -85,14 +86,15 @@ def report(
     ] = "p99",
 ) -> None:
     """Redraw DIR/report/index.html: the winner maps on another metric or axes."""
+    from lblab.analysis.sweep_map import META, TABLE
     from lblab.sweep.report import build_report
-    from lblab.sweep.run import META, TABLE
 
     for name in (META, TABLE):
         if not (folder / name).is_file():
             raise ConfigError(f"{folder} has no {name}: give the --out folder of a finished sweep")
     pairs: list[tuple[str, ...]] = [tuple(a.split(",")) for a in axes or []]
     typer.echo(f"wrote {build_report(folder, pairs or None, metric)}")
+    typer.echo(f"in a notebook: lblab notebooks {folder}")
 
 
 def register(app: Any) -> None:

@@ -36,6 +36,7 @@ from rich.progress import (
     Progress,
 )
 
+from lblab.analysis.sweep_map import META, TABLE
 from lblab.config import load_json_object
 from lblab.errors import ConfigError
 from lblab.files import AppendLog, make_folder, write_bytes_atomically
@@ -46,8 +47,6 @@ from lblab.sweep.point import FIGURES, run_point
 
 log = logging.getLogger(__name__)
 
-META = "sweep.json"
-TABLE = "sweep.parquet"
 POINTS = "points"
 POINTS_LOG = "points.log"
 CONNECT_TIMEOUT_S = 30.0

@@ -11,10 +11,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from lblab.analysis.sweep_map import winners
 from lblab.errors import ConfigError
 from lblab.sweep.grid import load_sweep, parse_sweep
 from lblab.sweep.point import run_point
-from lblab.sweep.report import winners
 from lblab.sweep.run import POINTS, finished, sweep_folder, write_point
 
 BASE: dict[str, Any] = {
