@@ -242,10 +242,17 @@ def test_sigterm_while_executing_shuts_the_kernels_down(sim_run: Path, tmp_path:
     assert not alive, f"left running: {alive}"
 
 
-def test_an_unknown_notebook_name_is_refused(tmp_path: Path) -> None:
-    result = run_lblab(["notebooks", str(tmp_path), "--only", "nope"], timeout=60)
+def test_an_unknown_notebook_name_or_a_folder_of_nothing_is_refused(
+    sim_run: Path, tmp_path: Path
+) -> None:
+    result = run_lblab(["notebooks", str(sim_run), "--only", "nope"], timeout=60)
     assert result.returncode == 2, result.stderr
-    assert "--only nope: no such notebook; choose from overview" in result.stderr
+    assert "--only nope: no such notebook for a run folder; choose from overview" in result.stderr
+    result = run_lblab(["notebooks", str(tmp_path), "--only", "overview"], timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"{tmp_path} holds neither a run (manifest.json, requests.parquet) nor a sweep" in (
+        result.stderr
+    )
 
 
 def test_no_server_only_writes_the_chosen_notebooks(tmp_path: Path) -> None:
