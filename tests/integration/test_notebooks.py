@@ -38,6 +38,7 @@ def check_executed(out_dir: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # the shared tiny run may still be in the making, then 5 kernels
 def test_notebooks_execute_against_a_real_run(tiny_run_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "notebooks"
     result = run_lblab(
