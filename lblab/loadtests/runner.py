@@ -401,7 +401,7 @@ class Runner:
         spent = self._phase_seconds()
         scenarios = scenarios_to_settle(cells)
         lengths = self._lengths()
-        per_block = self._block_seconds(scenarios, lengths)
+        per_block = self._block_seconds(scenarios, lengths, spent)
         if settled(cells):
             decision = "stop: every pair is resolved or equivalent"
         elif blocks >= cfg.max_replications:
@@ -446,15 +446,18 @@ class Runner:
             out[scenario.name] = lengthened(duration, counts, most) if counts else duration
         return out
 
-    def _block_seconds(self, scenarios: Sequence[str], lengths: dict[str, float]) -> float:
+    def _block_seconds(
+        self, scenarios: Sequence[str], lengths: dict[str, float], spent: float
+    ) -> float:
         """What a block of ``scenarios`` should take: per phase, what a phase of its
         scenario took beyond its measured length so far (warm-up, start-up, answers),
-        its next length, and a share of the time between phases."""
+        its next length, and a share of the time between phases (``spent``: the
+        seconds of phases so far, ``_phase_seconds``)."""
         ran = [(p, self.manifest.phase(p)) for p in self.phases]
         ran = [(p, e) for p, e in ran if e.get("start") and e.get("end")]
         if not ran:
             return 0.0
-        between = (self._phase_seconds() - sum(e["end"] - e["start"] for _, e in ran)) / len(ran)
+        between = (spent - sum(e["end"] - e["start"] for _, e in ran)) / len(ran)
         total = 0.0
         for scenario in scenarios:
             beyond = [

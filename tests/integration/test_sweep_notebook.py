@@ -16,25 +16,12 @@ import pytest
 
 from lblab.sweep.grid import load_sweep
 from lblab.sweep.run import run_sweep, sweep_folder
+from tests.integration.test_sweep import SWEEP as GRID
 from tests.run_fixture import run_lblab
 
 pytestmark = pytest.mark.slow
 
-SWEEP = """
-seeds = 2
-[base]
-requests = 800
-service = "exp:5ms"
-[[base.servers]]
-count = 6
-[[base.servers]]
-count = 2
-speed = 1
-[grid]
-strategy = ["p2c", "rr", "lc"]
-rate = [600, 1100]
-"servers.1.speed" = [1, 3]
-"""
+SWEEP = "seeds = 2\n" + GRID.format(requests=800)
 NOTEBOOK_TIMEOUT_S = 300
 
 
