@@ -89,4 +89,3 @@ def test_blocks_are_added_while_pairs_are_open_up_to_the_most_allowed(tmp_path: 
         assert decisions[0]["open_pairs"] > 0
         assert blocks == 3 and len(m["phases"]) == 6
         assert decisions[-1]["decision"].startswith(("stop: 3 blocks", "stop: every pair"))
-
