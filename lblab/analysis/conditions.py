@@ -180,6 +180,7 @@ def _live(manifest: Mapping[str, Any], strategy: str, scenario: str) -> dict[str
         out["server workers, in-flight cap, delay"] = "; ".join(
             f"{sid}: {_text(_dict(s).get('workers'))}, {_text(_dict(s).get('max_inflight'))}, "
             f"{_text(_dict(s).get('delay_ms'))} ms"
+            + (" exp" if _dict(s).get("delay_dist") == "exp" else "")
             for sid, s in servers.items()
         )
     if layout:

@@ -102,7 +102,7 @@ def open_run(path: str | Path) -> Run:
         )
     for table in SCHEMAS:  # footers only: an unreadable file is named now, not mid-report
         for path in run.table_files(table):
-            with _parquet_errors(path, table):
+            with parquet_errors(path, table):
                 pq.read_schema(path)
     return run
 
@@ -119,8 +119,13 @@ def check_run(run: Run) -> None:
 
 
 @contextmanager
-def _parquet_errors(path: Path, table: str) -> Iterator[None]:
-    """Turn pyarrow's errors about an unreadable file into a ``ResultsError`` naming it."""
+def parquet_errors(
+    path: Path,
+    table: str,
+    remedy: str = "restore it, or remove it and re-run that part of the experiment",
+) -> Iterator[None]:
+    """Turn pyarrow's errors about an unreadable file into a one-line ``ResultsError``
+    naming it and what to do (``remedy``)."""
     try:
         yield
     except pa.ArrowMemoryError:
@@ -129,13 +134,13 @@ def _parquet_errors(path: Path, table: str) -> Iterator[None]:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ResultsError(
             f"{path} is not a readable {table} table ({reason}): it is truncated, damaged or "
-            "not Parquet; restore it, or remove it and re-run that part of the experiment"
+            f"not Parquet; {remedy}"
         ) from None
 
 
 def _check_schema(path: Path, table: str) -> list[str]:
     """The column names of one table file, checked against the results contract."""
-    with _parquet_errors(path, table):
+    with parquet_errors(path, table):
         schema = pq.read_schema(path)
     names = schema.names
     missing = missing_columns(table, names)
@@ -246,7 +251,7 @@ def _read(run: Run, table: str, wanted: list[str], notes: list[str]) -> pd.DataF
         names = _check_schema(path, table)
         columns = [c for c in wanted if c in names] + [c for c in _MARKS if c in names]
         dictionary = [c for c in _DICTIONARY_COLUMNS if c in columns]
-        with _parquet_errors(path, table):
+        with parquet_errors(path, table):
             source = pq.ParquetFile(path, read_dictionary=dictionary)
             for i in range(source.num_row_groups):
                 chunk = _measured_only(source.read_row_group(i, columns=columns))

@@ -30,11 +30,15 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from lblab.analysis.load import parquet_errors
 from lblab.config import load_json_object
 from lblab.errors import ConfigError
+from lblab.verdicts import NA, worst
 
 TABLE = "sweep.parquet"
 """Every row of a sweep, in its --out folder."""
+LIVE_TABLE = "live-check.parquet"
+"""Measured vs simulated rows of the cells a sweep checked live (``--live-check``)."""
 META = "sweep.json"
 """Which file a sweep folder was swept from, and its axes."""
 METRICS: dict[str, tuple[str, bool]] = {
@@ -168,6 +172,56 @@ def seed_winners(
     return best.rename(columns={"strategy": "best", column: "value"}).reset_index(drop=True)
 
 
+def read_live(folder: Path) -> pd.DataFrame | None:
+    """A sweep folder's live checks (``LIVE_TABLE``), or None when it has none."""
+    path = folder / LIVE_TABLE
+    if not path.is_file():
+        return None
+    with parquet_errors(
+        path,
+        "live check",
+        "remove it and run the sweep with --live-check again (finished checks are kept "
+        "in live-check/ and not run again)",
+    ):
+        return pd.read_parquet(path)
+
+
+def live_agreement(live: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One row per cell checked live (``LIVE_TABLE``): its axis values; ``best`` and
+    ``other``, its two strategies in the simulation's order on ``metric``, each simulated
+    and measured; the measured best, whether it ``agrees`` with the simulated one, and
+    the worst verdict of the live run's own checks (``checks``: pass, warn, fail). A cell with a strategy missing a value on ``metric`` is left out."""
+    column, higher = metric_column(metric)
+    axes = list(live.columns[: list(live.columns).index("strategy")]) if len(live) else []
+    rows = []
+    for cell, part in live.groupby("cell", sort=False):
+        table = part.pivot_table(index="strategy", columns="source", values=column)
+        if len(table) != 2 or table.isna().any().any():
+            continue
+        order = table["simulated"].sort_values(ascending=not higher).index
+        best, other = str(order[0]), str(order[1])
+        measured = table["measured"]
+        measured_best = measured.idxmax() if higher else measured.idxmin()
+        row = {a: part.iloc[0][a] for a in axes}
+        checks = worst(part["checks"].dropna()) if "checks" in part else NA
+        rows.append(
+            row
+            | {
+                "best": best,
+                "best_simulated": float(table.loc[best, "simulated"]),
+                "best_measured": float(measured[best]),
+                "other": other,
+                "other_simulated": float(table.loc[other, "simulated"]),
+                "other_measured": float(measured[other]),
+                "measured_best": str(measured_best),
+                "agrees": measured_best == best,
+                "checks": checks,
+                "cell": cell,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def colours(strategies: Sequence[str]) -> dict[str, RGBA]:
     """One colour per strategy, the same in every map of a sweep."""
     from matplotlib import colormaps
@@ -184,7 +238,13 @@ def read_sweep(folder: Path) -> tuple[pd.DataFrame, tuple[str, ...], dict[str, A
             f"{folder} has no {TABLE}: give the --out folder of a finished sweep "
             "(`lblab sweep FILE --out DIR` writes it at the end; rerun it to finish one)"
         )
-    frame = pd.read_parquet(folder / TABLE)
+    with parquet_errors(
+        folder / TABLE,
+        "sweep",
+        "run `lblab sweep FILE --out DIR` into this folder again: it rebuilds "
+        f"{TABLE} from the points/ folder and runs only the missing points",
+    ):
+        frame = pd.read_parquet(folder / TABLE)
     meta = load_json_object(folder / META, "sweep record") if (folder / META).is_file() else {}
     axes = tuple(str(a) for a in meta["axes"]) if "axes" in meta else axes_of(frame)
     return frame, axes, meta

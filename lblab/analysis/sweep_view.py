@@ -10,7 +10,7 @@ runner-up as bars, and read which seed chose what where the seeds disagree.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,10 @@ class SweepView:
     axes: tuple[str, ...]
     """The swept settings, in the file's order (``strategy`` and ``seed`` apart)."""
     meta: dict[str, Any]
+    _maps: dict[tuple[tuple[str, ...] | None, str], list[WinnerMap]] = field(
+        default_factory=dict, repr=False
+    )
+    """Maps drawn once per (pair, metric): the notebook's calls share them."""
 
     @property
     def good(self) -> pd.DataFrame:
@@ -75,8 +79,11 @@ class SweepView:
 
     def maps(self, axes: Axes = None, metric: str = "p99") -> list[WinnerMap]:
         """The winner maps of one pair of axes on ``metric`` (one per facet)."""
-        pairs = None if axes is None else [_pair(axes)]
-        return sweep_map.all_maps(self.frame, self.axes, pairs, metric)
+        pair = None if axes is None else _pair(axes)
+        if (pair, metric) not in self._maps:
+            pairs = None if pair is None else [pair]
+            self._maps[pair, metric] = sweep_map.all_maps(self.frame, self.axes, pairs, metric)
+        return self._maps[pair, metric]
 
     def winner_map(self, axes: Axes = None, metric: str = "p99") -> Png | Gallery | Markdown:
         """The maps, as the report draws them: ``view.winner_map("rate", metric="p99.9")``."""
@@ -145,6 +152,17 @@ class SweepView:
         if not rows:
             return Markdown(f"Every cell is resolved on {metric}: all seeds agree on the best.")
         return pd.DataFrame(rows)
+
+    def live(self, metric: str = "p99") -> pd.DataFrame | Markdown:
+        """The cells checked live (``lblab sweep --live-check``), measured against
+        simulated on ``metric``: whether the measured best is the simulated one."""
+        live = sweep_map.read_live(self.path)
+        if live is None:
+            return Markdown(
+                "No live check: `lblab sweep FILE --out DIR --live-check N` runs N cells "
+                "near the winner boundaries on this machine's testbed."
+            )
+        return sweep_map.live_agreement(live, metric).drop(columns=["cell"], errors="ignore")
 
     def table(self) -> pd.DataFrame:
         """Every point of ``sweep.parquet`` (its key left out)."""

@@ -23,7 +23,7 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
                agent_interval, balancer_args = [...],
                isolation = "auto"|"cpuset"|"affinity"|"off", harness_cpus (0: a third),
                balancers (local: independent balancer nodes, 1..16)
-    [[servers]]           id, cpu_quota, workers, delay_ms, max_inflight
+    [[servers]]           id, cpu_quota, workers, delay_ms, delay_dist, max_inflight
     [weights]             s1 = 1, ...
     [strategy_options.lc] tie = "random"
     [scenario_defs.NAME]  cells = ["sp+sr", ...] or [[...cells]] name/package/work,
@@ -236,7 +236,7 @@ def _bool(value: Any, where: str) -> bool:
     return value
 
 
-SERVER_KEYS = ("cpu_quota", "workers", "delay_ms", "max_inflight")
+SERVER_KEYS = ("cpu_quota", "workers", "delay_ms", "delay_dist", "max_inflight")
 """What a [[servers]] entry (or a timeline ``add``) may give besides its id."""
 
 
@@ -246,6 +246,7 @@ class ServerSpec:
     cpu_quota: float | None = None
     workers: int | None = None
     delay_ms: float | None = None
+    delay_dist: str | None = None
     max_inflight: int | None = None
 
     def __post_init__(self) -> None:
@@ -272,6 +273,7 @@ class ServerSpec:
             cpu_quota=number("cpu_quota", parse_float),
             workers=number("workers", parse_int, minimum=1),
             delay_ms=number("delay_ms", parse_float, minimum=0, maximum=3_600_000),
+            delay_dist=None if raw.get("delay_dist") is None else str(raw["delay_dist"]),
             max_inflight=number("max_inflight", parse_int, minimum=1, maximum=1_000_000),
         )
 
@@ -283,7 +285,8 @@ class ServerSpec:
         """
         from lblab.servers.server import ServerConfig
 
-        names = ("workers", "delay_ms", "max_inflight") + (("cpu_quota",) if cpu_quota else ())
+        names: tuple[str, ...] = ("workers", "delay_ms", "delay_dist", "max_inflight")
+        names += ("cpu_quota",) if cpu_quota else ()
         given = {k: getattr(self, k) for k in names if getattr(self, k) is not None}
         try:
             ServerConfig(id=self.id, port=0, **given)
@@ -297,6 +300,7 @@ class ServerSpec:
             ("--cpu-quota", self.cpu_quota),
             ("--workers", self.workers),
             ("--delay-ms", self.delay_ms),
+            ("--delay-dist", self.delay_dist),
             ("--max-inflight", self.max_inflight),
         ):
             if value is not None:

@@ -34,7 +34,12 @@ def server(
         1, help="Concurrent service slots (threads, FIFO queue); 1 serves strictly in order."
     ),
     delay_ms: float = typer.Option(
-        0.0, help="Fixed service time added per request, slept in the slot (not CPU)."
+        0.0, help="Service time added per request, slept in the slot (not CPU)."
+    ),
+    delay_dist: str = typer.Option(
+        "fixed",
+        help="How --delay-ms is slept: fixed (every request) or exp (exponential with that "
+        "mean, the simulator's exp: service; seeded by --id).",
     ),
     drain_timeout: float = typer.Option(
         8.0, help="On SIGTERM, seconds to let in-flight requests finish before exiting."
@@ -70,6 +75,7 @@ def server(
         max_inflight=max_inflight,
         workers=workers,
         delay_ms=delay_ms,
+        delay_dist=delay_dist,
         drain_timeout_s=drain_timeout,
         setup_timeout_s=setup_timeout,
         max_connections=max_connections,

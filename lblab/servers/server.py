@@ -22,7 +22,7 @@ from lblab.errors import ConfigError
 from lblab.procs import announce_ready, stop_on_signals
 from lblab.servers.cpulimit import CpuLimit, LimitMethod, apply_cpu_limit
 from lblab.servers.protocol import ServerConnection
-from lblab.servers.service import WorkService
+from lblab.servers.service import DELAY_DISTS, WorkService
 from lblab.servers.slowdown import read_slowdown
 from lblab.servers.state import ServerState
 from lblab.wire.codes import ErrorCode
@@ -49,6 +49,7 @@ class ServerConfig:
     max_inflight: int = 32
     workers: int = 1
     delay_ms: float = 0.0
+    delay_dist: str = "fixed"
     drain_timeout_s: float = 8.0
     setup_timeout_s: float = SETUP_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
@@ -67,6 +68,11 @@ class ServerConfig:
                 f"and at most {MAX_WORKERS}"
             )
         check_range("--delay-ms", self.delay_ms, minimum=0, maximum=3_600_000)
+        if self.delay_dist not in DELAY_DISTS:
+            raise ConfigError(
+                f"--delay-dist {self.delay_dist!r}: use one of {', '.join(DELAY_DISTS)} "
+                "(fixed: every request sleeps --delay-ms; exp: exponential with that mean)"
+            )
         check_range("--drain-timeout", self.drain_timeout_s, above=0, maximum=3600)
         check_limits(self.max_connections, self.max_pending_setup, self.setup_timeout_s)
 
@@ -84,7 +90,9 @@ def run_server(config: ServerConfig) -> int:
 
 async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
     loop = asyncio.get_running_loop()
-    service = WorkService(config.workers, config.delay_ms, limit.duty_cycle)
+    service = WorkService(
+        config.workers, config.delay_ms, limit.duty_cycle, config.delay_dist, seed=config.id
+    )
     state = ServerState(
         config.id,
         config.max_inflight,
@@ -103,13 +111,15 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
     loop.add_signal_handler(signal.SIGUSR1, _slow_down, service)
     port = listener.sockets[0].getsockname()[1]
     log.info(
-        "server %s listening on %s:%d (workers %d, max-inflight %d, delay %.1f ms, cpu limit %s)",
+        "server %s listening on %s:%d (workers %d, max-inflight %d, delay %.1f ms %s, "
+        "cpu limit %s)",
         config.id,
         config.host,
         port,
         config.workers,
         config.max_inflight,
         config.delay_ms,
+        config.delay_dist,
         limit.method,
     )
     announce_ready(
@@ -122,6 +132,7 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
         workers=config.workers,
         max_inflight=config.max_inflight,
         delay_ms=config.delay_ms,
+        delay_dist=config.delay_dist,
     )
     await stop.wait()
     log.info("draining: %d in flight, new requests are rejected", state.inflight)

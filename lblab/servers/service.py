@@ -9,7 +9,10 @@ that release the GIL (``--delay-ms`` sleeps, I/O).
 
 ``--delay-ms D`` adds a fixed service time per request as a sleep inside the slot, not
 CPU, so Martins' (10/500/900 ms) and Ingram's (250/500/100/200/700 ms) servers can be run
-live: the slot stays busy for D ms, later requests queue behind it. ``slowdown``
+live: the slot stays busy for D ms, later requests queue behind it. With
+``--delay-dist exp`` each request sleeps an exponential time of mean D instead (the
+simulator's ``exp:D`` service), drawn from a stream seeded by the server's id, so a
+server's sequence of draws is the same in every run. ``slowdown``
 (``servers/slowdown.py``, set at runtime by the ``slow`` timeline event) stretches each
 request's time in its slot the same way.
 
@@ -20,6 +23,7 @@ the delay and any duty-cycle throttling (a cgroup throttles inside the work too)
 
 from __future__ import annotations
 
+import random
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +31,9 @@ from dataclasses import dataclass
 from lblab.servers.cpulimit import DutyCycle
 from lblab.servers.slowdown import NORMAL, Slowdown
 from lblab.servers.work import DocumentCache, do_work
+
+DELAY_DISTS = ("fixed", "exp")
+"""How ``--delay-ms`` is spent per request: always D, or exponential with mean D."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +45,19 @@ class WorkResult:
 
 
 class WorkService:
-    __slots__ = ("_cache", "_delay_s", "_duty_cycle", "_pool", "slowdown", "workers")
+    __slots__ = ("_cache", "_delay_s", "_draws", "_duty_cycle", "_pool", "slowdown", "workers")
 
-    def __init__(self, workers: int, delay_ms: float, duty_cycle: DutyCycle | None) -> None:
+    def __init__(
+        self,
+        workers: int,
+        delay_ms: float,
+        duty_cycle: DutyCycle | None,
+        delay_dist: str = "fixed",
+        seed: str = "",
+    ) -> None:
         self.workers = workers
         self._delay_s = delay_ms / 1000.0
+        self._draws = random.Random(seed) if delay_dist == "exp" else None
         self._duty_cycle = duty_cycle
         self._cache = DocumentCache()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="work")
@@ -50,8 +65,15 @@ class WorkService:
 
     @property
     def delay_ms(self) -> float:
-        """The fixed part of every request's service time (``--delay-ms``)."""
+        """The slept part of every request's service time (``--delay-ms``; its mean
+        with ``--delay-dist exp``)."""
         return self._delay_s * 1000.0
+
+    def next_delay_s(self) -> float:
+        """The sleep of the next request (one Random shared by the slots: a draw is
+        atomic under the GIL)."""
+        draws = self._draws
+        return self._delay_s if draws is None else draws.expovariate(1 / self._delay_s)
 
     def submit(self, body: bytes, arrived: float) -> Future[WorkResult]:
         """Queue one request's work; ``arrived`` is its ``time.perf_counter()`` at arrival.
@@ -67,7 +89,7 @@ class WorkService:
             self._duty_cycle.wait()
         request = do_work(body, self._cache)
         if self._delay_s:
-            time.sleep(self._delay_s)
+            time.sleep(self.next_delay_s())
         slowdown = self.slowdown
         if slowdown is not NORMAL:
             time.sleep(slowdown.extra_s(time.perf_counter() - start))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,6 +10,10 @@ import typer
 from typer.core import TyperGroup
 
 from lblab.errors import ConfigError
+
+METRIC_HELP = "throughput, mean, p50, p95, p99, p99.9, failure_rate, imbalance"
+"""``analysis.sweep_map.METRICS``'s names, written out: the help must not load pandas."""
+LIVE_SECONDS = 20.0
 
 
 class _RunByDefault(TyperGroup):
@@ -44,9 +49,31 @@ def run(
     force: Annotated[
         bool, typer.Option(help="Sweep into a DIR that holds a sweep of a different file.")
     ] = False,
+    live_check: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=100,
+            help="Then run this many cells near the winner boundaries live on this machine "
+            "(the best against its runner-up) and show measured vs simulated in the report.",
+        ),
+    ] = 0,
+    live_seconds: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            max=3600,
+            help="Live checks: sending time per strategy (fewer requests than the point's "
+            "are sent; the point is simulated again with as many).",
+        ),
+    ] = LIVE_SECONDS,
+    metric: Annotated[
+        str,
+        typer.Option(help=f"The report's and the live checks' metric: {METRIC_HELP}."),
+    ] = "p99",
 ) -> None:
     """Run every point of FILE missing from DIR (a rerun finishes a killed sweep); exit 1
-    if any point failed (its error is in sweep.parquet)."""
+    if any point failed (its error is in sweep.parquet) or a live check did."""
     from lblab.sweep.grid import load_sweep
     from lblab.sweep.report import build_report
     from lblab.sweep.run import run_sweep, sweep_folder
@@ -57,6 +84,9 @@ def run(
         )
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a folder for the sweep")
+    from lblab.analysis.sweep_map import metric_column
+
+    metric_column(metric)
     sweep = load_sweep(file)
     sweep_folder(out, sweep, file, force)
     try:
@@ -64,14 +94,44 @@ def run(
     except KeyboardInterrupt:
         typer.echo(f"interrupted: finished points are in {out}; rerun to run the rest", err=True)
         raise typer.Exit(130) from None
-    report = build_report(out)
     typer.echo(
         f"wrote {outcome.table} ({outcome.planned} points, {outcome.ran} run now in "
-        f"{outcome.seconds:.1f} s, {outcome.failed} failed) and {report}"
+        f"{outcome.seconds:.1f} s, {outcome.failed} failed)"
     )
+    checked = _live_checks(out, sweep, live_check, live_seconds, metric) if live_check else True
+    typer.echo(f"wrote {build_report(out, None, metric)}")
     typer.echo(f"in a notebook: lblab notebooks {out}")
-    if outcome.failed:
+    if outcome.failed or not checked:
         raise typer.Exit(1)
+
+
+def _live_checks(out: Path, sweep: Any, n: int, seconds: float, metric: str) -> bool:
+    """Run ``n`` cells live (``sweep/live_check.py``); False if a check failed."""
+    import pandas as pd
+
+    from lblab.analysis.sweep_map import TABLE
+    from lblab.sweep.live_check import LiveCheckFailed, cells, pick, run_checks
+
+    chosen, skipped = pick(cells(pd.read_parquet(out / TABLE), sweep, metric), n)
+    if skipped:
+        reasons = Counter(skipped.values()).most_common(3)
+        typer.echo(
+            f"live check: {len(skipped)} cells cannot run live: "
+            + "; ".join(f"{why} ({k})" for why, k in reasons),
+            err=True,
+        )
+    if not chosen:
+        typer.echo("live check: no cell of this sweep can run live; nothing checked", err=True)
+        return True
+    try:
+        typer.echo(f"wrote {run_checks(out, chosen, seconds, lambda m: typer.echo(m, err=True))}")
+    except LiveCheckFailed as exc:
+        typer.echo(f"live check failed: {exc}", err=True)
+        return False
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: rerun to finish the live checks ({out})", err=True)
+        raise typer.Exit(130) from None
+    return True
 
 
 @sweep_app.command("report")
@@ -81,9 +141,7 @@ def report(
         list[str] | None,
         typer.Option(help="Axes of a map, x,y (repeat for more maps) [the first two]."),
     ] = None,
-    metric: Annotated[
-        str, typer.Option(help="throughput, mean, p50, p95, p99, p99.9, failure_rate, imbalance.")
-    ] = "p99",
+    metric: Annotated[str, typer.Option(help=f"{METRIC_HELP}.")] = "p99",
 ) -> None:
     """Redraw DIR/report/index.html: the winner maps on another metric or axes."""
     from lblab.analysis.sweep_map import META, TABLE

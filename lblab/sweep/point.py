@@ -12,14 +12,15 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from lblab.analysis.stats import imbalance
 from lblab.simulator.config import config_from_mapping
-from lblab.simulator.run import SimResult, simulate
+from lblab.simulator.run import simulate
 
 LATENCY_QUANTILES = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0, "p999_ms": 99.9}
 FIGURES = (
@@ -43,7 +44,8 @@ def run_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(FIGURES, math.nan)
     error = None
     try:
-        row |= summarize(simulate(config_from_mapping(settings)))
+        result = simulate(config_from_mapping(settings))
+        row |= summarize(result.requests, result.servers)
     except Exception as exc:  # recorded in the row: the sweep goes on
         traceback.print_exc()
         error = f"{type(exc).__name__}: {exc}"
@@ -54,18 +56,18 @@ def run_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def summarize(result: SimResult) -> dict[str, Any]:
-    """A run's figures. Latency counts every request, a failed one at the time it took
+def summarize(t: pa.Table, servers: Sequence[str]) -> dict[str, Any]:
+    """The figures of a requests table (a simulation's, or a live run's: the same
+    columns ``latency_ms``, ``ok``, ``t_sent``, ``server``) over ``servers``. Latency counts every request, a failed one at the time it took
     to fail (a strategy that fails fast must not look fast); throughput is successful
     requests per simulated second, from the first send to the last answer; imbalance
     is the busiest server's requests over the mean (``analysis.stats.imbalance``),
     servers that got none included."""
-    t = result.requests
     latency = t.column("latency_ms").to_numpy()
     ok = t.column("ok").to_numpy(zero_copy_only=False)
     sent = t.column("t_sent").to_numpy()
     span = float((sent + latency / 1000.0).max() - sent.min()) if len(sent) else 0.0
-    counts = dict.fromkeys(result.servers, 0)
+    counts = dict.fromkeys(servers, 0)
     for pair in t.column("server").value_counts().to_pylist():
         if pair["values"] in counts:  # not None: a request no server took
             counts[pair["values"]] = pair["counts"]

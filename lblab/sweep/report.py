@@ -18,10 +18,13 @@ import pandas as pd
 
 from lblab.analysis.sweep_map import (
     FULL_MARGIN,
+    LIVE_TABLE,
     TABLE,
     WinnerMap,
     all_maps,
+    live_agreement,
     metric_column,
+    read_live,
     read_sweep,
 )
 from lblab.files import make_folder, write_bytes_atomically
@@ -49,9 +52,34 @@ def build_report(
     images = [(m, m.png()) for m in maps]
     for m, png in images:
         write_bytes_atomically(folder / f"{m.slug}.png", png)
-    page = _page(out, frame, images, metric, higher, strategies)
+    live = read_live(out)
+    checked = "" if live is None else _live_section(live, metric)
+    page = _page(out, frame, images, metric, higher, strategies, checked)
     write_bytes_atomically(folder / "index.html", page.encode("utf-8"))
     return folder / "index.html"
+
+
+def _live_section(live: pd.DataFrame, metric: str) -> str:
+    """Measured against simulated, for the cells the sweep checked live."""
+    esc = html.escape
+    agreement = live_agreement(live, metric)
+    agree = int(agreement["agrees"].sum()) if len(agreement) else 0
+    fmt = {"float_format": lambda v: f"{v:.4g}", "na_rep": "-", "index": False, "border": 0}
+    shown = agreement.drop(columns=["cell"], errors="ignore")
+    return "\n".join(
+        [
+            "<h2>Measured against simulated (live checks)</h2>",
+            f'<p class="lede">{len(agreement)} cells near the winner boundaries were run '
+            "live on the local testbed, the simulated best against its runner-up, with the "
+            f"same servers, load, seed and request count. On {esc(metric)} the measured best "
+            f"is the simulated one in <b>{agree} of {len(agreement)}</b>. The rows: "
+            f"{esc(LIVE_TABLE)} beside this folder; each run: live-check/&lt;cell&gt;/run.</p>",
+            shown.to_html(**fmt),
+            "<details><summary>Every figure, measured and simulated</summary>",
+            live.drop(columns=["cell"], errors="ignore").to_html(**fmt),
+            "</details>",
+        ]
+    )
 
 
 def _page(
@@ -61,7 +89,9 @@ def _page(
     metric: str,
     higher: bool,
     n: int,
+    checked: str,
 ) -> str:
+    """The page; ``checked`` is the live checks' section (empty: none)."""
     esc = html.escape
     failed = int(frame["error"].notna().sum()) if "error" in frame else 0
     parts = [
@@ -92,6 +122,7 @@ def _page(
         ]
     shown = frame.drop(columns=["key"], errors="ignore")
     parts += [
+        checked,
         f"<h2>All points</h2><details><summary>{esc(TABLE)} ({len(frame)} rows)</summary>",
         shown.to_html(index=False, border=0, na_rep="-", float_format=lambda v: f"{v:.4g}"),
         "</details></body></html>",

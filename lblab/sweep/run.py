@@ -82,10 +82,18 @@ def sweep_folder(out: Path, sweep: Sweep, source: Path, force: bool) -> None:
 
 
 def finished(out: Path) -> set[str]:
-    """Keys of the points in ``out`` that ran without error."""
+    """Keys of the points in ``out`` that ran without error. A point file that cannot be
+    read (damaged by hand or by the disk: the sweep writes atomically) is not finished,
+    and its point runs again."""
     done = set()
     for path in (out / POINTS).glob("*.parquet"):
-        errors = pq.read_table(path, columns=["error"]).column("error")
+        try:
+            errors = pq.read_table(path, columns=["error"]).column("error")
+        except (pa.ArrowException, OSError) as exc:
+            if isinstance(exc, pa.ArrowMemoryError):
+                raise
+            log.warning("%s cannot be read (%s): its point runs again", path, exc)
+            continue
         if errors.null_count == len(errors):
             done.add(path.stem)
     return done
@@ -202,14 +210,14 @@ def _shown(values: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in values.items())
 
 
-def _cell(value: Any) -> Any:
+def cell_value(value: Any) -> Any:
     """A grid value as a column value: scalars as they are, tables and lists as JSON."""
     return value if isinstance(value, str | int | float | bool) else canonical(value)
 
 
 def write_point(out: Path, sweep: Sweep, point: Point, result: Mapping[str, Any]) -> dict[str, Any]:
     """Write one point's row, ``DIR/points/<key>.parquet``; returns the row."""
-    row = {a: _cell(point.values.get(a)) for a in sweep.axes}
+    row = {a: cell_value(point.values.get(a)) for a in sweep.axes}
     row |= {
         "strategy": point.settings.get("strategy", "p2c"),
         "seed": point.values["seed"],

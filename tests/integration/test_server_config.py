@@ -32,6 +32,7 @@ from lblab.servers.server import ServerConfig
         ),
         ({"delay_ms": -1.0}, "--delay-ms: -1.0 must be 0 or more"),
         ({"delay_ms": math.inf}, "--delay-ms: inf is not a finite number"),
+        ({"delay_dist": "normal"}, "--delay-dist 'normal': use one of fixed, exp"),
         ({"drain_timeout_s": 0.0}, "--drain-timeout: 0.0 must be above 0"),
         ({"drain_timeout_s": math.nan}, "--drain-timeout: nan is not a finite number"),
     ],

@@ -97,6 +97,26 @@ def test_the_view_of_a_sweep_folder(tmp_path: Path) -> None:
     assert "key" not in view.table()
     with pytest.raises(ConfigError, match="--axes nope"):
         view.winner_map("nope")
+    # Drawn once per pair and metric: the notebook's calls share the figures.
+    assert view.maps("rate")[0].figure is view.maps(("rate",))[0].figure
+    assert view.maps("rate", "throughput")[0].figure is not view.maps("rate")[0].figure
+    assert "No live check" in repr(view.live())
+
+
+def test_the_view_shows_the_live_checks_and_names_a_damaged_table(tmp_path: Path) -> None:
+    folder = write_sweep(tmp_path / "s", sweep_table(), ["rate", "speed"])
+    rows = []
+    for strategy, sim, meas in (("p2c", 10.0, 14.0), ("rr", 20.0, 12.0)):
+        base = {"rate": 1, "speed": 1, "strategy": strategy, "seed": 1, "cell": "c"}
+        rows.append(base | {"source": "simulated", "p99_ms": sim, "checks": None})
+        rows.append(base | {"source": "measured", "p99_ms": meas, "checks": "pass"})
+    pd.DataFrame(rows).to_parquet(folder / sweep_map.LIVE_TABLE)
+    live = sweep_view.open_sweep(folder).live()
+    assert isinstance(live, pd.DataFrame)
+    assert live[["best", "measured_best", "agrees"]].values.tolist() == [["p2c", "rr", False]]
+    (folder / sweep_map.LIVE_TABLE).write_bytes(b"garbage")
+    with pytest.raises(ConfigError, match=r"live-check\.parquet is not a readable live check"):
+        sweep_view.open_sweep(folder).live()
 
 
 def test_a_sweep_of_strategies_alone_says_why_there_is_no_map(tmp_path: Path) -> None:

@@ -101,6 +101,18 @@ sweep.disagreements()
 sweep.cells()
 
 # %% [markdown]
+# ## Measured against simulated
+#
+# The cells `lblab sweep ... --live-check N` ran live on this machine's testbed: the
+# simulated best against its runner-up, each measured and simulated with the same
+# servers, load, seed and request count; whether the measured best is the simulated
+# one; and the worst verdict of the live run's own checks (a `fail` there: do not trust
+# that measurement). Each run is in `live-check/<cell>/run`.
+
+# %%
+sweep.live()
+
+# %% [markdown]
 # ## Every point
 #
 # All rows of `sweep.parquet`: one per point (axes, strategy, seed), with its figures,
