@@ -1,7 +1,7 @@
 """Benchmark of the balancer node: what does forwarding through it cost?
 
 ``uv run python benchmarks/bench_balancer.py [--rounds 3] [--seconds 1.0] [--strategy rr]
-[--baseline REV]``
+[--baseline REV] [--markdown]``
 
 Three rsocket-py echo backends (``benchmarks/echo_backend.py``) and one raw-frame client
 (``lblab.wire`` frames on asyncio, closed loop, pipelining): in one run, in interleaved
@@ -21,14 +21,17 @@ payloads (echoed back), one request at a time and 64 in flight, it prints:
 The client uses the same number of connections for every target (``--connections``,
 default 3, one per backend when direct) so HAProxy's connection-level balancing spreads.
 Figures on a shared 2-core VM move +-15-25 % between runs: compare within one run.
+``--markdown`` prints only a stamped section of ``docs/results/benchmarks.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -43,7 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psutil
 
 from lblab.balancer.framing import FrameProtocol
+from lblab.pages import table
 from lblab.procs import Child, lblab_command, spawn, stop
+from lblab.stamp import Stamp, take
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import U32
 from lblab.wire.frames import RequestResponse, Setup
@@ -53,6 +58,8 @@ HERE = Path(__file__).resolve().parent
 SIZES = {"100B": 100, "10KB": 10_000, "1MB": 1_000_000}
 CONCURRENCY = (1, 64)
 TARGETS = ("direct", "through", "baseline", "haproxy")
+PICK_WEIGHTS = {"s1": 1.0, "s2": 1.0, "s3": 7.0}
+"""The backends of "pick alone" and their weights."""
 
 
 # ---------------------------------------------------------------- raw-frame client
@@ -126,7 +133,7 @@ class Driver:
         conn.send()
 
 
-async def measure(
+async def measure_cell(
     addresses: list[tuple[str, int]], size: int, concurrency: int, seconds: float, pid: int | None
 ) -> dict[str, float]:
     loop = asyncio.get_running_loop()
@@ -264,7 +271,7 @@ def pick_costs(iterations: int) -> dict[str, float]:
     from lblab.balancer.strategies.registry import make_strategy, strategy_names
 
     out = {}
-    weights = {"s1": 1.0, "s2": 1.0, "s3": 7.0}
+    weights = PICK_WEIGHTS
     for name in strategy_names():
         strategy = make_strategy(name, rng=random.Random(1), weights=weights)
         pool = Pool([BackendSpec(k, w) for k, w in weights.items()], strategy)
@@ -281,19 +288,35 @@ def pick_costs(iterations: int) -> dict[str, float]:
 # ---------------------------------------------------------------- main
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=1.0, help="measured time per cell")
-    parser.add_argument("--strategy", default="rr")
-    parser.add_argument("--connections", type=int, default=3)
-    parser.add_argument("--sizes", default=",".join(SIZES), help="subset of 100B,10KB,1MB")
-    parser.add_argument("--pick-iterations", type=int, default=200_000)
-    parser.add_argument(
-        "--baseline", metavar="REV", help="also measure the balancer of this git revision"
-    )
-    args = parser.parse_args()
+@dataclass
+class BalancerBench:
+    """Every cell's rounds, and pick alone."""
 
+    strategy: str
+    rounds: int
+    seconds: float
+    baseline: str | None
+    targets: list[str]
+    sizes: list[str]
+    results: dict[tuple[str, int, str], list[dict[str, float]]]
+    picks: dict[str, float]
+    """Microseconds per ``strategy.pick`` over 3 backends."""
+    load: tuple[float, float, float]
+    """The load average at the end of the measurements."""
+
+    def med(self, size: str, conc: int, target: str, key: str) -> float:
+        return statistics.median(r[key] for r in self.results[(size, conc, target)])
+
+    def errors(self, size: str, conc: int, target: str) -> int:
+        return int(sum(r["errors"] for r in self.results[(size, conc, target)]))
+
+    @property
+    def with_haproxy(self) -> bool:
+        return "haproxy" in self.targets
+
+
+def measure(args: argparse.Namespace) -> BalancerBench:
+    """The testbed's interleaved rounds, then pick alone."""
     with_haproxy = shutil.which("haproxy") is not None
     targets = [
         t
@@ -333,7 +356,7 @@ def main() -> None:
                             addrs = (
                                 addrs[:1] if target != "direct" else [pick_direct.choice(direct)]
                             )
-                        r = await measure(addrs, SIZES[size_name], conc, seconds, pids[target])
+                        r = await measure_cell(addrs, SIZES[size_name], conc, seconds, pids[target])
                         results.setdefault((size_name, conc, target), []).append(r)
 
     try:
@@ -342,14 +365,27 @@ def main() -> None:
         uvloop.run(run_all())
     finally:
         stop_testbed(bed)
+    load = os.getloadavg()
+    picks = pick_costs(args.pick_iterations)
+    return BalancerBench(
+        args.strategy,
+        args.rounds,
+        args.seconds,
+        args.baseline,
+        targets,
+        sizes,
+        results,
+        picks,
+        load,
+    )
 
-    def med(size: str, conc: int, target: str, key: str) -> float:
-        return statistics.median(r[key] for r in results[(size, conc, target)])
 
-    load1, load5, _ = os.getloadavg()
+def print_text(bench: BalancerBench) -> None:
+    med, sizes, targets = bench.med, bench.sizes, bench.targets
+    load1, load5, _ = bench.load
     print(
-        f"\nbalancer strategy {args.strategy}; {args.rounds} interleaved rounds of "
-        f"{args.seconds:g} s per cell; medians; host has {os.cpu_count()} CPUs, load "
+        f"\nbalancer strategy {bench.strategy}; {bench.rounds} interleaved rounds of "
+        f"{bench.seconds:g} s per cell; medians; host has {os.cpu_count()} CPUs, load "
         f"average {load1:.1f} (1 min) {load5:.1f} (5 min) at the end: above 1 the machine "
         "was shared and the figures are indicative\n"
     )
@@ -367,7 +403,7 @@ def main() -> None:
                 p99 = med(size, conc, target, "p99_ms")
                 cpu = med(size, conc, target, "cpu_us")
                 added = target != "direct"
-                errors = sum(r["errors"] for r in results[(size, conc, target)])
+                errors = bench.errors(size, conc, target)
                 print(
                     f"{size:>5} {conc:>8} {target:>8} {rps:>9.0f} {p50:>8.3f} {p99:>8.3f} "
                     + (
@@ -377,25 +413,172 @@ def main() -> None:
                     )
                     + (f"  errors={errors}" if errors else "")
                 )
-    if args.baseline:
-        print(f"\nthrough / baseline ({args.baseline}), medians; CPU below 1 is cheaper now:")
+    if bench.baseline:
+        print(f"\nthrough / baseline ({bench.baseline}), medians; CPU below 1 is cheaper now:")
         print(f"{'size':>5} {'inflight':>8} {'req/s':>7} {'+p50':>7} {'CPU/req':>8}")
-        for size in sizes:
-            for conc in CONCURRENCY:
-                direct_p50 = med(size, conc, "direct", "p50_ms")
-                added_now = med(size, conc, "through", "p50_ms") - direct_p50
-                added_then = med(size, conc, "baseline", "p50_ms") - direct_p50
-                print(
-                    f"{size:>5} {conc:>8} "
-                    f"{med(size, conc, 'through', 'rps') / med(size, conc, 'baseline', 'rps'):>7.2f} "
-                    f"{added_now / added_then if added_then > 0 else float('nan'):>7.2f} "
-                    f"{med(size, conc, 'through', 'cpu_us') / med(size, conc, 'baseline', 'cpu_us'):>8.2f}"
-                )
-    if not with_haproxy:
+        for row in baseline_ratios(bench):
+            print(
+                f"{row['size']:>5} {row['inflight']:>8} {row['req/s']:>7.2f} "
+                f"{row['+p50']:>7.2f} {row['CPU/req']:>8.2f}"
+            )
+    if not bench.with_haproxy:
         print("\n(haproxy is not installed: no HAProxy reference rows)")
     print("\npick alone, us per call over 3 backends:")
-    for name, us in pick_costs(args.pick_iterations).items():
+    for name, us in bench.picks.items():
         print(f"  {name:>18} {us:6.2f}")
+
+
+def baseline_ratios(bench: BalancerBench) -> list[dict[str, object]]:
+    """Per size and in-flight count: through / baseline of req/s, added p50 and CPU/req
+    (medians; nan where the baseline added no latency)."""
+    med = bench.med
+    rows: list[dict[str, object]] = []
+    for size in bench.sizes:
+        for conc in CONCURRENCY:
+            direct_p50 = med(size, conc, "direct", "p50_ms")
+            added_now = med(size, conc, "through", "p50_ms") - direct_p50
+            added_then = med(size, conc, "baseline", "p50_ms") - direct_p50
+            rows.append(
+                {
+                    "size": size,
+                    "inflight": conc,
+                    "req/s": med(size, conc, "through", "rps") / med(size, conc, "baseline", "rps"),
+                    "+p50": added_now / added_then if added_then > 0 else float("nan"),
+                    "CPU/req": med(size, conc, "through", "cpu_us")
+                    / med(size, conc, "baseline", "cpu_us"),
+                }
+            )
+    return rows
+
+
+def finite(value: object, digits: int | None = None) -> object:
+    """``value`` for a markdown cell: None for nan, rounded to ``digits`` decimals if given."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        return value if digits is None else f"{value:,.{digits}f}"
+    return value
+
+
+def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
+    """The section of ``docs/results/benchmarks.md``: stamp, tables, how to read them."""
+    med = bench.med
+    names = {
+        "direct": "direct",
+        "through": "through lblab",
+        "baseline": f"through lblab at `{bench.baseline}`",
+        "haproxy": "through HAProxy (TCP)",
+    }
+    cells = []
+    for size in bench.sizes:
+        for conc in CONCURRENCY:
+            base = {k: med(size, conc, "direct", k) for k in ("rps", "p50_ms", "p99_ms")}
+            for target in bench.targets:
+                row = {k: med(size, conc, target, k) for k in ("rps", "p50_ms", "p99_ms", "cpu_us")}
+                added = target != "direct"
+                cells.append(
+                    {
+                        "size": size,
+                        "in flight": conc,
+                        "target": names[target],
+                        "req/s": finite(row["rps"], 0),
+                        "p50 ms": finite(row["p50_ms"], 3),
+                        "p99 ms": finite(row["p99_ms"], 3),
+                        "added p50 ms": finite(row["p50_ms"] - base["p50_ms"], 3)
+                        if added
+                        else None,
+                        "added p99 ms": finite(row["p99_ms"] - base["p99_ms"], 3)
+                        if added
+                        else None,
+                        "req/s / direct": finite(row["rps"] / base["rps"], 2) if added else None,
+                        "CPU us/req": finite(row["cpu_us"], 1) if added else None,
+                        "errors": bench.errors(size, conc, target) or None,
+                    }
+                )
+    columns = list(cells[0]) if cells else ["size"]
+    lines = [
+        "## The balancer's cost per request",
+        "",
+        stamp.markdown(command),
+        "",
+        f"Three echo backends (`benchmarks/echo_backend.py`) and one raw-frame client, closed "
+        f"loop, request-response echoing the payload, one request at a time or "
+        f"{CONCURRENCY[-1]} in flight: *direct* spreads the requests over the backends "
+        f"itself, the others send them all through one balancer (`--strategy "
+        f"{bench.strategy}`). Medians of {bench.rounds} interleaved round(s) of "
+        f"{bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
+        "*req/s / direct* the throughput ratio; *CPU us/req* the balancer process's user + "
+        "system time per request over the measured window.",
+        "",
+        *table(columns, cells),
+    ]
+    weights = ", ".join(f"{w:g}" for w in PICK_WEIGHTS.values())
+    if bench.baseline:
+        ratios = [
+            {
+                "size": r["size"],
+                "in flight": r["inflight"],
+                "req/s ratio": finite(r["req/s"], 2),
+                "added p50 ratio": finite(r["+p50"], 2),
+                "CPU/req ratio": finite(r["CPU/req"], 2),
+            }
+            for r in baseline_ratios(bench)
+        ]
+        lines += [
+            "",
+            f"Through this tree's balancer / through the balancer of `{bench.baseline}` (the same "
+            "backends, in the same rounds); below 1 in *CPU/req ratio* is cheaper now:",
+            "",
+            *table(list(ratios[0]), ratios),
+        ]
+    lines += [
+        "",
+        "`pick` alone (`strategy.pick`, pure Python, no I/O), microseconds per call over "
+        f"{len(PICK_WEIGHTS)} backends (weights {weights}):",
+        "",
+        *table(["strategy", "us per pick"], [(n, finite(us, 2)) for n, us in bench.picks.items()]),
+    ]
+    reading: list[str] = []
+    if "100B" in bench.sizes:
+        size, conc = "100B", CONCURRENCY[-1]
+        ratio = med(size, conc, "through", "rps") / med(size, conc, "direct", "rps")
+        added_p50 = med(size, conc, "through", "p50_ms") - med(size, conc, "direct", "p50_ms")
+        cpu = med(size, conc, "through", "cpu_us")
+        one = med(size, 1, "through", "p50_ms") - med(size, 1, "direct", "p50_ms")
+        reading.append(
+            f"With 100 B payloads the balancer adds {one:.3f} ms to the median of a lone request; "
+            f"at {conc} in flight it passes {ratio:.2f} of direct's throughput, adding "
+            f"{added_p50:.3f} ms at p50, for {cpu:.1f} us of its CPU per request."
+        )
+    if not bench.with_haproxy:
+        reading.append("`haproxy` was not installed: no HAProxy reference rows.")
+    reading.append("Compare within one run: figures move +-15-25 % between runs on a 2-core VM.")
+    return "\n".join([*lines, "", " ".join(reading)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=1.0, help="measured time per cell")
+    parser.add_argument("--strategy", default="rr")
+    parser.add_argument("--connections", type=int, default=3)
+    parser.add_argument("--sizes", default=",".join(SIZES), help="subset of 100B,10KB,1MB")
+    parser.add_argument("--pick-iterations", type=int, default=200_000)
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also measure the balancer of this git revision"
+    )
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print only a stamped section of docs/results/benchmarks.md",
+    )
+    args = parser.parse_args()
+    if not args.markdown:
+        print_text(measure(args))
+        return
+    command = "uv run python " + shlex.join(["benchmarks/bench_balancer.py", *sys.argv[1:]])
+    stamp = take()
+    print(markdown(measure(args), stamp, command))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 what a killed or starved ``lblab run`` leaves behind.
 
 ``uv run python benchmarks/bench_faults.py [--seconds 6] [--clients 12] [--rate 800]
-[--connections 2000] [--only kill,hang]``
+[--connections 2000] [--only kill,hang] [--json | --markdown]``
 
 For each fault, a fresh testbed on loopback (three ``lblab server`` processes, 10 ms of
 work each, behind ``lblab balancer --strategy rr --request-timeout 1s``) and
@@ -65,7 +65,8 @@ full-disk    as root only: the run directory is on a 64 MB tmpfs, filled a third
 ===========  ========================================================================
 
 Figures on a shared 2-core VM vary from run to run; the tables say what happened, not
-how fast.
+how fast. ``--json`` prints the rows as JSON; ``--markdown`` only a stamped section of
+``docs/results/benchmarks.md`` (the tables, the cases as described above, the terms).
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ import errno
 import json
 import os
 import random
+import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -85,7 +88,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -101,14 +104,18 @@ from lblab.analysis.nbserver import descendants
 from lblab.errors import LblabError
 from lblab.loadtests.records import phase_folder, started_at
 from lblab.loadtests.rsocket_client import RSocketClient, classify_exception
+from lblab.pages import table
 from lblab.procs import PARENT_ENV, Child, lblab_command, spawn, stop
 from lblab.results import MANIFEST
 from lblab.scenarios import request_body
+from lblab.stamp import Stamp, take
 from lblab.wire.codec import encode_frame
 from lblab.wire.frames import Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA, request_metadata
 
 REQUEST_TIMEOUT_S = 1.0
+HUNG_MARGIN_S = 0.5
+"""A request answered later than the balancer's deadline plus this is hung."""
 CLIENT_DEADLINE_S = 3.0
 FAULT_AT_S = 1.5
 WORK_DELAY_MS = 10
@@ -297,6 +304,11 @@ class FaultRun:
     notes: list[str]
 
 
+def clients_of(name: str, opts: Options) -> int:
+    """The good clients of the fault ``name``."""
+    return {"overload": 3 * opts.clients, "connection churn": 1}.get(name, opts.clients)
+
+
 def run_fault(name: str, opts: Options, log_root: Path) -> FaultRun:
     """Load one testbed through one fault; the good clients' outcomes and the footprints."""
     server_args: dict[str, list[str]] = {}
@@ -306,7 +318,7 @@ def run_fault(name: str, opts: Options, log_root: Path) -> FaultRun:
         server_args = {s: ["--max-inflight", "4"] for s in ("s1", "s2", "s3")}
     if name == "soak":
         server_args = {s: ["--workers", "8"] for s in ("s1", "s2", "s3")}
-    n_clients = {"overload": 3 * opts.clients, "connection churn": 1}.get(name, opts.clients)
+    n_clients = clients_of(name, opts)
     interval = {"soak": opts.clients / opts.rate, "connection churn": 1 / CHURN_CLIENT_RATE}
     log_dir = log_root / name.replace(" ", "-")
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -460,7 +472,7 @@ def summarize(name: str, run: FaultRun) -> dict[str, object]:
     failed = [o for o in outcomes if o.kind is not None]
     kinds = Counter(o.kind for o in failed)
     origins = Counter(o.origin for o in failed)
-    hung = sum(o.elapsed > REQUEST_TIMEOUT_S + 0.5 for o in outcomes)
+    hung = sum(o.elapsed > REQUEST_TIMEOUT_S + HUNG_MARGIN_S for o in outcomes)
     lost = sum(o.kind == "timeout" and o.origin == "client" for o in outcomes)
     last_failure_end = max((o.t_sent + o.elapsed - t0 for o in failed), default=None)
     recover = 0.0 if last_failure_end is None else max(last_failure_end - run.t_fault, 0.0)
@@ -758,7 +770,13 @@ def main() -> None:
         "--connections", type=int, default=2000, help="connection churn: short connections."
     )
     parser.add_argument("--only", default="", help="Comma-separated cases (default: all).")
-    parser.add_argument("--json", action="store_true", help="Print JSON rows, not tables.")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="Print JSON rows, not tables.")
+    output.add_argument(
+        "--markdown",
+        action="store_true",
+        help="Print only a stamped section of docs/results/benchmarks.md.",
+    )
     args = parser.parse_args()
     cases = (*FAULTS, *RUN_CASES)
     chosen = [f.strip() for f in args.only.split(",") if f.strip()] or list(cases)
@@ -770,6 +788,8 @@ def main() -> None:
     if not args.rate > 0 or args.connections < 0:
         parser.error("--rate must be > 0 and --connections >= 0")
     opts = Options(args.seconds, args.clients, args.rate, args.connections)
+    command = "uv run python " + shlex.join(["benchmarks/bench_faults.py", *sys.argv[1:]])
+    stamp = take()
     print(f"load average at start: {os.getloadavg()[0]:.2f} (2-core VM)", file=sys.stderr)
     rows: list[dict[str, object]] = []
     run_rows: list[dict[str, object]] = []
@@ -785,6 +805,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows + run_rows, indent=1))
         return
+    if args.markdown:
+        print(markdown(rows, run_rows, opts, stamp, command))
+        return
     if rows:
         print_table(rows)
     for row in run_rows:
@@ -795,33 +818,41 @@ def fmt(counts: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-"
 
 
-def print_table(rows: list[dict]) -> None:
+COLUMNS = (
+    "fault", "sent", "ok", "errors by kind", "errors by origin", "hung", "lost",
+    "p99 ms before / after fault", "ejections", "recover s",
+    "rss MB before / at fault / after", "fds before / after", "srv inflight", "notes",
+)  # fmt: skip
+
+
+def held(inflight: dict[str, int | None]) -> str:
+    """The requests the servers hold, and which gave no answer."""
+    total = sum(v for v in inflight.values() if v is not None)
+    silent = [k for k, v in inflight.items() if v is None]
+    return f"{total}" + (f" ({', '.join(silent)} no answer)" if silent else "")
+
+
+def fault_cells(r: Mapping) -> dict[str, str]:
+    """One fault's row of the table (``summarize``'s dict), a cell per ``COLUMNS``."""
+
     def num(value: float | None) -> str:
         return "-" if value is None else f"{value:.0f}"
 
-    def held(inflight: dict[str, int | None]) -> str:
-        total = sum(v for v in inflight.values() if v is not None)
-        silent = [k for k, v in inflight.items() if v is None]
-        return f"{total}" + (f" ({', '.join(silent)} no answer)" if silent else "")
+    ej = fmt({k: v for k, v in r["ejections"].items() if v})
+    rss = " / ".join("-" if v is None else f"{v:.1f}" for v in r["rss_mb"])
+    fds = " / ".join("-" if v is None else str(v) for v in r["fds"])
+    cells = (
+        r["fault"], str(r["sent"]), str(r["ok"]), fmt(r["errors by kind"]),
+        fmt(r["errors by origin"]), str(r["hung"]), str(r["lost"]),
+        f"{num(r['p99_ms_before_fault'])} / {num(r['p99_ms_after_fault'])}", ej,
+        f"{r['recover_s']:.2f}", rss, fds, held(r["server_inflight"]),
+        "; ".join(r["notes"]) or "-",
+    )  # fmt: skip
+    return dict(zip(COLUMNS, cells, strict=True))
 
-    head = (
-        "| fault | sent | ok | errors by kind | errors by origin | hung | lost | "
-        "p99 ms before / after fault | ejections | recover s | rss MB before / at fault / after "
-        "| fds before / after | srv inflight | notes |"
-    )
-    print(head)
-    print("|" + "---|" * 14)
-    for r in rows:
-        ej = fmt({k: v for k, v in r["ejections"].items() if v})
-        rss = " / ".join("-" if v is None else f"{v:.1f}" for v in r["rss_mb"])
-        fds = " / ".join("-" if v is None else str(v) for v in r["fds"])
-        print(
-            f"| {r['fault']} | {r['sent']} | {r['ok']} | {fmt(r['errors by kind'])} | "
-            f"{fmt(r['errors by origin'])} | {r['hung']} | {r['lost']} | "
-            f"{num(r['p99_ms_before_fault'])} / {num(r['p99_ms_after_fault'])} | {ej} | "
-            f"{r['recover_s']:.2f} | {rss} | {fds} | {held(r['server_inflight'])} | "
-            f"{'; '.join(r['notes']) or '-'} |"
-        )
+
+def print_table(rows: list[dict]) -> None:
+    print("\n".join(table(COLUMNS, [fault_cells(r) for r in rows])))
 
 
 def print_facts(row: dict[str, object]) -> None:
@@ -829,6 +860,111 @@ def print_facts(row: dict[str, object]) -> None:
     for key, value in row.items():
         if key != "case":
             print(f"| {key} | {value} |")
+
+
+def cases_described(doc: str | None = __doc__) -> dict[str, str]:
+    """What each case does, from the tables of this module's docstring (RST simple
+    tables: a case name in the first column, its description beside it and on the
+    indented lines below), with RST's ````code```` as markdown's ```code```."""
+    described: dict[str, str] = {}
+    width = 0
+    inside = False
+    name = ""
+    for line in (doc or "").splitlines():
+        border = re.fullmatch(r"(=+)\s+=+\s*", line)
+        if border:
+            inside = not inside
+            width = len(border[1])
+            continue
+        if not inside or not line.strip():
+            continue
+        if line[:width].strip():
+            name = line[:width].strip()
+            described[name] = line[width:].strip()
+        elif name:
+            described[name] += " " + line.strip()
+    return {k: v.replace("``", "`") for k, v in described.items()}
+
+
+def markdown(
+    rows: Sequence[Mapping],
+    run_rows: Sequence[Mapping[str, object]],
+    opts: Options,
+    stamp: Stamp,
+    command: str,
+) -> str:
+    """The section of ``docs/results/benchmarks.md``: stamp, the faults' table and the run
+    cases' facts, what each case does and the terms, and whether the musts held."""
+    what = cases_described()
+    lines = [
+        "## Faults under load",
+        "",
+        stamp.markdown(command),
+        "",
+        "Per fault, a fresh testbed on loopback: three `lblab server` processes with "
+        f"{WORK_DELAY_MS} ms of work each behind `lblab balancer --strategy rr "
+        f"--request-timeout {REQUEST_TIMEOUT_S:g}s`, and {opts.clients} closed-loop clients "
+        "(lblab's blocking RSocket client, one thread and one connection each) for "
+        f"{opts.seconds:g} s; the fault starts {FAULT_AT_S:g} s into the load.",
+    ]
+    if rows:
+        lines += ["", *table(COLUMNS, [fault_cells(r) for r in rows])]
+        lines += [
+            "",
+            f"*hung*: answered later than the balancer's deadline + {HUNG_MARGIN_S:g} s; "
+            f"*lost*: no answer before the client's own {CLIENT_DEADLINE_S:g} s deadline; "
+            "*recover*: seconds from the fault's start to the end of the last failed request "
+            "(0 when nothing failed; for a fault that lasts the whole run, the run's end); "
+            "*p99*: of the answered requests sent before and after the fault starts; "
+            "*rss MB* and *fds*: the balancer's resident memory and open files (after: once "
+            f"the clients closed, up to {SETTLE_S:g} s to settle); *srv inflight*: the requests "
+            "the live servers still hold after the load, asked of each server. *hung*, *lost* "
+            "and *srv inflight* must be 0.",
+            "",
+            *(
+                f"- **{r['fault']}**{here(str(r['fault']), opts)}: {what.get(str(r['fault']), '')}"
+                for r in rows
+            ),
+            "",
+            musts(rows),
+        ]
+    for row in run_rows:
+        case = str(row["case"])
+        facts = [(key, value) for key, value in row.items() if key != "case"]
+        lines += [
+            "",
+            f"**{case}** (a whole `lblab {' '.join(RUN_ARGS)} --duration {opts.seconds:g}s`): "
+            + what.get(case, ""),
+            "",
+            *table([case, "result"], facts),
+        ]
+    return "\n".join(lines)
+
+
+def here(name: str, opts: Options) -> str:
+    """What the options made of a case whose description names them; "" for the rest."""
+    if name == "overload":
+        return f" ({clients_of(name, opts)} clients)"
+    if name == "soak":
+        return f" ({opts.rate:g} req/s)"
+    if name == "connection churn":
+        return f" (up to {opts.connections:,} short connections)"
+    return ""
+
+
+def musts(rows: Sequence[Mapping]) -> str:
+    """One sentence: whether hung, lost and srv inflight were 0 in every case."""
+    broken = []
+    for r in rows:
+        bad = [f"{key} {r[key]}" for key in ("hung", "lost") if r[key]]
+        inflight = held(r["server_inflight"])
+        if inflight != "0":
+            bad.append(f"srv inflight {inflight}")
+        if bad:
+            broken.append(f"{r['fault']} ({', '.join(bad)})")
+    if not broken:
+        return f"*hung*, *lost* and *srv inflight* are 0 in all {len(rows)} case(s)."
+    return f"Not 0 in {len(broken)} of {len(rows)} case(s): {'; '.join(broken)}."
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """How much load one Locust process makes, and what lblab's recording costs.
 
-    uv run python benchmarks/bench_loadgen.py [--seconds 5] [--rounds 2] [--users 8]
+    uv run python benchmarks/bench_loadgen.py [--seconds 5] [--rounds 2] [--users 8] [--markdown]
 
 Against ``benchmarks/echo_server.py`` (a uvloop responder that does no work, so the client is the
 bottleneck), 100 B requests, interleaved rounds:
@@ -15,16 +15,20 @@ bottleneck), 100 B requests, interleaved rounds:
 
 CPU % is user + system time of the measured process over its wall time (100 % = one
 core). Figures on a shared 2-core VM are indicative: run the rounds interleaved and
-compare within one run.
+compare within one run. ``--markdown`` prints only a stamped section of
+``docs/results/benchmarks.md`` (the rounds' lines on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -34,8 +38,10 @@ from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.record_table import read_records
 from lblab.loadtests.rsocket_client import RSocketClient
 from lblab.loadtests.runconfig import LoadConfig
+from lblab.pages import table
 from lblab.procs import lblab_command, spawn, stop
 from lblab.scenarios import builtin_scenario, request_body
+from lblab.stamp import Stamp, take
 from lblab.wire.metadata import request_metadata
 
 BARE_LOCUSTFILE = """
@@ -76,13 +82,14 @@ def bench_locust(
         strategy="none",
         replication=1,
         request_timeout=5,
+        duration=seconds,
         records_dir=str(folder),
     )
     load = LoadConfig(users=users, spawn_rate=users * 10)
-    argv = loadgen.command_line(spec, load, "127.0.0.1", port, seconds)
+    argv = loadgen.command_line(spec, load, "127.0.0.1", port)
     if locustfile is not None:
         argv[argv.index("-f") + 1] = str(locustfile)
-    run = loadgen.LocustRun([loadgen._popen("locust", argv, folder / "locust.log")])
+    run = loadgen.LocustRun([loadgen.launch("locust", argv, folder / "locust.log")])
     proc = psutil.Process(run.main.pid)
     # CPU over the steady middle of the run; requests from Locust's own final count.
     time.sleep(1.5)
@@ -120,48 +127,149 @@ def bench_agent(echo_pid: int, seconds: float) -> float:
         stop(bal)
 
 
+CLIENTS = {
+    "raw": "raw client, sequential",
+    "locust": "Locust + lblab records",
+    "bare": "Locust, no recording",
+}
+
+
+@dataclass
+class LoadgenBench:
+    users: int
+    seconds: float
+    results: dict[str, list[tuple[float, float]]]
+    """(requests/s, CPU %) per round, per client of ``CLIENTS``."""
+    counts: list[tuple[int, int | None]]
+    """(records written, Locust's own count) of each round's recorded run."""
+    agent_share: float
+    """The agent's CPU, % of one core."""
+
+    def rate(self, name: str) -> float:
+        return statistics.median(r for r, _ in self.results[name])
+
+    def cpu(self, name: str) -> float:
+        return statistics.median(c for _, c in self.results[name])
+
+    @property
+    def overhead_pct(self) -> float:
+        """Throughput lost to recording: 1 - locust / bare, in %."""
+        return 100 * (1 - self.rate("locust") / self.rate("bare"))
+
+    @property
+    def locust_cpu_us(self) -> float:
+        """Locust's CPU per request (with records), microseconds."""
+        return 10 * self.cpu("locust") / self.rate("locust") * 1000
+
+
+def measure(seconds: float, rounds: int, users: int, say: Callable[[str], None]) -> LoadgenBench:
+    """The interleaved rounds and the agent; ``say`` gets a line per round."""
+    echo = spawn("echo", [sys.executable, str(Path(__file__).with_name("echo_server.py"))])
+    port = int(echo.ready["port"])
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in CLIENTS}
+    counts: list[tuple[int, int | None]] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            bare_file = Path(tmp) / "bare_locustfile.py"
+            bare_file.write_text(BARE_LOCUSTFILE)
+            for r in range(rounds):
+                results["raw"].append(bench_raw(port, seconds))
+                folder = Path(tmp) / f"rec{r}"
+                results["locust"].append(bench_locust(port, seconds, users, folder, None))
+                rows = read_records(folder).num_rows
+                counted = loadgen.locust_request_count(folder)
+                counts.append((rows, counted))
+                results["bare"].append(
+                    bench_locust(port, seconds, users, Path(tmp) / f"bare{r}", bare_file)
+                )
+                say(f"round {r + 1}: records {rows}, Locust counted {counted}")
+            agent_share = bench_agent(echo.pid, seconds)
+    finally:
+        stop(echo)
+    return LoadgenBench(users, seconds, results, counts, agent_share)
+
+
+def print_text(bench: LoadgenBench) -> None:
+    print(f"\n100 B request-response against benchmarks/echo_server.py, {bench.users} Locust users")
+    print(f"{'client':<28}{'req/s':>10}{'CPU %':>8}")
+    for name, label in CLIENTS.items():
+        print(f"{label:<28}{bench.rate(name):>10.0f}{bench.cpu(name):>8.0f}")
+    print(f"recording overhead: {bench.overhead_pct:+.1f} % of throughput")
+    print(f"Locust CPU per request: {bench.locust_cpu_us:.0f} us (with records)")
+    print(f"agent (0.25 s interval): {bench.agent_share:.1f} % of one core")
+
+
+def markdown(bench: LoadgenBench, stamp: Stamp, command: str) -> str:
+    """The section of ``docs/results/benchmarks.md``: stamp, tables, how to read them."""
+    clients = [
+        {
+            "client": label,
+            "requests/s": f"{bench.rate(name):,.0f}",
+            "CPU % of one core": f"{bench.cpu(name):.0f}",
+        }
+        for name, label in CLIENTS.items()
+    ]
+    costs = [
+        (
+            "recording overhead (1 - with records / no recording)",
+            f"{bench.overhead_pct:+.1f} % of throughput",
+        ),
+        ("Locust CPU per request, with records", f"{bench.locust_cpu_us:.0f} us"),
+        ("`lblab agent`, 0.25 s interval", f"{bench.agent_share:.1f} % of one core"),
+    ]
+    short = [(rows, counted) for rows, counted in bench.counts if rows != counted]
+    records = (
+        f"In every round the records written matched Locust's own count ({bench.counts[-1][0]:,} "
+        "in the last)."
+        if not short
+        else "Records written differ from Locust's own count in "
+        + ", ".join(f"{rows:,} vs {counted or 0:,}" for rows, counted in short)
+        + " (records vs counted)."
+    )
+    rounds = len(bench.counts)
+    return "\n".join(
+        [
+            "## The load generator's cost",
+            "",
+            stamp.markdown(command),
+            "",
+            "100 B request-response against `benchmarks/echo_server.py` (it does no work, so "
+            f"the client is the bottleneck), {bench.users} Locust users in one process, closed "
+            f"loop; medians of {rounds} interleaved round(s) of {bench.seconds:g} s. CPU % is "
+            "the measured process's user + system time over its wall time (100 % = one core).",
+            "",
+            *table(["client", "requests/s", "CPU % of one core"], clients),
+            "",
+            *table(["cost", "measured"], costs),
+            "",
+            f"One Locust process with lblab's records sends {bench.rate('locust'):,.0f} "
+            f"requests a second at {bench.cpu('locust'):.0f} % of a core; recording changes "
+            f"its throughput by {-bench.overhead_pct:+.1f} % against the same users without "
+            f"it. {records}",
+        ]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--users", type=int, default=8)
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print only a stamped section of docs/results/benchmarks.md (rounds on stderr)",
+    )
     args = parser.parse_args()
-    echo = spawn("echo", [sys.executable, str(Path(__file__).with_name("echo_server.py"))])
-    port = int(echo.ready["port"])
-    results: dict[str, list[tuple[float, float]]] = {"raw": [], "locust": [], "bare": []}
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            bare_file = Path(tmp) / "bare_locustfile.py"
-            bare_file.write_text(BARE_LOCUSTFILE)
-            for r in range(args.rounds):
-                results["raw"].append(bench_raw(port, args.seconds))
-                folder = Path(tmp) / f"rec{r}"
-                results["locust"].append(bench_locust(port, args.seconds, args.users, folder, None))
-                rows = read_records(folder).num_rows
-                counted = loadgen.locust_request_count(folder)
-                results["bare"].append(
-                    bench_locust(port, args.seconds, args.users, Path(tmp) / f"bare{r}", bare_file)
-                )
-                print(f"round {r + 1}: records {rows}, Locust counted {counted}", flush=True)
-            agent_share = bench_agent(echo.pid, args.seconds)
-    finally:
-        stop(echo)
-    print(f"\n100 B request-response against benchmarks/echo_server.py, {args.users} Locust users")
-    print(f"{'client':<28}{'req/s':>10}{'CPU %':>8}")
-    for name, label in (
-        ("raw", "raw client, sequential"),
-        ("locust", "Locust + lblab records"),
-        ("bare", "Locust, no recording"),
-    ):
-        rate = statistics.median(r for r, _ in results[name])
-        cpu = statistics.median(c for _, c in results[name])
-        print(f"{label:<28}{rate:>10.0f}{cpu:>8.0f}")
-    rec = statistics.median(r for r, _ in results["locust"])
-    bare = statistics.median(r for r, _ in results["bare"])
-    rec_cpu = statistics.median(c for _, c in results["locust"])
-    print(f"recording overhead: {100 * (1 - rec / bare):+.1f} % of throughput")
-    print(f"Locust CPU per request: {10 * rec_cpu / rec * 1000:.0f} us (with records)")
-    print(f"agent (0.25 s interval): {agent_share:.1f} % of one core")
+    if not args.markdown:
+        print_text(measure(args.seconds, args.rounds, args.users, lambda s: print(s, flush=True)))
+        return
+    command = "uv run python " + shlex.join(["benchmarks/bench_loadgen.py", *sys.argv[1:]])
+    stamp = take()
+    bench = measure(
+        args.seconds, args.rounds, args.users, lambda s: print(s, file=sys.stderr, flush=True)
+    )
+    print(markdown(bench, stamp, command))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     uv run python benchmarks/bench_simulator.py                 # 1000 servers, 1M requests, p2c, 3 rounds
     uv run python benchmarks/bench_simulator.py --requests 200000 --rounds 5
+    uv run python benchmarks/bench_simulator.py --markdown       # a section of docs/results/benchmarks.md
 
 The experiment: 1000 FIFO single-worker servers, exponential service (mean 10 ms),
 Poisson arrivals at 80 % of the pool's capacity, p2c on queue length, no records.
@@ -35,15 +36,19 @@ import argparse
 import os
 import random
 import resource
+import shlex
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import simpy
 
+from lblab.pages import table
 from lblab.simulator.config import config_from_mapping
 from lblab.simulator.run import simulate
+from lblab.stamp import Stamp, take
 
 MEAN_S = 0.010
 UTILISATION = 0.8
@@ -159,54 +164,87 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+def load_average(load: tuple[float, float, float]) -> str:
+    return " ".join(f"{x:.2f}" for x in load)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--servers", type=int, default=1000)
-    ap.add_argument("--requests", type=int, default=1_000_000)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
-    if args.servers < 2 or args.requests < 1 or args.rounds < 1:
-        sys.exit("bench_simulator: --servers must be >= 2, --requests and --rounds >= 1")
-    n = args.requests
-    print(
-        f"{args.servers} servers, {n:,} requests, p2c, exp {MEAN_S * 1000:g} ms at "
-        f"{UTILISATION:.0%}; {args.rounds} rounds; load average {load_average()}"
+def slashed(load: tuple[float, float, float]) -> str:
+    return " / ".join(f"{x:.1f}" for x in load)
+
+
+RUNS: dict[str, Callable[[int, int, int], float]] = {
+    "bare": bare_run,
+    "textbook": textbook_run,
+    "lblab": lblab_run,
+}
+MODELS = {
+    "lblab": "lblab (`Pool`, `p2c`, records)",
+    "textbook": "the textbook SimPy model (a process and a `Resource` request per request, "
+    "no records)",
+    "bare": "a bare callback model (no `Pool`, no records)",
+}
+"""The models as the markdown section names them, in its order."""
+
+
+@dataclass
+class SimBench:
+    """Simulated requests per second of each model, one figure per round."""
+
+    servers: int
+    requests: int
+    rounds: int
+    load_before: tuple[float, float, float]
+    wall: dict[str, list[float]] = field(default_factory=lambda: {n: [] for n in RUNS})
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {n: [] for n in RUNS})
+    rss: dict[str, float] = field(default_factory=dict)
+    """Peak RSS (MB) at start and after each model's first round."""
+    load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def ratios(self, base: str, unit: str) -> list[float]:
+        """lblab / ``base`` per round, per wall or CPU second."""
+        rates = self.wall if unit == "wall" else self.cpu
+        return [a / b for a, b in zip(rates["lblab"], rates[base], strict=True)]
+
+
+def measure(
+    servers: int, requests: int, rounds: int, seed: int, say: Callable[[str], None]
+) -> SimBench:
+    """The interleaved rounds; ``say`` gets the heading line and a line per round."""
+    n = requests
+    bench = SimBench(servers, requests, rounds, os.getloadavg())
+    say(
+        f"{servers} servers, {n:,} requests, p2c, exp {MEAN_S * 1000:g} ms at "
+        f"{UTILISATION:.0%}; {rounds} rounds; load average {load_average(bench.load_before)}"
     )
-    runs: dict[str, Callable[[int, int, int], float]] = {
-        "bare": bare_run,
-        "textbook": textbook_run,
-        "lblab": lblab_run,
-    }
-    for run in runs.values():
-        run(args.servers, 2000, args.seed)  # lazy imports (and their compiles) out of round 1
-    rss = {"start": peak_rss_mb()}
-    wall: dict[str, list[float]] = {name: [] for name in runs}
-    cpu: dict[str, list[float]] = {name: [] for name in runs}
-    for r in range(args.rounds):
-        for name, run in runs.items():
+    for run in RUNS.values():
+        run(servers, 2000, seed)  # lazy imports (and their compiles) out of round 1
+    bench.rss["start"] = peak_rss_mb()
+    for r in range(rounds):
+        for name, run in RUNS.items():
             cpu0 = time.process_time()
-            seconds = run(args.servers, n, args.seed)
-            cpu[name].append(n / (time.process_time() - cpu0))
-            wall[name].append(n / seconds)
-            rss.setdefault(name, peak_rss_mb())
-            print(
+            seconds = run(servers, n, seed)
+            bench.cpu[name].append(n / (time.process_time() - cpu0))
+            bench.wall[name].append(n / seconds)
+            bench.rss.setdefault(name, peak_rss_mb())
+            say(
                 f"  round {r + 1}  {name:>8}  {seconds:6.2f} s  {n / seconds:>9,.0f} req/wall-s"
-                f"  {cpu[name][-1]:>9,.0f} req/cpu-s"
+                f"  {bench.cpu[name][-1]:>9,.0f} req/cpu-s"
             )
-    for name in runs:
+    bench.load_after = os.getloadavg()
+    return bench
+
+
+def print_text(bench: SimBench) -> None:
+    wall, cpu, rss = bench.wall, bench.cpu, bench.rss
+    for name in RUNS:
         print(
             f"{name:>8}  median {statistics.median(wall[name]):>9,.0f} req/wall-s "
             f"(min {min(wall[name]):,.0f}, max {max(wall[name]):,.0f}); "
             f"{statistics.median(cpu[name]):,.0f} req/cpu-s"
         )
     for base in ("textbook", "bare"):
-        for unit, rates in (("wall", wall), ("cpu", cpu)):
-            ratios = [a / b for a, b in zip(rates["lblab"], rates[base], strict=True)]
+        for unit in ("wall", "cpu"):
+            ratios = bench.ratios(base, unit)
             print(
                 f"lblab/{base} ({unit}): median {statistics.median(ratios):.3f} "
                 f"(rounds {min(ratios):.3f}-{max(ratios):.3f})"
@@ -215,7 +253,100 @@ def main() -> None:
         f"peak RSS: {rss['start']:.0f} MB at start, {rss['bare']:.0f} MB after bare, "
         f"{rss['textbook']:.0f} MB after textbook, {rss['lblab']:.0f} MB after lblab"
     )
-    print(f"load average after: {load_average()}")
+    print(f"load average after: {load_average(bench.load_after)}")
+
+
+def markdown(bench: SimBench, stamp: Stamp, command: str) -> str:
+    """The section of ``docs/results/benchmarks.md``: stamp, tables, how to read them."""
+    wall, cpu, rss = bench.wall, bench.cpu, bench.rss
+
+    def rate(values: list[float]) -> str:
+        return f"{values[0]:,.0f}" if len(values) == 1 else f"{min(values):,.0f}-{max(values):,.0f}"
+
+    def ratio(values: list[float]) -> str:
+        return f"{values[0]:.3f}" if len(values) == 1 else f"{min(values):.3f}-{max(values):.3f}"
+
+    speed = [
+        {
+            "model": label,
+            "requests per CPU second": f"{statistics.median(cpu[name]):,.0f}",
+            "per CPU second, rounds": rate(cpu[name]),
+            "per wall second": f"{statistics.median(wall[name]):,.0f}",
+            "per wall second, rounds": rate(wall[name]),
+            "peak RSS MB": f"{rss[name]:.0f}",
+        }
+        for name, label in MODELS.items()
+    ]
+    ratios = [
+        {
+            "ratio": f"lblab / {base}",
+            "per CPU second": f"{statistics.median(bench.ratios(base, 'cpu')):.3f}",
+            "per CPU second, rounds": ratio(bench.ratios(base, "cpu")),
+            "per wall second": f"{statistics.median(bench.ratios(base, 'wall')):.3f}",
+            "per wall second, rounds": ratio(bench.ratios(base, "wall")),
+        }
+        for base in ("textbook", "bare")
+    ]
+    busy = max(bench.load_before[0], bench.load_after[0]) > stamp.cores
+    textbook = statistics.median(bench.ratios("textbook", "cpu"))
+    return "\n".join(
+        [
+            "## The simulator's speed",
+            "",
+            stamp.markdown(command),
+            "",
+            f"{bench.servers:,} FIFO single-worker servers, exponential service of "
+            f"{MEAN_S * 1000:g} ms, Poisson arrivals at {UTILISATION:.0%} of capacity, `p2c`, "
+            f"{bench.requests:,} requests per model and round, {bench.rounds} interleaved "
+            "round(s) with the same seed; simulated requests per second, medians over rounds "
+            "(the range over rounds beside them):",
+            "",
+            *table(list(speed[0]), speed),
+            "",
+            *table(list(ratios[0]), ratios),
+            "",
+            f"Peak RSS is the process's peak after each model's first round ({rss['start']:.0f} MB "
+            "at start; lblab runs last, so its figure is its own peak). Load average "
+            f"{slashed(bench.load_before)} before, {slashed(bench.load_after)} after"
+            + (
+                ": the machine was shared, so read the CPU-second figures, which move far less "
+                "than wall time."
+                if busy
+                else "."
+            )
+            + f" Per CPU second lblab simulates {textbook:.2f}x as many requests as the "
+            "textbook SimPy model.",
+        ]
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--servers", type=int, default=1000)
+    ap.add_argument("--requests", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print only a stamped section of docs/results/benchmarks.md (rounds on stderr)",
+    )
+    args = ap.parse_args()
+    if args.servers < 2 or args.requests < 1 or args.rounds < 1:
+        sys.exit("bench_simulator: --servers must be >= 2, --requests and --rounds >= 1")
+    if not args.markdown:
+        print_text(measure(args.servers, args.requests, args.rounds, args.seed, print))
+        return
+    command = "uv run python " + shlex.join(["benchmarks/bench_simulator.py", *sys.argv[1:]])
+    stamp = take()
+    bench = measure(
+        args.servers,
+        args.requests,
+        args.rounds,
+        args.seed,
+        lambda line: print(line, file=sys.stderr),
+    )
+    print(markdown(bench, stamp, command))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,200 @@
+"""The benchmarks' ``--markdown`` sections: heading, stamp, tables, generated reading.
+
+Only the pure renderers, on made-up figures: no benchmark runs and no process starts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from lblab.stamp import Stamp
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+STAMP = Stamp("abc1234", "2026-01-02 03:04 UTC", 2, (0.5, 0.4, 0.3))
+
+
+def bench(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` as a module (the folder is not a package)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def tables(text: str) -> list[list[str]]:
+    """The markdown tables of ``text``, each a list of its lines."""
+    found: list[list[str]] = []
+    previous = ""
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if not previous.startswith("|"):
+                found.append([])
+            found[-1].append(line)
+        previous = line
+    return found
+
+
+def check_section(text: str, heading: str, script: str) -> list[list[str]]:
+    """The section's shape: heading, blank, stamp naming the command; well-formed tables."""
+    command = f"uv run python benchmarks/{script}.py --markdown"
+    lines = text.splitlines()
+    assert lines[0] == f"## {heading}" and lines[1] == ""
+    assert lines[2] == STAMP.markdown(command)
+    assert "commit `abc1234`" in lines[2] and "2 cores" in lines[2]
+    found = tables(text)
+    assert found
+    for rows in found:
+        assert len(rows) >= 3, rows  # header, rule, at least one row
+        assert rows[1] == "|" + "---|" * (rows[0].count("|") - 1)
+        assert all(row.count("|") == rows[0].count("|") for row in rows), rows
+    assert not re.search(r"\bnan\b", text)
+    return found
+
+
+def test_pick() -> None:
+    m = bench("bench_pick")
+    rows = [
+        m.PickRow("rr", False, [0.5, 0.6], [1.5, 1.6]),
+        m.PickRow("lc", True, [1.0, 40.0], [2.0, 41.0]),
+    ]
+    text = m.markdown(
+        rows, [3, 10_000], 0.2, STAMP, "uv run python benchmarks/bench_pick.py --markdown"
+    )
+    [found] = check_section(text, "A pick's cost per strategy", "bench_pick")
+    assert found[0] == (
+        "| strategy | full scan | pick us @3 | pick us @10,000 | cycle us @3 | cycle us @10,000 |"
+    )
+    assert found[3] == "| lc | scan | 1 | 40 | 2 | 41 |"
+    assert "over 3 and 10,000 backends" in text
+    assert "cheapest pick is `rr` (0.6 us) and the dearest `lc` (40 us, 66.7x)" in text
+
+
+def test_simulator() -> None:
+    m = bench("bench_simulator")
+    sim = m.SimBench(1000, 1_000_000, 3, (11.0, 12.0, 13.0), load_after=(9.0, 9.0, 9.0))
+    sim.cpu = {
+        "bare": [140e3, 141e3, 142e3],
+        "textbook": [27e3, 28e3, 26e3],
+        "lblab": [33e3, 33e3, 32e3],
+    }
+    sim.wall = {"bare": [50e3, 51e3, 52e3], "textbook": [7e3, 6e3, 8e3], "lblab": [7e3, 7e3, 8e3]}
+    sim.rss = {"start": 130.0, "bare": 131.0, "textbook": 140.0, "lblab": 329.0}
+    text = m.markdown(sim, STAMP, "uv run python benchmarks/bench_simulator.py --markdown")
+    speed, ratios = check_section(text, "The simulator's speed", "bench_simulator")
+    assert speed[2].startswith(
+        "| lblab (`Pool`, `p2c`, records) | 33,000 | 32,000-33,000 | 7,000 |"
+    )
+    assert speed[2].endswith("| 329 |")
+    assert ratios[2].startswith("| lblab / textbook | 1.222 | 1.179-1.231 |")
+    assert "1,000,000 requests per model and round, 3 interleaved" in text
+    assert "read the CPU-second figures" in text  # load 11-13 on 2 cores
+    assert "lblab simulates 1.22x as many requests as the textbook" in text
+
+
+def test_loadgen() -> None:
+    m = bench("bench_loadgen")
+    results = {
+        "raw": [(3000.0, 95.0), (3100.0, 96.0)],
+        "locust": [(2000.0, 100.0), (2000.0, 100.0)],
+        "bare": [(2500.0, 99.0), (2500.0, 99.0)],
+    }
+    lg = m.LoadgenBench(8, 5.0, results, [(10_000, 10_000), (9_990, 10_000)], 0.4)
+    text = m.markdown(lg, STAMP, "uv run python benchmarks/bench_loadgen.py --markdown")
+    clients, costs = check_section(text, "The load generator's cost", "bench_loadgen")
+    assert clients[3] == "| Locust + lblab records | 2,000 | 100 |"
+    assert "| +20.0 % of throughput |" in costs[2]
+    assert costs[3].endswith("| 500 us |")  # 100 % of a core over 2,000 req/s
+    assert "changes its throughput by -20.0 %" in text
+    assert "differ from Locust's own count in 9,990 vs 10,000" in text
+
+
+def fake_cell(rps: float, p50: float, cpu: float = float("nan")) -> dict[str, float]:
+    return {"n": 10.0, "rps": rps, "p50_ms": p50, "p99_ms": 2 * p50, "cpu_us": cpu, "errors": 0}
+
+
+def test_balancer_with_a_baseline() -> None:
+    m = bench("bench_balancer")
+    results = {}
+    for conc in m.CONCURRENCY:
+        results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1)]
+        results[("100B", conc, "through")] = [fake_cell(8_000.0, 0.3, 20.0)]
+        results[("100B", conc, "baseline")] = [fake_cell(6_000.0, 0.5, 40.0)]
+    bb = m.BalancerBench(
+        "rr", 1, 1.0, "HEAD~1", ["direct", "through", "baseline"], ["100B"], results,
+        {"rr": 0.5, "p2c": 1.25}, (0.1, 0.1, 0.1),
+    )  # fmt: skip
+    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    cells, ratios, picks = check_section(text, "The balancer's cost per request", "bench_balancer")
+    assert len(cells) == 2 + 3 * len(m.CONCURRENCY)
+    assert cells[2] == "| 100B | 1 | direct | 10,000 | 0.100 | 0.200 |  |  |  |  |  |"
+    assert (
+        cells[3]
+        == "| 100B | 1 | through lblab | 8,000 | 0.300 | 0.600 | 0.200 | 0.400 | 0.80 | 20.0 |  |"
+    )
+    assert "through lblab at `HEAD~1`" in cells[4]
+    assert ratios[2] == "| 100B | 1 | 1.33 | 0.50 | 0.50 |"
+    assert picks[3] == "| p2c | 1.25 |"
+    assert "passes 0.80 of direct's throughput" in text
+    assert "no HAProxy reference rows" in text
+
+
+def test_faults() -> None:
+    m = bench("bench_faults")
+    opts = m.Options(6.0, 12, 800.0, 2000)
+    outcomes = [m.Outcome(0.1 * i, 0.02, None, None) for i in range(30)]
+    outcomes += [
+        m.Outcome(1.6, 1.7, "timeout", "balancer"),
+        m.Outcome(1.7, 3.0, "timeout", "client"),
+    ]
+    run = m.FaultRun(
+        outcomes, 1.5, {"s1": 0, "s2": 1}, m.Footprint(50.0, 18), None, m.Footprint(51.5, 18),
+        {"s1": 0, "s3": None}, ["a note"],
+    )  # fmt: skip
+    rows = [m.summarize("hang", run), m.summarize("overload", run)]
+    run_rows = [{"case": "kill-resume", "exit (resume)": "0", "orphans alive 3 s after": "0"}]
+    text = m.markdown(
+        rows, run_rows, opts, STAMP, "uv run python benchmarks/bench_faults.py --markdown"
+    )
+    faults, facts = check_section(text, "Faults under load", "bench_faults")
+    assert faults[0] == "| " + " | ".join(m.COLUMNS) + " |"
+    assert faults[2].startswith("| hang | 32 | 30 | timeout 2 | balancer 1, client 1 | 2 | 1 |")
+    assert "| s2 1 | 3.20 | 50.0 / - / 51.5 | 18 / 18 | 0 (s3 no answer) | a note |" in faults[2]
+    assert facts == [
+        "| kill-resume | result |",
+        "|---|---|",
+        "| exit (resume) | 0 |",
+        "| orphans alive 3 s after | 0 |",
+    ]
+    assert "- **hang**: SIGSTOP s2, SIGCONT 3 s later" in text
+    assert "- **overload** (36 clients): every server admits 4 requests" in text
+    assert "deadline + 0.5 s" in text and "own 3 s deadline" in text
+    assert "Not 0 in 2 of 2 case(s): hang (hung 2, lost 1, srv inflight 0 (s3 no answer))" in text
+    assert (
+        "**kill-resume** (a whole `lblab run --preset tiny --scenarios sp+sr --no-report --duration 6s`): SIGKILL the runner"
+        in text
+    )
+
+
+def test_every_fault_case_is_described() -> None:
+    m = bench("bench_faults")
+    described = m.cases_described()
+    assert set(described) == {*m.FAULTS, *m.RUN_CASES}
+    assert all(described.values()) and not any("``" in v for v in described.values())
+
+
+@pytest.mark.parametrize(
+    "script", ["bench_pick", "bench_simulator", "bench_loadgen", "bench_balancer"]
+)
+def test_markdown_is_a_flag(script: str) -> None:
+    """Each script names the flag in its docstring, where its usage is."""
+    assert "--markdown" in (bench(script).__doc__ or "")
