@@ -27,6 +27,7 @@ from lblab.analysis.stats import MeanCI, mean_ci
 from lblab.analysis.thesis_claims import CLAIMS, Claim
 from lblab.analysis.thesis_figures import MissingCells
 from lblab.analysis.thesis_tables import RunTables
+from lblab.pages import table
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NA = "supported", "contradicted", "inconclusive", "n/a"
 
@@ -120,13 +121,11 @@ def judge_all(tables: RunTables, claims: Sequence[Claim] = CLAIMS) -> list[Judge
     return [judge(c, tables) for c in claims]
 
 
-def markdown(judgements: Sequence[Judgement], title: str) -> str:
-    """The claims table as markdown, the thesis's words listed under it."""
+def markdown(judgements: Sequence[Judgement], title: str, level: int = 2) -> str:
+    """The claims table as markdown under a heading of ``level``, the thesis's words
+    listed under it."""
     head = ["claim", "figure", "95 % interval", "n", "holds if", "verdict", "why"]
-    lines = [f"## {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for j in judgements:
-        row = j.table_row()
-        lines.append("| " + " | ".join(row[h].replace("|", "/") for h in head) + " |")
+    lines = ["#" * level + f" {title}", "", *table(head, [j.table_row() for j in judgements])]
     lines += ["", "What each figure is, and the thesis's words:", ""]
     for j in judgements:
         c = j.claim

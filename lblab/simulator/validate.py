@@ -51,6 +51,7 @@ import typer
 
 from lblab import stamp
 from lblab.errors import ConfigError
+from lblab.pages import GENERATED, table
 from lblab.simulator import theory
 from lblab.simulator.reproduce.parallel import run_calls
 from lblab.stamp import Stamp
@@ -490,16 +491,12 @@ def print_report(report: Report) -> None:
 def markdown_page(report: Report, command: str) -> str:
     """``docs/results/validation.md`` as ``command`` regenerates it: stamped, every case."""
     line, failed = _totals(report)
-    table = [
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-        *("| " + " | ".join(row) + " |" for row in _rows(report)),
-    ]
+    rows = table(COLUMNS, list(_rows(report)))
     return "\n".join(
         [
             "# Simulator validation",
             "",
-            "<!-- Generated: do not edit. Regenerate with the command below. -->",
+            GENERATED,
             "",
             "What the cases are and how they are judged: "
             "[Simulate, validate, twin](../guides/simulate.md#validate-the-simulator).",
@@ -511,7 +508,7 @@ def markdown_page(report: Report, command: str) -> str:
             "Mean time in system T in mean service times; s_i = fraction of servers with at "
             f"least i jobs. {CAPTION}.",
             "",
-            *table,
+            *rows,
             "",
             line + (f"**{failed} failed**." if failed else "none failed."),
             "",

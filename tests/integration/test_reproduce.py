@@ -347,7 +347,7 @@ def test_reproduce_linkerd_command_prints_json_and_writes_a_chart(tmp_path):
     assert isinstance(bad.exception, ConfigError)  # main() prints it as one line, exit 2
     assert "unknown strategy 'nope'" in str(bad.exception)
     for flag, value, message in (
-        ("--format", "csv", "not table or json"),
+        ("--format", "csv", "is not one of table, json, markdown"),
         ("--model", "finagle", "not among post, lblab"),
     ):
         bad = CliRunner().invoke(app, ["reproduce", "linkerd", flag, value])
@@ -412,7 +412,7 @@ def test_reproduce_prequal_refuses_bad_options_in_one_line():
     for flag, value, message in (
         ("--study", "fig9", "not among claims, table"),
         ("--seconds", "5", "--seconds: 5.0 must be 14 or more"),
-        ("--format", "csv", "not table or json"),
+        ("--format", "csv", "is not one of table, json, markdown"),
     ):
         bad = CliRunner().invoke(app, ["reproduce", "prequal", flag, value])
         assert isinstance(bad.exception, ConfigError), (flag, bad.output)

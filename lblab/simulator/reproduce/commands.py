@@ -12,8 +12,10 @@ import typer
 
 from lblab.config import MAX_SEED, check_range
 from lblab.errors import ConfigError
+from lblab.pages import GENERATED, table, this_command
 from lblab.simulator.config import MAX_SERVERS
 from lblab.simulator.reproduce.thesis import thesis
+from lblab.stamp import Stamp, take
 
 MAX_JOBS = 64
 MAX_RUNS = 1000
@@ -57,6 +59,24 @@ def _print_table(title: str, rows: list[dict[str, Any]], columns: Sequence[str])
     Console(width=200).print(table)
 
 
+FORMATS = ("table", "json", "markdown")
+FORMAT_HELP = "table, json, or markdown (a section of docs/results/, stamped)."
+
+
+def _check_format(fmt: str) -> str:
+    """``fmt`` if it is one of ``FORMATS``; checked before a minute's run."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def _stamp_section(fmt: str, stamp: Stamp, command: str | None = None) -> None:
+    """In markdown: the paragraph that says which command, commit and machine made the
+    tables below it (``stamp`` taken when the runs started)."""
+    if fmt == "markdown":
+        typer.echo(GENERATED + "\n\n" + stamp.markdown(command or this_command()) + "\n")
+
+
 def _emit(
     fmt: str,
     title: str,
@@ -65,13 +85,14 @@ def _emit(
     out: Path | None,
     table_rows: list[dict[str, Any]] | None = None,
 ) -> None:
-    """``rows`` as JSON, or ``table_rows`` (default: ``rows``) as a table; JSON in ``out``."""
+    """``rows`` as JSON, or ``table_rows`` (default: ``rows``) as a table (rich, or
+    markdown under a ``###`` heading); JSON in ``out``."""
     if fmt == "json":
         typer.echo(json.dumps(rows, indent=2))
     elif fmt == "table":
         _print_table(title, table_rows or rows, columns)
     else:
-        raise ConfigError(f"--format: {fmt!r} is not table or json")
+        typer.echo("\n".join([f"### {title}", "", *table(columns, table_rows or rows), ""]))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         name = title.split()[0].lower()
@@ -102,7 +123,7 @@ def ingram(
             help="Run lblab's dynamic* (numeric estimates) instead of the report's code.",
         ),
     ] = False,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
     out: Annotated[
         Path | None, typer.Option(help="Also write ingram.json and a chart here.")
     ] = None,
@@ -110,6 +131,8 @@ def ingram(
     """Ingram's 5 FIFO servers (250/500/100/200/700 ms), requests 25 ms apart."""
     from lblab.simulator.reproduce.ingram import ALGORITHMS, reproduce_ingram
 
+    stamp = take()
+    _check_format(fmt)
     rows = reproduce_ingram(
         _ints(requests, "--requests"),
         _names(algorithms, ALGORITHMS, "--algorithms"),
@@ -120,6 +143,7 @@ def ingram(
     columns = ("algorithm", "paper_name", "requests", "total_ms", "total_range_ms",
                "paper_total_ms", "total_diff_pct", "average_ms", "paper_average_ms",
                "average_diff_pct", "rank", "paper_rank", "note")  # fmt: skip
+    _stamp_section(fmt, stamp)
     _emit(fmt, "Ingram (CS 422): simulated vs published", data, columns, out)
     if out is not None:
         from lblab.simulator.reproduce.ingram import ingram_chart
@@ -165,7 +189,7 @@ def cheetah(
         int | None, typer.Option(min=1, max=MAX_JOBS, help="Worker processes (default 2).")
     ] = None,
     seed: Annotated[int, typer.Option(min=0, max=MAX_SEED)] = 1,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
     out: Annotated[Path, typer.Option(help="Charts and JSON here.")] = Path(
         "results/reproduce-cheetah"
     ),
@@ -176,6 +200,8 @@ def cheetah(
     from lblab.simulator.reproduce.parallel import default_jobs, run_calls
     from lblab.simulator.service import LogNormal, parse_service
 
+    stamp = take()
+    _check_format(fmt)
     check_range("--awrr-load", awrr_load, minimum=0.05, maximum=0.95)
     studies = _names(study, ("imbalance", "broken", "awrr"), "--study")
     model = parse_service(duration, "--duration")
@@ -207,6 +233,7 @@ def cheetah(
     echo = None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True))
     results = run_calls(calls, jobs or default_jobs(), echo)
     out.mkdir(parents=True, exist_ok=True)
+    _stamp_section(fmt, stamp)
     awrr_rows = sorted(
         (r for r in results if isinstance(r, aw.AwrrRow)),
         key=lambda r: (r.servers, list(aw.STRATEGIES).index(r.strategy)),
@@ -271,7 +298,7 @@ def martins(
     seeds: Annotated[
         int, typer.Option(min=1, max=MAX_RUNS, help="Replications averaged per point.")
     ] = 3,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
     out: Annotated[Path, typer.Option(help="Chart and JSON here.")] = Path(
         "results/reproduce-martins"
     ),
@@ -285,6 +312,8 @@ def martins(
         reproduce_martins,
     )
 
+    stamp = take()
+    _check_format(fmt)
     if not sim:
         raise ConfigError("the live Martins experiment runs with `lblab run --preset martins`")
     check_range("--seconds", seconds, minimum=0.1, maximum=3600)
@@ -298,6 +327,7 @@ def martins(
     data = [r.as_dict() for r in rows]
     shown = [r.table_dict() for r in rows]
     title = "Martins average service time (Fig. 15 / 18), requests per node (Fig. 13 / 16)"
+    _stamp_section(fmt, stamp)
     _emit(fmt, title, data, tuple(shown[0]), out, shown)
     martins_chart(rows, out / "martins.png")
     martins_nodes_chart(rows, out / "martins-nodes.png")
@@ -323,7 +353,7 @@ def linkerd(
     jobs: Annotated[
         int | None, typer.Option(min=1, max=MAX_JOBS, help="Worker processes (default 2).")
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
     out: Annotated[Path, typer.Option(help="Chart and JSON here.")] = Path(
         "results/reproduce-linkerd"
     ),
@@ -333,8 +363,8 @@ def linkerd(
     from lblab.simulator.reproduce.linkerd import MODES, linkerd_chart, reproduce_linkerd
     from lblab.simulator.reproduce.parallel import default_jobs
 
-    if fmt not in ("table", "json"):
-        raise ConfigError(f"--format: {fmt!r} is not table or json")  # before a minute's run
+    stamp = take()
+    _check_format(fmt)
     check_range("--seconds", seconds, minimum=1, maximum=3600)
     check_range("--rate", rate, minimum=1, maximum=100_000)
     names = [x.strip() for x in strategies.split(",") if x.strip()]
@@ -352,6 +382,7 @@ def linkerd(
         None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True)),
     )
     data = [r.as_dict() for r in rows]
+    _stamp_section(fmt, stamp)
     _emit(fmt, "Linkerd Beyond Round Robin: simulated vs published", data, tuple(data[0]), out)
     linkerd_chart(rows, out / "linkerd.png")
     if fmt == "table":
@@ -374,7 +405,7 @@ def prequal(
     jobs: Annotated[
         int | None, typer.Option(min=1, max=MAX_JOBS, help="Worker processes (default 2).")
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
     out: Annotated[Path | None, typer.Option(help="Also write prequal.json here.")] = None,
 ) -> None:
     """Prequal (NSDI 2024): tail latency and RIF against wrr-orca and P2C, probing rate."""
@@ -383,10 +414,8 @@ def prequal(
 
     from lblab.simulator.reproduce import prequal as pq
     from lblab.simulator.reproduce.parallel import default_jobs
-    from lblab.stamp import take
 
-    if fmt not in ("table", "json"):
-        raise ConfigError(f"--format: {fmt!r} is not table or json")  # before a minute's run
+    _check_format(fmt)
     studies = _names(study, ("claims", "table"), "--study")
     check_range("--seconds", seconds, minimum=14, maximum=3600)
     progress = None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True))
@@ -416,7 +445,17 @@ def prequal(
     if fmt == "json":
         typer.echo(json.dumps(data, indent=2))
         return
-    if "claims" in data:
+    if fmt == "markdown":
+        _stamp_section(fmt, stamp, command)
+    if "claims" in data and fmt == "markdown":
+        claims = data["claims"]
+        _emit(fmt, "The paper's claims, lblab's figures", claims["claims"],
+              ("claim", "paper", "lblab", "verdict"), None)  # fmt: skip
+        _emit(fmt, f"Runs: {claims['setting']}", claims["runs"], tuple(claims["runs"][0]), None)
+        gaps = [f"- {gap}" for gap in claims["not_modelled"]]
+        typer.echo("\n".join(["What the paper's testbed had that this simulation does not:",
+                              "", *gaps, ""]))  # fmt: skip
+    elif "claims" in data:
         claims = data["claims"]
         runs = claims["runs"]
         _print_table(f"Runs: {claims['setting']}", runs, tuple(runs[0]))
@@ -426,11 +465,17 @@ def prequal(
         for gap in claims["not_modelled"]:
             typer.echo(f"  - {gap}")
     if "table" in data:
-        table = data["table"]
-        rows_t = table["rows"]
-        _print_table(f"p99 latency, failures at their latency: {table['setting']}", rows_t,
-                     tuple(rows_t[0]))  # fmt: skip
-    typer.echo(f"{data['stamp']} Ran in {wall:.1f} s.")
+        strategies = data["table"]
+        rows_t = strategies["rows"]
+        title = f"p99 latency, failures at their latency: {strategies['setting']}"
+        if fmt == "markdown":
+            _emit(fmt, title, rows_t, tuple(rows_t[0]), None)
+        else:
+            _print_table(title, rows_t, tuple(rows_t[0]))
+    if fmt == "markdown":
+        typer.echo(f"Ran in {wall:.1f} s.")
+    else:
+        typer.echo(f"{data['stamp']} Ran in {wall:.1f} s.")
 
 
 def register_reproductions(app: typer.Typer) -> None:

@@ -20,6 +20,8 @@ from typing import Annotated, Any
 import typer
 
 from lblab.errors import ConfigError
+from lblab.pages import GENERATED, this_command
+from lblab.stamp import take
 
 PRESET = "thesis-claims"
 MARKDOWN, JSON_FILE = "thesis-claims.md", "thesis-claims.json"
@@ -103,15 +105,18 @@ def thesis(
     out: Annotated[
         Path | None, typer.Option(help="Run directory (default results/thesis-claims-<time>).")
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    fmt: Annotated[
+        str, typer.Option("--format", help="table, json, or markdown (stamped, for docs/results/).")
+    ] = "table",
 ) -> None:
     """The thesis's conclusions, each checked live with a 95 % interval (~50 min, busy 2 cores)."""
     from lblab.analysis.load import open_run
     from lblab.analysis.thesis_judging import judge_all, markdown
     from lblab.analysis.thesis_tables import load_run
 
-    if fmt not in ("table", "json"):
-        raise ConfigError(f"--format: {fmt!r} is not table or json")
+    if fmt not in ("table", "json", "markdown"):
+        raise ConfigError(f"--format: {fmt!r} is not one of table, json, markdown")
+    stamp = take()
     if from_dir is not None:
         if config is not None or out is not None:
             raise ConfigError("--from judges an existing run: drop --config and --out")
@@ -134,6 +139,9 @@ def thesis(
         ) from None
     if fmt == "json":
         typer.echo(json.dumps(data, indent=2))
+    elif fmt == "markdown":
+        typer.echo(f"{GENERATED}\n\n{stamp.markdown(this_command())}\n")
+        typer.echo(markdown(judgements, title, level=3))
     else:
         _print(title, [j.table_row() for j in judgements])
         typer.echo(f"written: {run_dir / MARKDOWN}, {run_dir / JSON_FILE}")

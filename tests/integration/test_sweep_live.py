@@ -1,5 +1,5 @@
 """``lblab sweep --live-check``: a cell run live on the local testbed beside its simulation,
-and a sweep folder with damaged files (one line, or the damaged point run again)."""
+and a sweep folder with damaged files (one line, or the damaged point not counted done)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from lblab.sweep.grid import load_sweep
-from lblab.sweep.run import POINTS, run_sweep, sweep_folder
+from lblab.sweep.point import FIGURES
+from lblab.sweep.run import POINTS, consolidate, finished, sweep_folder, write_point
 from tests.run_fixture import run_lblab
 
 pytestmark = pytest.mark.slow
@@ -53,14 +54,16 @@ def test_a_cell_is_run_live_and_shown_beside_its_simulation(tmp_path: Path) -> N
     assert (live["failure_rate"] == 0).all()
     measured = live[live.source == "measured"].set_index("strategy")
     simulated = live[live.source == "simulated"].set_index("strategy")
-    # The servers really slept the simulated service: no request under the fast
-    # server's 10 ms, and the harness adds milliseconds, not tens of them.
-    assert (measured["p50_ms"] >= 10).all()
-    assert (measured["mean_ms"] >= simulated["mean_ms"] - 1).all()
-    assert (measured["mean_ms"] <= simulated["mean_ms"] + 15).all()
-    assert set(measured["checks"]) <= {"pass", "warn", "fail"}
+    # The live servers sleep the simulated service: 20 ms on s1 and s2, 10 ms on the
+    # twice as fast s3, as each server measured it (its slot time: the sleep and a
+    # fraction of a millisecond of JSON work), whatever the harness adds on a busy
+    # machine; end to end no request is faster than simulated.
     run = next((out / "live-check").iterdir()) / "run"
-    assert (run / "manifest.json").is_file() and (run / "requests.parquet").is_file()
+    service = pd.read_parquet(run / "requests.parquet").groupby("server")["service_ms"]
+    assert service.min().to_dict() == pytest.approx({"s1": 20, "s2": 20, "s3": 10}, abs=0.9)
+    assert (measured["mean_ms"] >= simulated["mean_ms"] - 1).all()
+    assert set(measured["checks"]) <= {"pass", "warn", "fail"}
+    assert (run / "manifest.json").is_file()
 
     page = (out / "report" / "index.html").read_text()
     assert "Measured against simulated (live checks)" in page
@@ -80,7 +83,15 @@ def test_damaged_sweep_files_are_named_or_run_again(tmp_path: Path) -> None:
     sweep = load_sweep(source)
     out = tmp_path / "out"
     sweep_folder(out, sweep, source, force=False)
-    assert run_sweep(sweep, out, workers=1).ran == 2
+    for point in sweep.points:  # as if run: a row each, no error
+        write_point(out, sweep, point, dict.fromkeys(FIGURES, 1.0) | {"error": None})
+    assert finished(out) == {p.key for p in sweep.points}
+    consolidate(out, sweep)
+
+    # A damaged point file: that point is not done, and runs again on a rerun.
+    damaged = out / POINTS / f"{sweep.points[0].key}.parquet"
+    damaged.write_bytes(b"\0" * 10)
+    assert finished(out) == {sweep.points[1].key}
 
     # A damaged sweep.parquet: one line that says what to do.
     (out / "sweep.parquet").write_bytes(b"PAR1 not really")
@@ -89,11 +100,3 @@ def test_damaged_sweep_files_are_named_or_run_again(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "sweep.parquet is not a readable sweep table" in lines[0]
     assert "rebuilds sweep.parquet from the points/ folder" in lines[0]
-
-    # A damaged point file: that point runs again, the rest are kept.
-    damaged = next((out / POINTS).glob("*.parquet"))
-    damaged.write_bytes(b"\0" * 10)
-    again = run_sweep(sweep, out, workers=1)
-    assert (again.ran, again.failed) == (1, 0)
-    table = pd.read_parquet(out / "sweep.parquet")
-    assert len(table) == 2 and table["error"].isna().all()

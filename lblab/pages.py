@@ -1,0 +1,39 @@
+"""Pages of figures that a command regenerates: the markdown they share.
+
+``docs/results/*.md`` are written by commands (``lblab validate --format markdown``,
+``lblab reproduce ... --format markdown``, ``scripts/results-pages``), never typed: each
+section opens with the command and its stamp (``lblab.stamp``), then its tables.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+GENERATED = "<!-- Generated: do not edit. Regenerate with the command below. -->"
+
+
+def cell(value: Any) -> str:
+    """A value as a markdown table cell: empty for None, ``|`` and newlines escaped."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def table(columns: Sequence[str], rows: Sequence[Mapping[str, Any] | Sequence[Any]]) -> list[str]:
+    """The lines of a markdown table of ``rows`` (mappings read by column, or sequences in
+    column order)."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        values = [row.get(c) for c in columns] if isinstance(row, Mapping) else list(row)
+        lines.append("| " + " | ".join(cell(v) for v in values) + " |")
+    return lines
+
+
+def this_command() -> str:
+    """The command line this process was started with, as ``lblab ...`` (for a stamp)."""
+    return shlex.join(["lblab", *sys.argv[1:]])
