@@ -16,11 +16,12 @@ GENERATED = "<!-- Generated: do not edit. Regenerate with the command below. -->
 
 
 def cell(value: Any) -> str:
-    """A value as a markdown table cell: empty for None, ``|`` and newlines escaped."""
+    """A value as a markdown table cell: empty for None, a float to 4 significant digits
+    (whole from 1000 on), ``|`` and newlines escaped."""
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
