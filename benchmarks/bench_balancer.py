@@ -148,13 +148,13 @@ async def measure_cell(
         conns[i % len(conns)].send()
     await asyncio.sleep(min(0.3, seconds / 3))  # warm up
     proc = psutil.Process(pid) if pid else None
-    cpu0 = sum(proc.cpu_times()[:2]) if proc else 0.0
+    user0, sys0 = proc.cpu_times()[:2] if proc else (0.0, 0.0)
     t0 = time.perf_counter()
     driver.measuring = True
     await asyncio.sleep(seconds)
     driver.measuring = False
     elapsed = time.perf_counter() - t0
-    cpu1 = sum(proc.cpu_times()[:2]) if proc else 0.0
+    user1, sys1 = proc.cpu_times()[:2] if proc else (0.0, 0.0)
     driver.stopping = True
     try:
         await asyncio.wait_for(driver.idle.wait(), 30)
@@ -169,7 +169,8 @@ async def measure_cell(
         "rps": n / elapsed,
         "p50_ms": 1000 * lat[n // 2] if n else float("nan"),
         "p99_ms": 1000 * lat[min(n - 1, int(n * 0.99))] if n else float("nan"),
-        "cpu_us": 1e6 * (cpu1 - cpu0) / n if n and proc else float("nan"),
+        "cpu_us": 1e6 * (user1 - user0 + sys1 - sys0) / n if n and proc else float("nan"),
+        "sys_us": 1e6 * (sys1 - sys0) / n if n and proc else float("nan"),
         "errors": driver.errors,
     }
 

@@ -58,6 +58,7 @@ class Cell:
     in_flight: int
     rps: float = 0.0
     cpu_us: float = 0.0
+    sys_us: float = 0.0
     samples: int = 0
     by_module: dict[str, int] = field(default_factory=dict)
     by_function: dict[str, int] = field(default_factory=dict)
@@ -68,16 +69,25 @@ class Cell:
         return calls / self.requests_traced if self.requests_traced else float("nan")
 
 
-def module_of(path: str) -> str:
+LOOP_C = "uvloop, in C (the loop, socket reads and writes)"
+"""Samples whose innermost Python frame is ``asyncio.Runner.run``: uvloop's own C code
+runs below it, so its time (and the system calls it makes) shows up there."""
+
+
+def module_of(path: str, func: str = "") -> str:
     """A frame's file as a short name: ``lblab/balancer/router.py`` -> ``balancer/router``;
-    other packages by their top name (``asyncio``, ``uvloop``); no file: ``(native)``."""
-    parts = Path(path).with_suffix("").parts
-    if "lblab" in parts:
-        return "/".join(parts[parts.index("lblab") + 1 :])
-    for top in ("site-packages", "python3.11", "python3.12", "python3.13"):
-        if top in parts and parts.index(top) + 1 < len(parts):
-            return parts[parts.index(top) + 1]
-    return path or "(native)"
+    other code by its top package (``asyncio``, ``uvloop``); no file: ``(native)``."""
+    if func == "Runner.run" and path.endswith("asyncio/runners.py"):
+        return LOOP_C
+    if not path:
+        return "(native)"
+    for marker in ("site-packages/", "/lib/python3."):
+        if marker in path:
+            path = path.split(marker)[-1]
+            path = path.split("/", 1)[1] if marker == "/lib/python3." and "/" in path else path
+    if path.startswith("lblab/"):
+        return path.removeprefix("lblab/").removesuffix(".py")
+    return path.split("/")[0].removesuffix(".py")
 
 
 def read_folded(path: Path) -> tuple[int, dict[str, int], dict[str, int]]:
@@ -93,8 +103,8 @@ def read_folded(path: Path) -> tuple[int, dict[str, int], dict[str, int]]:
         match = _FRAME.match(leaf)
         func, file = (match["func"], match["file"]) if match else (leaf, "")
         total += n
-        modules[module_of(file)] += n
-        functions[f"{func} ({module_of(file)})"] += n
+        modules[module_of(file, func)] += n
+        functions[f"{func} ({module_of(file, func)})"] += n
     return total, dict(modules), dict(functions)
 
 
@@ -131,7 +141,7 @@ async def profile(
     cell = Cell(in_flight)
     addresses = [address] * (1 if in_flight == 1 else 3)
     plain = await measure_cell(addresses, SIZE, in_flight, seconds, balancer.pid)
-    cell.rps, cell.cpu_us = plain["rps"], plain["cpu_us"]
+    cell.rps, cell.cpu_us, cell.sys_us = plain["rps"], plain["cpu_us"], plain["sys_us"]
 
     folded = workdir / f"pyspy-{in_flight}.txt"
     spy = attach(["py-spy", "record", "--nonblocking", "-r", str(SAMPLE_HZ), "-f", "raw",
@@ -214,6 +224,7 @@ def markdown(cells: list[Cell], args: argparse.Namespace, stamp: Stamp, command:
             [
                 ["requests/s (plain pass)", *(round(c.rps) for c in cells)],
                 ["balancer CPU us per request", *(round(c.cpu_us, 1) for c in cells)],
+                ["of which in the kernel (sys)", *(round(c.sys_us, 1) for c in cells)],
                 ["py-spy samples", *(c.samples for c in cells)],
             ],
         ),
@@ -240,7 +251,10 @@ def markdown(cells: list[Cell], args: argparse.Namespace, stamp: Stamp, command:
 
 def print_text(cells: list[Cell]) -> None:
     for c in cells:
-        print(f"\n{c.in_flight} in flight: {c.rps:.0f} req/s, {c.cpu_us:.1f} us CPU per request")
+        print(
+            f"\n{c.in_flight} in flight: {c.rps:.0f} req/s, {c.cpu_us:.1f} us CPU per request "
+            f"({c.sys_us:.1f} in the kernel)"
+        )
         for module, n in sorted(c.by_module.items(), key=lambda kv: -kv[1])[:10]:
             print(f"  {_share(n, c.samples):>7}  {module}")
         calls = sum(c.syscalls.values())
