@@ -225,6 +225,7 @@ class Router:
         stream.backend_sid = bsid
         stream.view = view
         conn.streams[bsid] = stream
+        stream.t_attempt = now
         if stream.frame_type != _FNF:
             pool.dispatch(view, stream.request, now)
         if pool.strategy.uses_probes:
@@ -336,7 +337,7 @@ class Router:
         if frame_type == _PAYLOAD:
             client.send(frame)
             if stream.latency_ms is None:
-                stream.latency_ms = (now - stream.t0) * 1000.0
+                stream.latency_ms = (now - stream.t_attempt) * 1000.0
                 stream.saved = None
             if flags & FLAG_METADATA and self.pool.strategy.uses_response_reports:
                 mlen = (frame[9] << 16) | (frame[10] << 8) | frame[11]
@@ -416,7 +417,7 @@ class Router:
         self.pool.complete(
             view,
             stream.request,
-            Outcome(ok=False, latency_ms=(now - stream.t0) * 1000.0, error_kind="rejected"),
+            Outcome(ok=False, latency_ms=(now - stream.t_attempt) * 1000.0, error_kind="rejected"),
             now,
         )
         stream.request = retry
@@ -463,7 +464,7 @@ class Router:
         if view is not None and stream.frame_type != _FNF:
             latency = stream.latency_ms
             if latency is None:
-                latency = (now - stream.t0) * 1000.0
+                latency = (now - stream.t_attempt) * 1000.0
             if error_kind == "canceled":
                 error_kind = None
             outcome = Outcome(

@@ -113,7 +113,7 @@ class Stream:
         "request",
         "saved",
         "saved_bytes",
-        "t0",
+        "t_attempt",
         "view",
     )
 
@@ -123,14 +123,17 @@ class Stream:
         client_sid: int,
         frame_type: int,
         request: RequestView,
-        t0: float,
+        t_arrival: float,
         deadline: float,
     ) -> None:
         self.client = client
         self.client_sid = client_sid
         self.frame_type = frame_type
         self.request = request
-        self.t0 = t0
+        # When the current attempt was sent: the arrival, then each replay's dispatch.
+        # Every outcome's latency is timed from it, so a backend is charged for its own
+        # attempt only (not for a refusal elsewhere before it), as the simulator times it.
+        self.t_attempt = t_arrival
         self.deadline = deadline
         self.backend: BackendPort | None = None
         self.backend_sid = 0

@@ -237,6 +237,21 @@ def test_rejected_is_replayed_on_another_backend_with_the_same_bytes():
     bed.settled()
 
 
+def test_each_attempt_is_timed_from_its_own_dispatch():
+    # b1 refuses after 40 ms; b2 answers 250 ms after the replay. b2 is charged its own
+    # 250 ms, not the 290 ms since the request arrived (as the simulator times attempts).
+    bed = Bed()
+    bed.send(RequestResponse(stream_id=1))
+    bed.now += 0.04
+    rejected = Error(stream_id=1, error_code=ErrorCode.REJECTED, message="busy")
+    bed.backends["b1"].answer(bed.router, rejected, bed.now)
+    bed.now += 0.25
+    bed.backends["b2"].answer(bed.router, ok_payload(1), bed.now)
+    latencies = [(b, o.latency_ms) for b, _, o in bed.strategy.outcomes]
+    assert latencies == [("b1", pytest.approx(40.0)), ("b2", pytest.approx(250.0))]
+    bed.settled()
+
+
 def test_a_fragmented_request_is_replayed_whole():
     bed = Bed()
     bed.send(RequestResponse(stream_id=1, data=b"part1", follows=True))
