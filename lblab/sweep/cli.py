@@ -107,12 +107,10 @@ def run(
 
 def _live_checks(out: Path, sweep: Any, n: int, seconds: float, metric: str) -> bool:
     """Run ``n`` cells live (``sweep/live_check.py``); False if a check failed."""
-    import pandas as pd
-
-    from lblab.analysis.sweep_map import TABLE
+    from lblab.analysis.sweep_map import read_sweep
     from lblab.sweep.live_check import LiveCheckFailed, cells, pick, run_checks
 
-    chosen, skipped = pick(cells(pd.read_parquet(out / TABLE), sweep, metric), n)
+    chosen, skipped = pick(cells(read_sweep(out)[0], sweep, metric), n)
     if skipped:
         reasons = Counter(skipped.values()).most_common(3)
         typer.echo(

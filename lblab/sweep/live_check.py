@@ -316,7 +316,7 @@ def _run_live(config_path: Path, run_dir: Path, log_path: Path, deadline_s: floa
 def merge(out: Path, chosen: Sequence[Cell]) -> Path:
     """Write ``out/LIVE_TABLE`` from the chosen cells' rows, in the order they were picked."""
     parts = [
-        pq.read_table(path) for c in chosen if (path := out / CHECK_FOLDER / c.key / ROWS).is_file()
+        pq.read_table(path) for c in chosen if _readable(path := out / CHECK_FOLDER / c.key / ROWS)
     ]
     merged = pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({})
     write_table_atomically(out / LIVE_TABLE, merged)
