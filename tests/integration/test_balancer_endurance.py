@@ -16,6 +16,7 @@ it is answered with ``inflight``, the requests it still holds besides this one.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -56,13 +57,18 @@ class Sent:
     error: str | None  # None: answered
 
 
-def paced_client(port: int, rate: float, start: float, stop_at: float, out: list[Sent]) -> None:
+def paced_client(
+    port: int, rate: float, start: float, stop_at: float | Callable[[], float], out: list[Sent]
+) -> None:
     """One connection sending ``rate`` requests a second, due at ``start + k / rate``,
-    until ``stop_at`` (monotonic); a late request goes at once. A failed request is
-    recorded and the next one reconnects."""
+    until ``stop_at`` (monotonic; a callable is asked before each request); a late
+    request goes at once. A failed request is recorded and the next one reconnects."""
     client = RSocketClient("127.0.0.1", port)
+    end = stop_at if callable(stop_at) else lambda: stop_at
     try:
-        for k in range(int((stop_at - start) * rate)):
+        for k in itertools.count():
+            if start + k / rate >= end():
+                break
             wait = start + k / rate - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
@@ -225,10 +231,15 @@ def test_a_balancer_replaced_under_load_leaves_nothing_hanging(tmp_path: Path) -
             replaced.append(time.monotonic())
 
         start = time.monotonic()
-        stop_at = start + 5.0
+
+        def stop_at() -> float:
+            """5 s of load, and at least 2 s of it through the new balancer (it may take
+            seconds to start on a busy machine); 15 s at most if it never starts."""
+            return max(start + 5.0, replaced[0] + 2.0) if replaced else start + 15.0
+
         run_threads(
             [lambda: paced_client(port, 50.0, start, stop_at, sent) for _ in range(6)] + [replace],
-            5.0 + CLIENT_DEADLINE_S + 20,
+            15.0 + CLIENT_DEADLINE_S + 20,
         )
         assert replaced, "the new balancer did not start"
         new = kids[-1]

@@ -56,7 +56,7 @@ def test_table_format_shows_every_claim(shaped_run: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--format", "csv"], "--format: 'csv' is not table or json"),
+        (["--format", "csv"], "--format: 'csv' is not one of table, json, markdown"),
         (["--from", "/nonexistent/run"], "does not exist"),
         (["--from", "RUN", "--out", "x"], "drop --config and --out"),
         (["--preset", "nosuch", "--out", "OUT"], "unknown preset 'nosuch'"),

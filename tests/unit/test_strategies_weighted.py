@@ -125,6 +125,10 @@ def test_awrr_bucket_formula_is_the_papers() -> None:
     assert bucket_count(0.2, 0.4, 0.5) == 13  # 13.33
     assert bucket_count(0.6, 0.4, 0.5) == 8  # 8.0
     assert bucket_count(1.0, 0.6, 0.5) == 8  # 7.5 rounds half up, as C's round (trunc: 7)
+    # Subnormal loads (hypothesis found 5e-324): equal loads are balanced, a load that
+    # cannot register beside the average gets the most buckets; never a division by 0.
+    assert bucket_count(5e-324, 5e-324, 0.5) == 10
+    assert bucket_count(5e-324, 1.0, 0.0) == 30
     assert bucket_count(0.9, 0.5, 0.5) == 7  # 7.14
     assert bucket_count(0.6, 0.4, 0.0) == 7  # 6.67 rounds up (trunc: 6)
     assert bucket_count(1.0, 0.5, 1.0) == 10  # a = 1: all equal

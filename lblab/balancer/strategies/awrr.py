@@ -53,7 +53,14 @@ def bucket_count(load: float, load_avg: float, a: float) -> int:
     """Cheetah's buckets for one backend, with the edge rules of the module docstring."""
     if load <= 0 or load_avg <= 0:
         return MAX_BUCKETS
-    raw = math.floor(10 * load_avg / ((1 - a) * load + a * load_avg) + 0.5)  # C round, x >= 0
+    denominator = (1 - a) * load + a * load_avg
+    if denominator > 0:
+        ratio = 10 * load_avg / denominator  # the paper's form: its halves round as in C
+    else:  # subnormal loads (5e-324): both products round to 0; divide through by L_avg
+        ratio = 10 / ((1 - a) * (load / load_avg) + a)
+    if not math.isfinite(ratio):  # a = 0 and a load too small beside L_avg to register
+        return MAX_BUCKETS
+    raw = math.floor(ratio + 0.5)  # C round, x >= 0
     return min(MAX_BUCKETS, max(MIN_BUCKETS, raw))
 
 
