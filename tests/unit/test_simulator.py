@@ -61,6 +61,47 @@ def test_every_request_ends_once_ok_or_with_a_known_error():
     assert (t["t_sent"] >= EPOCH).all()
 
 
+def test_each_attempt_is_timed_from_its_own_dispatch():
+    # As the balancer's router does (tests/unit/test_router.py): a request refused by
+    # the busy one-slot server is replayed, and the backend that answers the replay is
+    # charged from the replay's dispatch, not from the request's first one.
+    cfg = SimConfig(
+        strategy="rr",
+        servers=(
+            ServerGroup(count=1, service=Fixed(0.5), capacity=1),
+            ServerGroup(count=1, service=Fixed(0.1)),
+        ),
+        requests=40,
+        arrivals=OpenArrivals(rate=50.0, poisson=False),
+        server_delay=0.01,
+        max_tries=2,
+    )
+    sim = Simulation(cfg)
+    strategy = sim.pools[0].strategy
+    sent: dict[int, float] = {}
+    timed: list[tuple[float, float, bool]] = []  # (charged ms, since this dispatch, replay)
+    refused: set[int] = set()
+    dispatch, complete = strategy.on_dispatch, strategy.on_complete
+
+    def on_dispatch(backend, request, now):  # type: ignore[no-untyped-def]
+        sent[request.request_id] = now
+        dispatch(backend, request, now)
+
+    def on_complete(backend, request, outcome, now):  # type: ignore[no-untyped-def]
+        replay = request.request_id in refused
+        timed.append((outcome.latency_ms, (now - sent[request.request_id]) * 1000.0, replay))
+        if outcome.error_kind == "rejected":
+            refused.add(request.request_id)
+        complete(backend, request, outcome, now)
+
+    strategy.on_dispatch, strategy.on_complete = on_dispatch, on_complete  # type: ignore[method-assign]
+    sim.run()
+    replays = [t for t in timed if t[2]]
+    assert replays, "the busy server should have refused some requests"
+    for charged, since_dispatch, _ in timed:
+        assert charged == pytest.approx(since_dispatch)
+
+
 def test_deadline_turns_a_stuck_server_into_timeouts():
     cfg = small(
         strategy="first", servers=1, requests=200, rate=100, service="fixed:100ms", deadline="500ms"
