@@ -31,7 +31,6 @@ import asyncio
 import math
 import os
 import random
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -46,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psutil
 
 from lblab.balancer.framing import FrameProtocol
-from lblab.pages import table
+from lblab.pages import table, this_script
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.stamp import Stamp, take
 from lblab.wire.codec import encode_frame
@@ -577,7 +576,7 @@ def main() -> None:
     if not args.markdown:
         print_text(measure(args))
         return
-    command = "uv run python " + shlex.join(["benchmarks/bench_balancer.py", *sys.argv[1:]])
+    command = this_script()
     stamp = take()
     print(markdown(measure(args), stamp, command))
 

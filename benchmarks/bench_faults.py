@@ -78,7 +78,6 @@ import json
 import os
 import random
 import re
-import shlex
 import signal
 import socket
 import subprocess
@@ -104,7 +103,7 @@ from lblab.analysis.nbserver import descendants
 from lblab.errors import LblabError
 from lblab.loadtests.records import phase_folder, started_at
 from lblab.loadtests.rsocket_client import RSocketClient, classify_exception
-from lblab.pages import table
+from lblab.pages import table, this_script
 from lblab.procs import PARENT_ENV, Child, lblab_command, spawn, stop
 from lblab.results import MANIFEST
 from lblab.scenarios import request_body
@@ -788,7 +787,7 @@ def main() -> None:
     if not args.rate > 0 or args.connections < 0:
         parser.error("--rate must be > 0 and --connections >= 0")
     opts = Options(args.seconds, args.clients, args.rate, args.connections)
-    command = "uv run python " + shlex.join(["benchmarks/bench_faults.py", *sys.argv[1:]])
+    command = this_script()
     stamp = take()
     print(f"load average at start: {os.getloadavg()[0]:.2f} (2-core VM)", file=sys.stderr)
     rows: list[dict[str, object]] = []

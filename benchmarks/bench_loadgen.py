@@ -22,7 +22,6 @@ compare within one run. ``--markdown`` prints only a stamped section of
 from __future__ import annotations
 
 import argparse
-import shlex
 import statistics
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.record_table import read_records
 from lblab.loadtests.rsocket_client import RSocketClient
 from lblab.loadtests.runconfig import LoadConfig
-from lblab.pages import table
+from lblab.pages import table, this_script
 from lblab.procs import lblab_command, spawn, stop
 from lblab.scenarios import builtin_scenario, request_body
 from lblab.stamp import Stamp, take
@@ -264,7 +263,7 @@ def main() -> None:
     if not args.markdown:
         print_text(measure(args.seconds, args.rounds, args.users, lambda s: print(s, flush=True)))
         return
-    command = "uv run python " + shlex.join(["benchmarks/bench_loadgen.py", *sys.argv[1:]])
+    command = this_script()
     stamp = take()
     bench = measure(
         args.seconds, args.rounds, args.users, lambda s: print(s, file=sys.stderr, flush=True)

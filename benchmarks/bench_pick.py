@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from lblab.balancer.pool import BackendSpec, Pool
 from lblab.balancer.strategies.base import Outcome, RequestView
 from lblab.balancer.strategies.registry import STRATEGIES, make_strategy
 from lblab.loadreport import LoadReport
-from lblab.pages import table
+from lblab.pages import table, this_script
 from lblab.stamp import Stamp, take
 
 OK = Outcome(ok=True, latency_ms=2.0)
@@ -168,7 +167,7 @@ def main() -> None:
     if not args.markdown:
         print_text(measure(names, sizes, args.seconds), sizes)
         return
-    command = "uv run python " + shlex.join(["benchmarks/bench_pick.py", *sys.argv[1:]])
+    command = this_script()
     stamp = take()
     rows = []
     for row in measure(names, sizes, args.seconds):

@@ -36,7 +36,6 @@ import argparse
 import os
 import random
 import resource
-import shlex
 import statistics
 import sys
 import time
@@ -45,7 +44,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from lblab.pages import table
+from lblab.pages import table, this_script
 from lblab.simulator.config import config_from_mapping
 from lblab.simulator.run import simulate
 from lblab.stamp import Stamp, take
@@ -337,7 +336,7 @@ def main() -> None:
     if not args.markdown:
         print_text(measure(args.servers, args.requests, args.rounds, args.seed, print))
         return
-    command = "uv run python " + shlex.join(["benchmarks/bench_simulator.py", *sys.argv[1:]])
+    command = this_script()
     stamp = take()
     bench = measure(
         args.servers,

@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import collections
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -40,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_balancer import measure_cell, start_testbed, stop_testbed
 
-from lblab.pages import table
+from lblab.pages import table, this_script
 from lblab.procs import Child
 from lblab.stamp import Stamp, take
 
@@ -278,7 +277,7 @@ def main() -> None:
     stamp = take()
     cells = measure(args)
     if args.markdown:
-        command = "uv run python " + shlex.join(["benchmarks/profile_balancer.py", *sys.argv[1:]])
+        command = this_script()
         print(markdown(cells, args, stamp, command))
     else:
         print_text(cells)

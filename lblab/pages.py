@@ -10,9 +10,28 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from lblab.errors import ConfigError
+from lblab.stamp import Stamp
+
 GENERATED = "<!-- Generated: do not edit. Regenerate with the command below. -->"
+FORMATS = ("table", "json", "markdown")
+"""``--format`` of the commands that write a results section."""
+FORMAT_HELP = "table, json, or markdown (a section of docs/results/, stamped)."
+
+
+def check_format(fmt: str) -> None:
+    """Refuse a ``--format`` not in ``FORMATS`` (before a minute's run, not after)."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
+
+
+def stamped(stamp: Stamp, command: str) -> str:
+    """A section's opening: the generated mark, then which command, commit and machine
+    made the tables below it (``stamp`` taken when the measurement started)."""
+    return f"{GENERATED}\n\n{stamp.markdown(command)}\n"
 
 
 def cell(value: Any) -> str:
@@ -38,3 +57,10 @@ def table(columns: Sequence[str], rows: Sequence[Mapping[str, Any] | Sequence[An
 def this_command() -> str:
     """The command line this process was started with, as ``lblab ...`` (for a stamp)."""
     return shlex.join(["lblab", *sys.argv[1:]])
+
+
+def this_script() -> str:
+    """The command line of this Python script, as ``uv run python benchmarks/NAME.py ...``
+    (for a stamp)."""
+    script = Path(sys.argv[0])
+    return "uv run python " + shlex.join([f"{script.parent.name}/{script.name}", *sys.argv[1:]])

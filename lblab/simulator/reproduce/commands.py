@@ -12,7 +12,7 @@ import typer
 
 from lblab.config import MAX_SEED, check_range
 from lblab.errors import ConfigError
-from lblab.pages import GENERATED, table, this_command
+from lblab.pages import FORMAT_HELP, check_format, stamped, table, this_command
 from lblab.simulator.config import MAX_SERVERS
 from lblab.simulator.reproduce.thesis import thesis
 from lblab.stamp import Stamp, take
@@ -59,22 +59,10 @@ def _print_table(title: str, rows: list[dict[str, Any]], columns: Sequence[str])
     Console(width=200).print(table)
 
 
-FORMATS = ("table", "json", "markdown")
-FORMAT_HELP = "table, json, or markdown (a section of docs/results/, stamped)."
-
-
-def _check_format(fmt: str) -> str:
-    """``fmt`` if it is one of ``FORMATS``; checked before a minute's run."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
-    return fmt
-
-
 def _stamp_section(fmt: str, stamp: Stamp, command: str | None = None) -> None:
-    """In markdown: the paragraph that says which command, commit and machine made the
-    tables below it (``stamp`` taken when the runs started)."""
+    """In markdown: the section's stamp (``pages.stamped``)."""
     if fmt == "markdown":
-        typer.echo(GENERATED + "\n\n" + stamp.markdown(command or this_command()) + "\n")
+        typer.echo(stamped(stamp, command or this_command()))
 
 
 def _emit(
@@ -132,7 +120,7 @@ def ingram(
     from lblab.simulator.reproduce.ingram import ALGORITHMS, reproduce_ingram
 
     stamp = take()
-    _check_format(fmt)
+    check_format(fmt)
     rows = reproduce_ingram(
         _ints(requests, "--requests"),
         _names(algorithms, ALGORITHMS, "--algorithms"),
@@ -201,7 +189,7 @@ def cheetah(
     from lblab.simulator.service import LogNormal, parse_service
 
     stamp = take()
-    _check_format(fmt)
+    check_format(fmt)
     check_range("--awrr-load", awrr_load, minimum=0.05, maximum=0.95)
     studies = _names(study, ("imbalance", "broken", "awrr"), "--study")
     model = parse_service(duration, "--duration")
@@ -313,7 +301,7 @@ def martins(
     )
 
     stamp = take()
-    _check_format(fmt)
+    check_format(fmt)
     if not sim:
         raise ConfigError("the live Martins experiment runs with `lblab run --preset martins`")
     check_range("--seconds", seconds, minimum=0.1, maximum=3600)
@@ -364,7 +352,7 @@ def linkerd(
     from lblab.simulator.reproduce.parallel import default_jobs
 
     stamp = take()
-    _check_format(fmt)
+    check_format(fmt)
     check_range("--seconds", seconds, minimum=1, maximum=3600)
     check_range("--rate", rate, minimum=1, maximum=100_000)
     names = [x.strip() for x in strategies.split(",") if x.strip()]
@@ -415,7 +403,7 @@ def prequal(
     from lblab.simulator.reproduce import prequal as pq
     from lblab.simulator.reproduce.parallel import default_jobs
 
-    _check_format(fmt)
+    check_format(fmt)
     studies = _names(study, ("claims", "table"), "--study")
     check_range("--seconds", seconds, minimum=14, maximum=3600)
     progress = None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True))
@@ -445,8 +433,7 @@ def prequal(
     if fmt == "json":
         typer.echo(json.dumps(data, indent=2))
         return
-    if fmt == "markdown":
-        _stamp_section(fmt, stamp, command)
+    _stamp_section(fmt, stamp, command)
     if "claims" in data and fmt == "markdown":
         claims = data["claims"]
         _emit(fmt, "The paper's claims, lblab's figures", claims["claims"],

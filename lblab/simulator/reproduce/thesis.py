@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from lblab.errors import ConfigError
-from lblab.pages import GENERATED, this_command
+from lblab.pages import FORMAT_HELP, check_format, stamped, this_command
 from lblab.stamp import take
 
 PRESET = "thesis-claims"
@@ -105,17 +105,14 @@ def thesis(
     out: Annotated[
         Path | None, typer.Option(help="Run directory (default results/thesis-claims-<time>).")
     ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", help="table, json, or markdown (stamped, for docs/results/).")
-    ] = "table",
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
 ) -> None:
     """The thesis's conclusions, each checked live with a 95 % interval (~50 min, busy 2 cores)."""
     from lblab.analysis.load import open_run
     from lblab.analysis.thesis_judging import judge_all, markdown
     from lblab.analysis.thesis_tables import load_run
 
-    if fmt not in ("table", "json", "markdown"):
-        raise ConfigError(f"--format: {fmt!r} is not one of table, json, markdown")
+    check_format(fmt)
     stamp = take()
     if from_dir is not None:
         if config is not None or out is not None:
@@ -140,7 +137,7 @@ def thesis(
     if fmt == "json":
         typer.echo(json.dumps(data, indent=2))
     elif fmt == "markdown":
-        typer.echo(f"{GENERATED}\n\n{stamp.markdown(this_command())}\n")
+        typer.echo(stamped(stamp, this_command()))
         typer.echo(markdown(judgements, title, level=3))
     else:
         _print(title, [j.table_row() for j in judgements])
