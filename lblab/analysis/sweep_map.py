@@ -106,8 +106,8 @@ def check_pair(pair: Sequence[str], swept: Sequence[str]) -> None:
 
 
 def axes_of(frame: pd.DataFrame) -> tuple[str, ...]:
-    """The swept axes of a ``sweep.parquet``: its columns before ``strategy`` (the sweep
-    writes the axes first, in the file's order)."""
+    """The swept axes of a ``sweep.parquet`` (or ``LIVE_TABLE``): its columns before
+    ``strategy`` (the sweep writes the axes first, in the file's order)."""
     columns = [str(c) for c in frame.columns]
     return tuple(columns[: columns.index("strategy")]) if "strategy" in columns else ()
 
@@ -190,9 +190,10 @@ def live_agreement(live: pd.DataFrame, metric: str) -> pd.DataFrame:
     """One row per cell checked live (``LIVE_TABLE``): its axis values; ``best`` and
     ``other``, its two strategies in the simulation's order on ``metric``, each simulated
     and measured; the measured best, whether it ``agrees`` with the simulated one, and
-    the worst verdict of the live run's own checks (``checks``: pass, warn, fail). A cell with a strategy missing a value on ``metric`` is left out."""
+    the worst verdict of the live run's own checks (``checks``: pass, warn, fail). A
+    cell with a strategy missing a value on ``metric`` is left out."""
     column, higher = metric_column(metric)
-    axes = list(live.columns[: list(live.columns).index("strategy")]) if len(live) else []
+    axes = axes_of(live)
     rows = []
     for cell, part in live.groupby("cell", sort=False):
         table = part.pivot_table(index="strategy", columns="source", values=column)

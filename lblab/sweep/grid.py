@@ -34,18 +34,20 @@ import hashlib
 import itertools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from lblab.config import load_toml, parse_int
 from lblab.errors import ConfigError
-from lblab.simulator.config import KNOWN_KEYS, config_from_mapping
+from lblab.simulator.config import KNOWN_KEYS, SimConfig, config_from_mapping
 
 FILE_KEYS = ("base", "grid", "points", "seeds")
 MAX_POINTS = 1_000_000
 """Past this a sweep file is a typo (an axis of a range meant as a few values)."""
 DEFAULT_SEED = 1
+DEFAULT_STRATEGY = next(f.default for f in fields(SimConfig) if f.name == "strategy")
+"""What a point that sets no ``strategy`` runs: the simulator's own default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,11 @@ class Point:
     settings: Mapping[str, Any]
     """What ``config_from_mapping`` takes: base with the values set."""
     key: str
+
+    @property
+    def strategy(self) -> str:
+        """The strategy this point runs (the simulator's default when none is set)."""
+        return str(self.settings.get("strategy", DEFAULT_STRATEGY))
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lblab.analysis.load import ResultsError, parquet_errors
 from lblab.analysis.sweep_map import LIVE_TABLE, metric_column, winners
 from lblab.config import load_json_object
 from lblab.files import make_folder, write_bytes_atomically
@@ -140,8 +141,7 @@ def cells(frame: pd.DataFrame, sweep: Sweep, metric: str) -> list[Cell]:
     found = found[found["runner_up"].notna()]
     firsts: dict[str, dict[str, Point]] = {}
     for point in sweep.points:  # the first seed of each strategy in each cell
-        strategy = str(point.settings.get("strategy", "p2c"))
-        firsts.setdefault(_label(point, axes), {}).setdefault(strategy, point)
+        firsts.setdefault(_label(point, axes), {}).setdefault(point.strategy, point)
     steps = {a: sorted({_label_value(p, a) for p in sweep.points}, key=_sortable) for a in axes}
     best = dict(zip(found["cell_label"], found["best"], strict=True))
     out = []
@@ -324,9 +324,11 @@ def merge(out: Path, chosen: Sequence[Cell]) -> Path:
 
 
 def _readable(path: Path) -> bool:
+    """A cell's rows file is there and whole (a damaged one: the cell runs again)."""
     try:
-        pq.read_schema(path)
-    except (pa.ArrowException, OSError):
+        with parquet_errors(path, "live check's rows", "its cell runs again"):
+            pq.read_schema(path)
+    except ResultsError:
         return False
     return True
 

@@ -59,12 +59,16 @@ def build_report(
     return folder / "index.html"
 
 
+def _html(frame: pd.DataFrame) -> str:
+    """A table of the page: no index, 4 significant digits, "-" where there is no value."""
+    return frame.to_html(index=False, border=0, na_rep="-", float_format=lambda v: f"{v:.4g}")
+
+
 def _live_section(live: pd.DataFrame, metric: str) -> str:
     """Measured against simulated, for the cells the sweep checked live."""
     esc = html.escape
     agreement = live_agreement(live, metric)
     agree = int(agreement["agrees"].sum()) if len(agreement) else 0
-    fmt = {"float_format": lambda v: f"{v:.4g}", "na_rep": "-", "index": False, "border": 0}
     shown = agreement.drop(columns=["cell"], errors="ignore")
     return "\n".join(
         [
@@ -74,9 +78,9 @@ def _live_section(live: pd.DataFrame, metric: str) -> str:
             f"same servers, load, seed and request count. On {esc(metric)} the measured best "
             f"is the simulated one in <b>{agree} of {len(agreement)}</b>. The rows: "
             f"{esc(LIVE_TABLE)} beside this folder; each run: live-check/&lt;cell&gt;/run.</p>",
-            shown.to_html(**fmt),
+            _html(shown),
             "<details><summary>Every figure, measured and simulated</summary>",
-            live.drop(columns=["cell"], errors="ignore").to_html(**fmt),
+            _html(live.drop(columns=["cell"], errors="ignore")),
             "</details>",
         ]
     )
@@ -110,9 +114,7 @@ def _page(
         parts.append("<p>No map: it needs two strategies or more and an axis besides them.</p>")
     for m, png in maps:
         data = base64.b64encode(png).decode("ascii")
-        table = m.cells.to_html(
-            index=False, border=0, na_rep="-", float_format=lambda v: f"{v:.4g}"
-        )
+        table = _html(m.cells)
         parts += [
             f"<h2>{esc(m.title)}</h2>",
             f'<figure><img src="data:image/png;base64,{data}" alt="{esc(m.title)}">'
@@ -124,7 +126,7 @@ def _page(
     parts += [
         checked,
         f"<h2>All points</h2><details><summary>{esc(TABLE)} ({len(frame)} rows)</summary>",
-        shown.to_html(index=False, border=0, na_rep="-", float_format=lambda v: f"{v:.4g}"),
+        _html(shown),
         "</details></body></html>",
     ]
     return "\n".join(parts)

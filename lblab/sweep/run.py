@@ -36,6 +36,7 @@ from rich.progress import (
     Progress,
 )
 
+from lblab.analysis.load import ResultsError, parquet_errors
 from lblab.analysis.sweep_map import META, TABLE
 from lblab.config import load_json_object
 from lblab.errors import ConfigError
@@ -88,11 +89,10 @@ def finished(out: Path) -> set[str]:
     done = set()
     for path in (out / POINTS).glob("*.parquet"):
         try:
-            errors = pq.read_table(path, columns=["error"]).column("error")
-        except (pa.ArrowException, OSError) as exc:
-            if isinstance(exc, pa.ArrowMemoryError):
-                raise
-            log.warning("%s cannot be read (%s): its point runs again", path, exc)
+            with parquet_errors(path, "sweep point", "its point runs again"):
+                errors = pq.read_table(path, columns=["error"]).column("error")
+        except ResultsError as exc:
+            log.warning("%s", exc)
             continue
         if errors.null_count == len(errors):
             done.add(path.stem)
@@ -219,7 +219,7 @@ def write_point(out: Path, sweep: Sweep, point: Point, result: Mapping[str, Any]
     """Write one point's row, ``DIR/points/<key>.parquet``; returns the row."""
     row = {a: cell_value(point.values.get(a)) for a in sweep.axes}
     row |= {
-        "strategy": point.settings.get("strategy", "p2c"),
+        "strategy": point.strategy,
         "seed": point.values["seed"],
         **result,
         "key": point.key,
