@@ -53,7 +53,7 @@ from lblab.files import make_folder, write_bytes_atomically
 from lblab.loadtests.toml_writer import dumps_toml
 from lblab.procs import dies_with_this_process, lblab_command
 from lblab.results import MANIFEST, write_table_atomically
-from lblab.simulator.config import SimConfig, config_from_mapping
+from lblab.simulator.config import config_from_mapping
 from lblab.simulator.service import Exponential, Fixed
 from lblab.simulator.workload import OpenArrivals
 from lblab.sweep.grid import Point, Sweep, canonical, point_key
@@ -184,6 +184,7 @@ def experiment(cell: Cell, seconds: float) -> dict[str, Any]:
     and runner-up on its servers and load, sending ``min(requests, rate x seconds)``."""
     config = config_from_mapping(cell.points[cell.best].settings)
     assert isinstance(config.arrivals, OpenArrivals)  # live_obstacle let it through
+    count = max(1, min(config.requests, round(config.arrivals.rate * seconds)))
     servers: list[dict[str, Any]] = []
     weights: dict[str, float] = {}
     for group in config.servers:
@@ -221,16 +222,11 @@ def experiment(cell: Cell, seconds: float) -> dict[str, Any]:
             "arrival": "poisson" if config.arrivals.poisson else "constant",
         },
         "testbed": {"balancers": config.balancers},
-        "scenario_defs": {"point": {"cells": ["sp+sr"], "count": live_count(config, seconds)}},
+        "scenario_defs": {"point": {"cells": ["sp+sr"], "count": count}},
         "servers": servers,
         "weights": weights,
         "strategy_options": {k: v for k, v in options.items() if v},
     }
-
-
-def live_count(config: SimConfig, seconds: float) -> int:
-    assert isinstance(config.arrivals, OpenArrivals)
-    return max(1, min(config.requests, round(config.arrivals.rate * seconds)))
 
 
 def run_checks(
