@@ -20,7 +20,10 @@ preset = "tiny"
 [run]
 strategies = ["rr"]
 scenarios = ["sp+mr"]
-duration = "10s"
+# Events fire in turn from the runner's loop: the add starts a server, which took over
+# 5 s on a busy machine and pushed the remove to the end of a 10 s phase. 15 s leaves
+# the phase running well after the last change.
+duration = "15s"
 warmup = "0s"
 # s2 serves one request at a time, 100 ms each: it always holds some when drained.
 [[servers]]
