@@ -1,8 +1,12 @@
-"""The report's "Measured vs simulated" section, from ``RESULTS_DIR/twin/twin.json``.
+"""The "Measured vs simulated" section, from ``RESULTS_DIR/twin/twin.json``: in the
+report (HTML) and in the docs site's results pages (markdown).
 
 ``twin_section(run_dir)`` returns a self-contained HTML fragment (tables and plain
 words, no scripts, no images), or None when the run has no twin (``lblab twin``
-writes one). It only reads ``twin.json``; ``simulator/twin/`` computes everything.
+writes one). ``twin_markdown(data, stamp, command)`` is the same figures and words as a
+stamped section of ``docs/results/twin.md`` (``lblab twin --format markdown``). Both
+take what they show from the helpers below, so the two never differ. This module only
+reads ``twin.json``; ``simulator/twin/`` computes everything.
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lblab.pages import stamped, table
+from lblab.stamp import Stamp
+
 TWIN_JSON = Path("twin") / "twin.json"
 _MISS_STYLE = ' style="background:#fbe3e3"'
 _YES_NO = {True: "yes", False: "no"}
@@ -20,6 +27,8 @@ _LABELS = {
     "latency_mean_ms": "mean latency (ms)",
     "latency_p95_ms": "p95 latency (ms)",
 }
+_RANKS = {"throughput": "by throughput", "latency_mean": "by mean latency"}
+_SCALE_HEADING = "Does the ranking hold at scale?"
 
 
 def _num(value: Any, fmt: str = "{:.1f}") -> str:
@@ -38,6 +47,25 @@ def _esc(value: Any) -> str:
     return html.escape(str(value))
 
 
+def _missed(error: float | None, miss: float) -> bool:
+    """A cell's relative error misses the twin's target (unknown counts as a miss)."""
+    return error is None or abs(error) > miss
+
+
+def _low(tau: float | None, target: float) -> bool:
+    """A rank agreement below the twin's target (none counts as below)."""
+    return tau is None or tau < target
+
+
+def _figure(cell: dict[str, Any], figure: str) -> tuple[str, str, str]:
+    """A cell's figure as shown: measured, simulated, relative error."""
+    return (
+        _num(cell["measured"][figure]),
+        _num(cell["simulated"][figure]),
+        _pct(cell["error"][figure]),
+    )
+
+
 def _cells_table(data: dict[str, Any]) -> str:
     miss = data["summary"]["miss_threshold"]
     head = "".join(
@@ -48,12 +76,9 @@ def _cells_table(data: dict[str, Any]) -> str:
     for c in data["cells"]:
         tds = []
         for f in _LABELS:
-            err = c["error"][f]
-            style = _MISS_STYLE if err is None or abs(err) > miss else ""
-            tds.append(
-                f"<td>{_num(c['measured'][f])}</td><td>{_num(c['simulated'][f])}</td>"
-                f"<td{style}>{_pct(err)}</td>"
-            )
+            style = _MISS_STYLE if _missed(c["error"][f], miss) else ""
+            measured, simulated, error = _figure(c, f)
+            tds.append(f"<td>{measured}</td><td>{simulated}</td><td{style}>{error}</td>")
             if f == "throughput_rps":
                 inside = c.get("inside_measured_ci", {}).get(f)
                 tds.append(f"<td>{_YES_NO.get(inside, 'n/a')}</td>")
@@ -71,9 +96,9 @@ def _rank_table(data: dict[str, Any]) -> str:
     rows = []
     for scenario, r in data["rank"].items():
         tds = []
-        for key in ("throughput", "latency_mean"):
+        for key in _RANKS:
             tau = r[key]["tau"]
-            style = _MISS_STYLE if tau is None or tau < target else ""
+            style = _MISS_STYLE if _low(tau, target) else ""
             tds.append(
                 f"<td>{_esc(' > '.join(r[key]['measured']))}</td>"
                 f"<td>{_esc(' > '.join(r[key]['simulated']))}</td><td{style}>{_tau(tau)}</td>"
@@ -98,41 +123,72 @@ def _contradicted(rank: dict[str, Any]) -> str:
     return f"{len(bad)} of {resolved}" + (f" ({', '.join(bad)})" if bad else "")
 
 
+def _scale_head(scales: list[dict[str, Any]]) -> list[str]:
+    """The at-scale table's columns after the scenario: three per scaled twin."""
+    return [
+        head
+        for s in scales
+        for head in (
+            f"{s['servers']} servers: ranking by throughput",
+            "tau vs twin",
+            "tau vs measured",
+        )
+    ]
+
+
+def _scale_rows(data: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The at-scale table's rows: per scenario, each scaled twin's ranking by throughput
+    with its tau against the twin's and the measured ranking (empty where it has none)."""
+    scales = data.get("scales") or []
+    return [
+        (scenario, [s["rank"].get(scenario, {}).get("throughput", {}) for s in scales])
+        for scenario in data["rank"]
+    ]
+
+
+def _scaled(rank: dict[str, Any]) -> tuple[str, str, str]:
+    """A scaled twin's ranking as shown: the order, tau vs twin, tau vs measured."""
+    return (
+        " > ".join(rank.get("simulated", [])),
+        _tau(rank.get("tau_vs_twin")),
+        _tau(rank.get("tau_vs_measured")),
+    )
+
+
+def _scale_intro(data: dict[str, Any]) -> str:
+    return (
+        "The same twin with more servers of the same capacity mix and the load per server "
+        "kept (users or rate scaled with the servers). Tau vs twin compares with the "
+        f"{len(data['model']['servers'])}-server twin's ranking, tau vs measured with the "
+        "live ranking."
+    )
+
+
 def _scale_table(data: dict[str, Any]) -> str:
     scales = data.get("scales") or []
     if not scales:
         return ""
     target = data["summary"]["tau_target"]
-    head = "".join(
-        f"<th>{s['servers']} servers: ranking by throughput</th><th>tau vs twin</th>"
-        "<th>tau vs measured</th>"
-        for s in scales
-    )
+    head = "".join(f"<th>{_esc(h)}</th>" for h in _scale_head(scales))
     rows = []
-    for scenario in data["rank"]:
+    for scenario, ranks in _scale_rows(data):
         tds = []
-        for s in scales:
-            r = s["rank"].get(scenario, {}).get("throughput", {})
-            tau = r.get("tau_vs_twin")
-            style = _MISS_STYLE if tau is None or tau < target else ""
-            tds.append(
-                f"<td>{_esc(' > '.join(r.get('simulated', [])))}</td>"
-                f"<td{style}>{_tau(tau)}</td><td>{_tau(r.get('tau_vs_measured'))}</td>"
-            )
+        for r in ranks:
+            order, tau, tau_measured = _scaled(r)
+            style = _MISS_STYLE if _low(r.get("tau_vs_twin"), target) else ""
+            tds.append(f"<td>{_esc(order)}</td><td{style}>{tau}</td><td>{tau_measured}</td>")
         rows.append(f"<tr><td>{_esc(scenario)}</td>{''.join(tds)}</tr>")
+    note = _too_short_words(scales)
     return (
-        "<h3>Does the ranking hold at scale?</h3>"
-        "<p>The same twin with more servers of the same capacity mix and the load per "
-        "server kept (users or rate scaled with the servers). Tau vs twin compares with the "
-        f"{len(data['model']['servers'])}-server twin's ranking, tau vs measured with the "
-        "live ranking.</p>"
-        f"<table><tr><th>scenario</th>{head}</tr>{''.join(rows)}</table>" + _too_short_note(scales)
+        f"<h3>{_SCALE_HEADING}</h3><p>{_esc(_scale_intro(data))}</p>"
+        f"<table><tr><th>scenario</th>{head}</tr>{''.join(rows)}</table>"
+        + (f"<p>{_esc(note)}</p>" if note else "")
     )
 
 
-def _too_short_note(scales: list[dict[str, Any]]) -> str:
+def _too_short_words(scales: list[dict[str, Any]]) -> str:
     """Where a scaled phase was too short for the strategies that follow the agents'
-    CPU reports to get any: their place in that ranking is not a finding."""
+    CPU reports to get any: their place in that ranking is not a finding ('' if none)."""
     notes = [
         f"{s['servers']} servers, {scenario}: the window lasted {entry['window_s']:g} "
         f"simulated s ({entry['agent_periods']:g} agent periods), too short for "
@@ -143,10 +199,9 @@ def _too_short_note(scales: list[dict[str, Any]]) -> str:
     if not notes:
         return ""
     return (
-        "<p>Strategies that follow the agents' CPU reports had too few reports to follow "
-        f"in: {_esc('; '.join(notes))}. Their place in those rankings says nothing about "
-        "them at scale; give <code>--scale-requests</code> enough requests for a few "
-        "seconds of simulated time.</p>"
+        "Strategies that follow the agents' CPU reports had too few reports to follow "
+        f"in: {'; '.join(notes)}. Their place in those rankings says nothing about them at "
+        "scale; give --scale-requests enough requests for a few seconds of simulated time."
     )
 
 
@@ -205,19 +260,41 @@ def _scales(model: dict[str, Any]) -> str:
     return ", ".join(f"{k} x{v:.2f}" for k, v in scales.items()) or "n/a"
 
 
-def _plain_words(data: dict[str, Any]) -> str:
+def _within(data: dict[str, Any], figure: str) -> int:
+    """How many cells the twin predicts within the miss threshold on ``figure``."""
+    miss = data["summary"]["miss_threshold"]
+    return sum(not _missed(c["error"][figure], miss) for c in data["cells"])
+
+
+def _predicts(data: dict[str, Any], *, latency: bool) -> str:
+    """The first sentence: the cells within the miss threshold on throughput (and, with
+    ``latency``, on mean and p95 latency; the report's table shows those cell by cell)."""
     s = data["summary"]
     cells = len(data["cells"])
+    worst = s["max_abs_throughput_error"]
+    also = (
+        f"; the mean latency of {_within(data, 'latency_mean_ms')} and the p95 latency of "
+        f"{_within(data, 'latency_p95_ms')} of them within it"
+        if latency
+        else ""
+    )
+    return (
+        f"The simulator, given this run's servers, load and measured service times, predicts "
+        f"the throughput of {cells - len(s['throughput_misses'])} of {cells} strategy x "
+        f"scenario cells within {s['miss_threshold']:.0%} (worst error "
+        f"{_pct(worst).lstrip('+')}){also}."
+    )
+
+
+def _findings(data: dict[str, Any]) -> list[str]:
+    """The plain words after the first sentence: where the twin misses, how finely the
+    run measures, where the rankings disagree, the testbed's notes (plain text)."""
+    s = data["summary"]
     misses = s["throughput_misses"]
     low = s["tau_below_target"]
-    worst = s["max_abs_throughput_error"]
-    parts = [
-        f"The simulator, given this run's servers, load and measured service times, predicts "
-        f"the throughput of {cells - len(misses)} of {cells} strategy x scenario cells within "
-        f"{s['miss_threshold']:.0%} (worst error {_pct(worst).lstrip('+')})."
-    ]
+    parts = []
     if misses:
-        parts.append(f"It misses by more than that in: {_esc(', '.join(misses))}.")
+        parts.append(f"Its throughput misses by more than that in: {', '.join(misses)}.")
         held = s.get("throughput_misses_where_the_harness_held")
         if held is not None and len(held) < len(misses):
             parts.append(
@@ -225,7 +302,7 @@ def _plain_words(data: dict[str, Any]) -> str:
                 "checks found the load generator, the balancer or the machine short of CPU "
                 "(the cells' harness checks below), which the twin does not model; "
                 + (
-                    f"where the harness held it misses {_esc(', '.join(held))}."
+                    f"where the harness held it misses {', '.join(held)}."
                     if held
                     else "where the harness held it misses none."
                 )
@@ -247,13 +324,13 @@ def _plain_words(data: dict[str, Any]) -> str:
     if low:
         parts.append(
             f"The ranking of the strategies by throughput agrees poorly (Kendall tau below "
-            f"{s['tau_target']}) in: {_esc(', '.join(low))}; there the simulator's ranking "
+            f"{s['tau_target']}) in: {', '.join(low)}; there the simulator's ranking "
             "(and so its answers at scale) should not be taken for the testbed's."
         )
         clean = [name for name in low if name not in (contradicted or {})]
         if clean and contradicted is not None:
             parts.append(
-                f"In {_esc(', '.join(clean))} it reverses no pair of strategies whose "
+                f"In {', '.join(clean)} it reverses no pair of strategies whose "
                 "measured 95 % intervals are apart: the disagreement is among strategies "
                 "this run cannot tell apart."
             )
@@ -265,18 +342,22 @@ def _plain_words(data: dict[str, Any]) -> str:
     if contradicted:
         parts.append(
             "It reverses measured differences the run resolves (intervals apart) in: "
-            + _esc("; ".join(f"{name}: {', '.join(pairs)}" for name, pairs in contradicted.items()))
+            + "; ".join(f"{name}: {', '.join(pairs)}" for name, pairs in contradicted.items())
             + "."
         )
     undefined = s.get("tau_undefined") or []
     if undefined:
         parts.append(
             "No ranking by throughput (the strategies tie within 1 %, as under an open load "
-            f"below saturation) in: {_esc(', '.join(undefined))}."
+            f"below saturation) in: {', '.join(undefined)}."
         )
     for note in data["model"].get("notes", []):
-        parts.append(f"Note: {_esc(note)}.")
-    return f"<p>{' '.join(parts)}</p>"
+        parts.append(f"Note: {note}.")
+    return parts
+
+
+def _plain_words(data: dict[str, Any]) -> str:
+    return f"<p>{_esc(' '.join([_predicts(data, latency=False), *_findings(data)]))}</p>"
 
 
 def twin_section(run_dir: str | Path) -> str | None:
@@ -301,3 +382,73 @@ def twin_section(run_dir: str | Path) -> str | None:
             f"{_esc(exc)}); run <code>lblab twin {_esc(run_dir)}</code> again.</p>"
         )
     return f'<h2 id="twin">Measured vs simulated</h2>{body}'
+
+
+def _scenario_table(data: dict[str, Any]) -> list[str]:
+    """Per scenario: each strategy's throughput measured / simulated (error; the harness
+    checks that flagged it), and per ranking its tau and the resolved pairs reversed."""
+    cells = {(c["scenario"], c["strategy"]): c for c in data["cells"]}
+    strategies = list(dict.fromkeys(c["strategy"] for c in data["cells"]))
+    columns = ["scenario", *strategies]
+    for label in _RANKS.values():
+        columns += [f"tau {label}", f"reversed {label}"]
+    rows = []
+    for scenario, r in data["rank"].items():
+        row = [scenario]
+        for strategy in strategies:
+            c = cells[(scenario, strategy)]
+            measured, simulated, error = _figure(c, "throughput_rps")
+            flags = f"; {', '.join(c['harness_checks'])}" if c.get("harness_checks") else ""
+            row.append(f"{measured} / {simulated} ({error}{flags})")
+        for key in _RANKS:
+            row += [_tau(r[key]["tau"]), _contradicted(r[key])]
+        rows.append(row)
+    return table(columns, rows)
+
+
+def _scale_markdown(data: dict[str, Any]) -> list[str]:
+    scales = data.get("scales") or []
+    if not scales:
+        return []
+    rows = [
+        [scenario, *(x for r in ranks for x in _scaled(r))] for scenario, ranks in _scale_rows(data)
+    ]
+    note = _too_short_words(scales)
+    return [
+        f"## {_SCALE_HEADING}",
+        "",
+        _scale_intro(data),
+        "",
+        *table(["scenario", *_scale_head(scales)], rows),
+        "",
+        *([note, ""] if note else []),
+    ]
+
+
+def twin_markdown(data: dict[str, Any], stamp: Stamp, command: str) -> str:
+    """The twin of a run as a section of ``docs/results/twin.md``: the stamp (``stamp``,
+    taken when ``command`` started), the plain words, measured vs simulated throughput
+    per scenario with the rankings' agreement, and the ranking at scale when scales were
+    run. ``data`` is ``twin.json`` as read."""
+    model = data["model"]
+    kind = "simulated" if data.get("simulated_input") else "live"
+    return "\n".join(
+        [
+            stamped(stamp, command),
+            "## Measured vs simulated",
+            "",
+            f"Run `{data['run_id']}` ({kind}: {len(model['servers'])} servers, "
+            f"{model['replications']} replications); its twin took {data['wall_seconds']:g} s.",
+            "",
+            " ".join([_predicts(data, latency=True), *_findings(data)]),
+            "",
+            "Throughput (ok/s) measured / simulated (error, and the run's harness checks "
+            "that flagged the cell), Kendall tau-b between the measured and the simulated "
+            "ranking, and the pairs of strategies the run resolves (95 % intervals apart) "
+            "that the twin reverses:",
+            "",
+            *_scenario_table(data),
+            "",
+            *_scale_markdown(data),
+        ]
+    )

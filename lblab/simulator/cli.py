@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from lblab.errors import ConfigError
+from lblab.pages import FORMAT_HELP, check_format, this_command
 
 reproduce_app = typer.Typer(
     help="Re-run a published experiment in the simulator and print it beside the paper.",
@@ -206,21 +207,35 @@ def twin(
             "rank without CPU reports).",
         ),
     ] = None,
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
 ) -> None:
-    """Simulate the run's testbed and compare: RESULTS_DIR/twin/twin.json."""
+    """Simulate the run's testbed and compare: RESULTS_DIR/twin/twin.json.
+
+    table: progress and a one-line summary; json: twin.json; markdown: the section of
+    docs/results/twin.md (stamped). Besides table, progress goes to stderr.
+    """
+    from lblab.analysis.twin_report import twin_markdown
     from lblab.simulator.twin import MISS, TAU_TARGET, make_twin
+    from lblab.stamp import take
+
+    check_format(fmt)
+    stamp = take()
+
+    def say(message: str) -> None:
+        typer.echo(message, err=fmt != "table")
 
     path = make_twin(
         run_dir,
         scale or [],
         scale_replications=scale_replications,
         scale_requests=scale_requests,
-        echo=typer.echo,
+        echo=say,
     )
-    data = json.loads(path.read_text())
+    text = path.read_text()
+    data = json.loads(text)
     summary = data["summary"]
     worst = summary["max_abs_throughput_error"]
-    typer.echo(
+    say(
         f"wrote {path}: worst throughput error "
         f"{'n/a' if worst is None else f'{worst:.0%}'}, "
         f"{len(summary['throughput_misses'])} of {len(data['cells'])} cells above "
@@ -230,6 +245,10 @@ def twin(
         "measured differences reversed (intervals apart) in: "
         f"{', '.join(summary['resolved_pairs_contradicted']) or 'none'}"
     )
+    if fmt == "json":
+        typer.echo(text, nl=False)
+    elif fmt == "markdown":
+        typer.echo(twin_markdown(data, stamp, this_command()), nl=False)
 
 
 def register(app: typer.Typer) -> None:

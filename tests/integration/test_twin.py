@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lblab.analysis.twin_report import twin_section
+from lblab.pages import GENERATED
 from lblab.simulator.twin import FIGURES, make_twin
 from tests.run_fixture import run_lblab
 
@@ -94,6 +95,33 @@ def test_twin_of_a_simulated_run_reproduces_it_and_scales(sim_run: Path) -> None
     assert "does the ranking hold at scale" in section.lower()
     for name in ("rr", "lc", "wrr", "12 servers"):
         assert name in section
+
+
+@pytest.mark.timeout(300)
+def test_twin_prints_its_docs_section_in_markdown(sim_run: Path) -> None:
+    args = ["twin", str(sim_run), "--scale", "12", "--scale-requests", "3000"]
+    out = run_lblab([*args, "--format", "markdown"], 180)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == GENERATED  # the section itself, no progress line before it
+    assert lines[2].startswith(f"Produced by `lblab twin {sim_run} --scale 12 ")
+    assert " cores, load average " in lines[2]
+    assert (
+        "| scenario | rr | lc | wrr | tau by throughput | reversed by throughput "
+        "| tau by mean latency | reversed by mean latency |"
+    ) in lines
+    assert sum(line.startswith("| variation | ") for line in lines) == 2  # and at scale
+    assert (
+        "| scenario | 12 servers: ranking by throughput | tau vs twin | tau vs measured |" in lines
+    )
+    assert "twin: simulating" in out.stderr and "worst throughput error" in out.stderr
+    assert json.loads((sim_run / "twin" / "twin.json").read_text())["scales"][0]["servers"] == 12
+
+    bad = run_lblab(["twin", str(sim_run), "--format", "html"], 60)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.splitlines() == [
+        "error: --format: 'html' is not one of table, json, markdown"
+    ]
 
 
 def test_twin_section_is_none_without_a_twin(tmp_path: Path) -> None:
