@@ -56,6 +56,12 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 TABLES = tuple(SCHEMAS)
 MANIFEST = "manifest.json"
+SWEEP_TABLE = "sweep.parquet"
+"""Every row of a sweep, in its --out folder."""
+SWEEP_LIVE_TABLE = "live-check.parquet"
+"""Measured vs simulated rows of the cells a sweep checked live (``--live-check``)."""
+SWEEP_META = "sweep.json"
+"""Which file a sweep folder was swept from, and its axes."""
 DEFAULTS: dict[str, dict[str, Any]] = {"requests": {"balancer": "b1"}}
 """Contract columns a table may lack, and the value every row then has. ``balancer``
 names which of the run's balancers sent the request (``b1`` .. ``bK``): tables written

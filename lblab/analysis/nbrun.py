@@ -56,22 +56,21 @@ class NotebookFailure:
 def notebooks_for(folder: Path) -> tuple[str, ...]:
     """The notebooks ``folder`` offers: a sweep's (``sweep.parquet`` and no run
     manifest) or a run's (checked when it is opened); refuse a folder that is neither."""
-    from lblab.analysis.sweep_map import META, TABLE
-    from lblab.results import MANIFEST
+    from lblab.results import MANIFEST, SWEEP_META, SWEEP_TABLE
 
     if (folder / MANIFEST).exists():
         return NOTEBOOKS
-    if (folder / TABLE).is_file():
+    if (folder / SWEEP_TABLE).is_file():
         return SWEEP_NOTEBOOKS
-    if (folder / META).is_file():
+    if (folder / SWEEP_META).is_file():
         raise ConfigError(
-            f"{folder} holds a sweep that has not finished (no {TABLE} yet): rerun its "
-            f"`lblab sweep FILE --out {folder}` to run the rest and write {TABLE}"
+            f"{folder} holds a sweep that has not finished (no {SWEEP_TABLE} yet): rerun its "
+            f"`lblab sweep FILE --out {folder}` to run the rest and write {SWEEP_TABLE}"
         )
     if not any((folder / n).exists() for n in ("requests.parquet", "parts")):
         raise ConfigError(
             f"{folder} holds neither a run (manifest.json, requests.parquet) nor a sweep "
-            f"({TABLE}): give a folder written by `lblab run` or `lblab simulate` "
+            f"({SWEEP_TABLE}): give a folder written by `lblab run` or `lblab simulate` "
             "(results/<run-id>/), or the --out folder of `lblab sweep FILE --out DIR`"
         )
     return NOTEBOOKS

@@ -33,14 +33,9 @@ from matplotlib.patches import Patch, Rectangle
 from lblab.analysis.load import parquet_errors
 from lblab.config import load_json_object
 from lblab.errors import ConfigError
+from lblab.results import SWEEP_LIVE_TABLE, SWEEP_META, SWEEP_TABLE
 from lblab.verdicts import NA, worst
 
-TABLE = "sweep.parquet"
-"""Every row of a sweep, in its --out folder."""
-LIVE_TABLE = "live-check.parquet"
-"""Measured vs simulated rows of the cells a sweep checked live (``--live-check``)."""
-META = "sweep.json"
-"""Which file a sweep folder was swept from, and its axes."""
 METRICS: dict[str, tuple[str, bool]] = {
     "throughput": ("throughput_rps", True),
     "mean": ("mean_ms", False),
@@ -106,7 +101,7 @@ def check_pair(pair: Sequence[str], swept: Sequence[str]) -> None:
 
 
 def axes_of(frame: pd.DataFrame) -> tuple[str, ...]:
-    """The swept axes of a ``sweep.parquet`` (or ``LIVE_TABLE``): its columns before
+    """The swept axes of a ``sweep.parquet`` (or ``SWEEP_LIVE_TABLE``): its columns before
     ``strategy`` (the sweep writes the axes first, in the file's order)."""
     columns = [str(c) for c in frame.columns]
     return tuple(columns[: columns.index("strategy")]) if "strategy" in columns else ()
@@ -173,8 +168,8 @@ def seed_winners(
 
 
 def read_live(folder: Path) -> pd.DataFrame | None:
-    """A sweep folder's live checks (``LIVE_TABLE``), or None when it has none."""
-    path = folder / LIVE_TABLE
+    """A sweep folder's live checks (``SWEEP_LIVE_TABLE``), or None when it has none."""
+    path = folder / SWEEP_LIVE_TABLE
     if not path.is_file():
         return None
     with parquet_errors(
@@ -187,7 +182,7 @@ def read_live(folder: Path) -> pd.DataFrame | None:
 
 
 def live_agreement(live: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """One row per cell checked live (``LIVE_TABLE``): its axis values; ``best`` and
+    """One row per cell checked live (``SWEEP_LIVE_TABLE``): its axis values; ``best`` and
     ``other``, its two strategies in the simulation's order on ``metric``, each simulated
     and measured; the measured best, whether it ``agrees`` with the simulated one, and
     the worst verdict of the live run's own checks (``checks``: pass, warn, fail). A
@@ -234,19 +229,23 @@ def colours(strategies: Sequence[str]) -> dict[str, RGBA]:
 def read_sweep(folder: Path) -> tuple[pd.DataFrame, tuple[str, ...], dict[str, Any]]:
     """A sweep folder's rows, its axes and its record (``sweep.json``; empty if missing,
     the axes then read from the table's columns)."""
-    if not (folder / TABLE).is_file():
+    if not (folder / SWEEP_TABLE).is_file():
         raise ConfigError(
-            f"{folder} has no {TABLE}: give the --out folder of a finished sweep "
+            f"{folder} has no {SWEEP_TABLE}: give the --out folder of a finished sweep "
             "(`lblab sweep FILE --out DIR` writes it at the end; rerun it to finish one)"
         )
     with parquet_errors(
-        folder / TABLE,
+        folder / SWEEP_TABLE,
         "sweep",
         "run `lblab sweep FILE --out DIR` into this folder again: it rebuilds "
-        f"{TABLE} from the points/ folder and runs only the missing points",
+        f"{SWEEP_TABLE} from the points/ folder and runs only the missing points",
     ):
-        frame = pd.read_parquet(folder / TABLE)
-    meta = load_json_object(folder / META, "sweep record") if (folder / META).is_file() else {}
+        frame = pd.read_parquet(folder / SWEEP_TABLE)
+    meta = (
+        load_json_object(folder / SWEEP_META, "sweep record")
+        if (folder / SWEEP_META).is_file()
+        else {}
+    )
     axes = tuple(str(a) for a in meta["axes"]) if "axes" in meta else axes_of(frame)
     return frame, axes, meta
 

@@ -142,10 +142,10 @@ def report(
     metric: Annotated[str, typer.Option(help=f"{METRIC_HELP}.")] = "p99",
 ) -> None:
     """Redraw DIR/report/index.html: the winner maps on another metric or axes."""
-    from lblab.analysis.sweep_map import META, TABLE
+    from lblab.results import SWEEP_META, SWEEP_TABLE
     from lblab.sweep.report import build_report
 
-    for name in (META, TABLE):
+    for name in (SWEEP_META, SWEEP_TABLE):
         if not (folder / name).is_file():
             raise ConfigError(f"{folder} has no {name}: give the --out folder of a finished sweep")
     pairs: list[tuple[str, ...]] = [tuple(a.split(",")) for a in axes or []]

@@ -47,12 +47,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lblab.analysis.load import ResultsError, parquet_errors
-from lblab.analysis.sweep_map import LIVE_TABLE, metric_column, winners
+from lblab.analysis.sweep_map import metric_column, winners
 from lblab.config import load_json_object
 from lblab.files import make_folder, write_bytes_atomically
 from lblab.loadtests.toml_writer import dumps_toml
 from lblab.procs import dies_with_this_process, lblab_command
-from lblab.results import MANIFEST, write_table_atomically
+from lblab.results import MANIFEST, SWEEP_LIVE_TABLE, write_table_atomically
 from lblab.simulator.config import config_from_mapping
 from lblab.simulator.service import Exponential, Fixed
 from lblab.simulator.workload import OpenArrivals
@@ -235,7 +235,7 @@ def run_checks(
     seconds: float,
     echo: Callable[[str], None],
 ) -> Path:
-    """Run every chosen cell not yet in ``out/live-check/`` and write ``LIVE_TABLE``."""
+    """Run every chosen cell not yet in ``out/live-check/`` and write ``SWEEP_LIVE_TABLE``."""
     for i, cell in enumerate(chosen, 1):
         folder = out / CHECK_FOLDER / cell.key
         shown = " ".join(f"{k}={v}" for k, v in cell.values.items())
@@ -310,13 +310,13 @@ def _run_live(config_path: Path, run_dir: Path, log_path: Path, deadline_s: floa
 
 
 def merge(out: Path, chosen: Sequence[Cell]) -> Path:
-    """Write ``out/LIVE_TABLE`` from the chosen cells' rows, in the order they were picked."""
+    """Write ``out/SWEEP_LIVE_TABLE`` from the chosen cells' rows, in the order they were picked."""
     parts = [
         pq.read_table(path) for c in chosen if _readable(path := out / CHECK_FOLDER / c.key / ROWS)
     ]
     merged = pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({})
-    write_table_atomically(out / LIVE_TABLE, merged)
-    return out / LIVE_TABLE
+    write_table_atomically(out / SWEEP_LIVE_TABLE, merged)
+    return out / SWEEP_LIVE_TABLE
 
 
 def _readable(path: Path) -> bool:

@@ -18,8 +18,6 @@ import pandas as pd
 
 from lblab.analysis.sweep_map import (
     FULL_MARGIN,
-    LIVE_TABLE,
-    TABLE,
     WinnerMap,
     all_maps,
     live_agreement,
@@ -28,6 +26,7 @@ from lblab.analysis.sweep_map import (
     read_sweep,
 )
 from lblab.files import make_folder, write_bytes_atomically
+from lblab.results import SWEEP_LIVE_TABLE, SWEEP_TABLE
 
 _CSS = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1250px; padding: 0 1em; color: #222; }
@@ -77,7 +76,7 @@ def _live_section(live: pd.DataFrame, metric: str) -> str:
             "live on the local testbed, the simulated best against its runner-up, with the "
             f"same servers, load, seed and request count. On {esc(metric)} the measured best "
             f"is the simulated one in <b>{agree} of {len(agreement)}</b>. The rows: "
-            f"{esc(LIVE_TABLE)} beside this folder; each run: live-check/&lt;cell&gt;/run.</p>",
+            f"{esc(SWEEP_LIVE_TABLE)} beside this folder; each run: live-check/&lt;cell&gt;/run.</p>",
             _html(shown),
             "<details><summary>Every figure, measured and simulated</summary>",
             _html(live.drop(columns=["cell"], errors="ignore")),
@@ -108,7 +107,7 @@ def _page(
         "better, mean over seeds), its shade the margin to the runner-up (pale: a few per "
         f"cent, full: {FULL_MARGIN:.0%} or more); hatched cells are unresolved: the best "
         "differs across seeds, or the runner-up's range over the seeds overlaps the best's. "
-        f"The data: {esc(TABLE)} beside this folder.</p>",
+        f"The data: {esc(SWEEP_TABLE)} beside this folder.</p>",
     ]
     if not maps:
         parts.append("<p>No map: it needs two strategies or more and an axis besides them.</p>")
@@ -125,7 +124,7 @@ def _page(
     shown = frame.drop(columns=["key"], errors="ignore")
     parts += [
         checked,
-        f"<h2>All points</h2><details><summary>{esc(TABLE)} ({len(frame)} rows)</summary>",
+        f"<h2>All points</h2><details><summary>{esc(SWEEP_TABLE)} ({len(frame)} rows)</summary>",
         _html(shown),
         "</details></body></html>",
     ]

@@ -37,12 +37,11 @@ from rich.progress import (
 )
 
 from lblab.analysis.load import ResultsError, parquet_errors
-from lblab.analysis.sweep_map import META, TABLE
 from lblab.config import load_json_object
 from lblab.errors import ConfigError
 from lblab.files import AppendLog, make_folder, write_bytes_atomically
 from lblab.loadtests.progress import bar_columns
-from lblab.results import write_table_atomically
+from lblab.results import SWEEP_META, SWEEP_TABLE, write_table_atomically
 from lblab.sweep.grid import Point, Sweep, canonical
 from lblab.sweep.point import FIGURES, run_point
 
@@ -67,7 +66,7 @@ class Outcome:
 
 def sweep_folder(out: Path, sweep: Sweep, source: Path, force: bool) -> None:
     """Make ``out`` this sweep's folder; refuse one swept from a different file."""
-    meta_path = out / META
+    meta_path = out / SWEEP_META
     if meta_path.exists() and not force:
         old = load_json_object(meta_path, "sweep record")
         if old.get("digest") != sweep.digest:
@@ -237,6 +236,6 @@ def consolidate(out: Path, sweep: Sweep) -> Path:
         if (path := out / POINTS / f"{p.key}.parquet").exists()
     ]
     merged = pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({})
-    path = out / TABLE
+    path = out / SWEEP_TABLE
     write_table_atomically(path, merged)
     return path

@@ -12,6 +12,7 @@ import pytest
 
 from lblab.analysis import nbrun, sweep_map, sweep_view
 from lblab.errors import ConfigError
+from lblab.results import SWEEP_LIVE_TABLE, SWEEP_META, SWEEP_TABLE
 
 # (rate, speed, strategy, seed, p99_ms): at rate 1 p2c wins on both seeds; at rate 2 the
 # seeds disagree (p2c on seed 1, rr on seed 2).
@@ -28,10 +29,10 @@ def sweep_table(rows: list[tuple[int, int, str, int, float]] = ROWS) -> pd.DataF
 
 def write_sweep(folder: Path, frame: pd.DataFrame, axes: list[str] | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    frame.to_parquet(folder / sweep_map.TABLE)
+    frame.to_parquet(folder / SWEEP_TABLE)
     if axes is not None:
         meta = {"file": "s.toml", "digest": "x", "axes": axes}
-        (folder / sweep_map.META).write_text(json.dumps(meta))
+        (folder / SWEEP_META).write_text(json.dumps(meta))
     return folder
 
 
@@ -110,11 +111,11 @@ def test_the_view_shows_the_live_checks_and_names_a_damaged_table(tmp_path: Path
         base = {"rate": 1, "speed": 1, "strategy": strategy, "seed": 1, "cell": "c"}
         rows.append(base | {"source": "simulated", "p99_ms": sim, "checks": None})
         rows.append(base | {"source": "measured", "p99_ms": meas, "checks": "pass"})
-    pd.DataFrame(rows).to_parquet(folder / sweep_map.LIVE_TABLE)
+    pd.DataFrame(rows).to_parquet(folder / SWEEP_LIVE_TABLE)
     live = sweep_view.open_sweep(folder).live()
     assert isinstance(live, pd.DataFrame)
     assert live[["best", "measured_best", "agrees"]].values.tolist() == [["p2c", "rr", False]]
-    (folder / sweep_map.LIVE_TABLE).write_bytes(b"garbage")
+    (folder / SWEEP_LIVE_TABLE).write_bytes(b"garbage")
     with pytest.raises(ConfigError, match=r"live-check\.parquet is not a readable live check"):
         sweep_view.open_sweep(folder).live()
 
@@ -132,13 +133,13 @@ def test_which_notebooks_a_folder_offers(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     (run / "manifest.json").write_text("{}")
-    (run / sweep_map.TABLE).write_text("")  # a run's manifest wins over a stray table
+    (run / SWEEP_TABLE).write_text("")  # a run's manifest wins over a stray table
     assert nbrun.notebooks_for(run) == nbrun.NOTEBOOKS
     (tmp_path / "parts_only" / "parts").mkdir(parents=True)
     assert nbrun.notebooks_for(tmp_path / "parts_only") == nbrun.NOTEBOOKS
     half = tmp_path / "half"
     half.mkdir()
-    (half / sweep_map.META).write_text("{}")
+    (half / SWEEP_META).write_text("{}")
     with pytest.raises(ConfigError, match=r"has not finished.*rerun its `lblab sweep FILE"):
         nbrun.notebooks_for(half)
     (tmp_path / "empty").mkdir()
