@@ -6,7 +6,7 @@ clients. The rules under test (``balancer/pool.py``, ``balancer/health.py``):
 - overload (servers answering REJECTED at ``--max-inflight``) is replayed elsewhere and
   never ejects a backend, so the pool keeps serving at the servers' capacity;
 - an APPLICATION_ERROR about the client's own request ejects nothing;
-- a hung backend (SIGSTOP) and a backend ten times slower than the rest are ejected by
+- a hung backend (SIGSTOP) and a backend 150 times slower than the rest are ejected by
   missed keepalives and timeouts, new requests go elsewhere, no request waits past its
   deadline, and the hung one returns through slow start after SIGCONT;
 - every error a client sees names its origin (``lblab/failures.py``).
@@ -188,23 +188,25 @@ def test_a_hung_backend_is_ejected_and_comes_back_after_sigcont(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_ten_times_slower_backend_is_ejected_by_its_timeouts(tmp_path):
+def test_a_much_slower_backend_is_ejected_by_its_timeouts(tmp_path):
+    # A deadline 15 times the fast servers' service and a tenth of the slow one's: on a
+    # busy machine (a stalled 20 ms answer took over 100 ms) only s3 still times out.
     fast = [start_server(f"s{i}", tmp_path, "--delay-ms", "20") for i in (1, 2)]
-    slow = start_server("s3", tmp_path, "--delay-ms", "200")
+    slow = start_server("s3", tmp_path, "--delay-ms", "3000")
     with processes(*fast, slow) as kids:
         balancer = start_balancer(
-            [*fast, slow], tmp_path, "--strategy", "rr", "--request-timeout", "100ms"
+            [*fast, slow], tmp_path, "--strategy", "rr", "--request-timeout", "300ms"
         )
         kids.append(balancer)
         t0 = time.monotonic()
-        results = asyncio.run(load(balancer.ready["port"], 5.0, 6, 3.0))
-        assert max(r.elapsed for r in results) < 0.5  # 100 ms deadline, 50 ms ticks
+        results = asyncio.run(load(balancer.ready["port"], 6.0, 6, 3.0))
+        assert max(r.elapsed for r in results) < 1.0  # 300 ms deadline, 50 ms ticks
         failed = [r for r in results if not r.ok]
         assert failed and all("balancer/timeout" in (r.error or "") for r in failed)
-        assert all("backend s3" in (r.error or "") for r in failed)
+        assert all("backend s3" in (r.error or "") for r in failed), [r.error for r in failed]
         # After the first ejection s3 gets only its probes when each ejection ends
         # (1 s, 2 s, 4 s ...): few requests fail, the rest go to s1 and s2.
-        later = [r for r in results if r.t_sent > t0 + 1.0]
+        later = [r for r in results if r.t_sent > t0 + 2.0]
         assert sum(not r.ok for r in later) < 0.05 * len(later), sum(not r.ok for r in later)
         state = backends(balancer)
         assert state["s3"]["ejections"] >= 1 and state["s3"]["faults"] >= 5
