@@ -1,4 +1,5 @@
-"""How much load one Locust process makes, and what lblab's recording costs.
+"""How much load one Locust process makes, what lblab's recording costs, and lblab's
+RSocket user's CPU per request against Locust's own FastHttpUser.
 
     uv run python benchmarks/bench_loadgen.py [--seconds 5] [--rounds 2] [--users 8] [--markdown]
 
@@ -10,11 +11,18 @@ bottleneck), 100 B requests, interleaved rounds:
   with per-request records and progress files), closed model, no think time;
 - bare: the same Locust users without the recorder (a locustfile that only imports
   them), to price the recording: overhead = 1 - locust / bare;
+- fasthttp: one headless Locust process with Locust's own ``FastHttpUser``
+  (``fasthttp_locustfile.py``), the same users, closed model, no think time, POSTing the
+  same 100 B body to ``benchmarks/http_echo_server.py`` (uvloop, keep-alive, answers with
+  the request's body and does no work): the figure Locust's users know;
 - agent: one ``lblab agent`` sampling the echo server every 0.25 s into a balancer's
   agent port, as a share of one core.
 
 CPU % is user + system time of the measured process over its wall time (100 % = one
-core). Figures on a shared 2-core VM are indicative: run the rounds interleaved and
+core); CPU per request is that time over the requests it made, in microseconds, and
+the script prints the ratio of the lblab RSocket user's (with records) to the
+FastHttpUser's, measured in the same run. (The RSocket echo answers 86 B of JSON, the
+HTTP echo the 100 B body: the same size to within 14 B.) Figures on a shared 2-core VM are indicative: run the rounds interleaved and
 compare within one run. ``--markdown`` prints only a stamped section of
 ``docs/results/benchmarks.md`` (the rounds' lines on stderr).
 """
@@ -72,9 +80,16 @@ def bench_raw(port: int, seconds: float) -> tuple[float, float]:
 
 
 def bench_locust(
-    port: int, seconds: float, users: int, folder: Path, locustfile: Path | None
+    port: int,
+    seconds: float,
+    users: int,
+    folder: Path,
+    locustfile: Path | None,
+    http_user: str | None = None,
 ) -> tuple[float, float]:
-    """(requests/s, CPU %) of one Locust process over its load period."""
+    """(requests/s, CPU %) of one Locust process over its load period: the runner's
+    ``ClosedLoopUser`` from ``locustfile`` (None: the runner's), or its ``http_user``
+    against an HTTP server on ``port``."""
     spec = LoadSpec(
         run_id="bench",
         scenario=builtin_scenario("sp+sr"),
@@ -88,6 +103,9 @@ def bench_locust(
     argv = loadgen.command_line(spec, load, "127.0.0.1", port)
     if locustfile is not None:
         argv[argv.index("-f") + 1] = str(locustfile)
+    if http_user is not None:
+        argv[argv.index("--host") + 1] = f"http://127.0.0.1:{port}"
+        argv[-1] = http_user
     run = loadgen.LocustRun([loadgen.launch("locust", argv, folder / "locust.log")])
     proc = psutil.Process(run.main.pid)
     # CPU over the steady middle of the run; requests from Locust's own final count.
@@ -130,7 +148,10 @@ CLIENTS = {
     "raw": "raw client, sequential",
     "locust": "Locust + lblab records",
     "bare": "Locust, no recording",
+    "fasthttp": "Locust FastHttpUser, HTTP",
 }
+HTTP_USER = "EchoHttpUser"
+"""The user class of ``fasthttp_locustfile.py``."""
 
 
 @dataclass
@@ -138,7 +159,7 @@ class LoadgenBench:
     users: int
     seconds: float
     results: dict[str, list[tuple[float, float]]]
-    """(requests/s, CPU %) per round, per client of ``CLIENTS``."""
+    """(requests/s, CPU %) per round, per client of ``CLIENTS`` measured."""
     counts: list[tuple[int, int | None]]
     """(records written, Locust's own count) of each round's recorded run."""
     agent_share: float
@@ -155,16 +176,31 @@ class LoadgenBench:
         """Throughput lost to recording: 1 - locust / bare, in %."""
         return 100 * (1 - self.rate("locust") / self.rate("bare"))
 
+    def cpu_us(self, name: str) -> float:
+        """CPU per request, microseconds: CPU % of a core over requests/s."""
+        return 10_000 * self.cpu(name) / self.rate(name)
+
     @property
-    def locust_cpu_us(self) -> float:
-        """Locust's CPU per request (with records), microseconds."""
-        return 10 * self.cpu("locust") / self.rate("locust") * 1000
+    def measured(self) -> list[str]:
+        """The clients of ``CLIENTS`` with results, in its order."""
+        return [name for name in CLIENTS if name in self.results]
+
+    @property
+    def fasthttp_ratio(self) -> float | None:
+        """lblab's RSocket user's (with records) CPU per request over FastHttpUser's;
+        None when FastHttpUser was not measured."""
+        if "fasthttp" not in self.results:
+            return None
+        return self.cpu_us("locust") / self.cpu_us("fasthttp")
 
 
 def measure(seconds: float, rounds: int, users: int, say: Callable[[str], None]) -> LoadgenBench:
     """The interleaved rounds and the agent; ``say`` gets a line per round."""
-    echo = spawn("echo", [sys.executable, str(Path(__file__).with_name("echo_server.py"))])
+    here = Path(__file__).parent
+    echo = spawn("echo", [sys.executable, str(here / "echo_server.py")])
     port = int(echo.ready["port"])
+    http_echo = spawn("http-echo", [sys.executable, str(here / "http_echo_server.py")])
+    http_port = int(http_echo.ready["port"])
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in CLIENTS}
     counts: list[tuple[int, int | None]] = []
     try:
@@ -181,20 +217,35 @@ def measure(seconds: float, rounds: int, users: int, say: Callable[[str], None])
                 results["bare"].append(
                     bench_locust(port, seconds, users, Path(tmp) / f"bare{r}", bare_file)
                 )
+                results["fasthttp"].append(
+                    bench_locust(
+                        http_port,
+                        seconds,
+                        users,
+                        Path(tmp) / f"fasthttp{r}",
+                        here / "fasthttp_locustfile.py",
+                        HTTP_USER,
+                    )
+                )
                 say(f"round {r + 1}: records {rows}, Locust counted {counted}")
             agent_share = bench_agent(echo.pid, seconds)
     finally:
+        stop(http_echo)
         stop(echo)
     return LoadgenBench(users, seconds, results, counts, agent_share)
 
 
 def print_text(bench: LoadgenBench) -> None:
     print(f"\n100 B request-response against benchmarks/echo_server.py, {bench.users} Locust users")
-    print(f"{'client':<28}{'req/s':>10}{'CPU %':>8}")
-    for name, label in CLIENTS.items():
-        print(f"{label:<28}{bench.rate(name):>10.0f}{bench.cpu(name):>8.0f}")
+    print(f"{'client':<28}{'req/s':>10}{'CPU %':>8}{'CPU us/req':>12}")
+    for name in bench.measured:
+        print(
+            f"{CLIENTS[name]:<28}{bench.rate(name):>10.0f}{bench.cpu(name):>8.0f}"
+            f"{bench.cpu_us(name):>12.0f}"
+        )
     print(f"recording overhead: {bench.overhead_pct:+.1f} % of throughput")
-    print(f"Locust CPU per request: {bench.locust_cpu_us:.0f} us (with records)")
+    if (ratio := bench.fasthttp_ratio) is not None:
+        print(f"CPU per request, lblab RSocket user (with records) / FastHttpUser: {ratio:.2f}x")
     print(f"agent (0.25 s interval): {bench.agent_share:.1f} % of one core")
 
 
@@ -207,15 +258,28 @@ def markdown(bench: LoadgenBench, stamp: Stamp, command: str) -> str:
             "CPU % of one core": f"{bench.cpu(name):.0f}",
         }
         for name, label in CLIENTS.items()
+        if name in bench.results
     ]
     costs = [
         (
             "recording overhead (1 - with records / no recording)",
             f"{bench.overhead_pct:+.1f} % of throughput",
         ),
-        ("Locust CPU per request, with records", f"{bench.locust_cpu_us:.0f} us"),
-        ("`lblab agent`, 0.25 s interval", f"{bench.agent_share:.1f} % of one core"),
+        # Locust with records first: the figure the others are read against.
+        *(
+            (f"CPU per request, {CLIENTS[name]}", f"{bench.cpu_us(name):.0f} us")
+            for name in ["locust", *(n for n in bench.measured if n != "locust")]
+        ),
     ]
+    ratio = bench.fasthttp_ratio
+    if ratio is not None:
+        costs.append(
+            (
+                "CPU per request, lblab RSocket user with records / FastHttpUser",
+                f"{ratio:.2f}x",
+            )
+        )
+    costs.append(("`lblab agent`, 0.25 s interval", f"{bench.agent_share:.1f} % of one core"))
     short = [(rows, counted) for rows, counted in bench.counts if rows != counted]
     records = (
         f"In every round the records written matched Locust's own count ({bench.counts[-1][0]:,} "
@@ -245,6 +309,17 @@ def markdown(bench: LoadgenBench, stamp: Stamp, command: str) -> str:
             f"requests a second at {bench.cpu('locust'):.0f} % of a core; recording changes "
             f"its throughput by {-bench.overhead_pct:+.1f} % against the same users without "
             f"it. {records}",
+            *(
+                []
+                if ratio is None
+                else [
+                    "",
+                    f"Per request it spends {ratio:.2f}x the CPU of Locust's own FastHttpUser "
+                    f"({bench.cpu_us('locust'):.0f} vs {bench.cpu_us('fasthttp'):.0f} us), "
+                    f"which POSTs the same 100 B to `benchmarks/http_echo_server.py` at "
+                    f"{bench.rate('fasthttp'):,.0f} requests a second in the same rounds.",
+                ]
+            ),
         ]
     )
 
