@@ -159,7 +159,7 @@ class LoadgenBench:
     users: int
     seconds: float
     results: dict[str, list[tuple[float, float]]]
-    """(requests/s, CPU %) per round, per client of ``CLIENTS`` measured."""
+    """(requests/s, CPU %) per round, per client of ``CLIENTS``."""
     counts: list[tuple[int, int | None]]
     """(records written, Locust's own count) of each round's recorded run."""
     agent_share: float
@@ -181,16 +181,8 @@ class LoadgenBench:
         return 10_000 * self.cpu(name) / self.rate(name)
 
     @property
-    def measured(self) -> list[str]:
-        """The clients of ``CLIENTS`` with results, in its order."""
-        return [name for name in CLIENTS if name in self.results]
-
-    @property
-    def fasthttp_ratio(self) -> float | None:
-        """lblab's RSocket user's (with records) CPU per request over FastHttpUser's;
-        None when FastHttpUser was not measured."""
-        if "fasthttp" not in self.results:
-            return None
+    def fasthttp_ratio(self) -> float:
+        """lblab's RSocket user's (with records) CPU per request over FastHttpUser's."""
         return self.cpu_us("locust") / self.cpu_us("fasthttp")
 
 
@@ -238,14 +230,14 @@ def measure(seconds: float, rounds: int, users: int, say: Callable[[str], None])
 def print_text(bench: LoadgenBench) -> None:
     print(f"\n100 B request-response against benchmarks/echo_server.py, {bench.users} Locust users")
     print(f"{'client':<28}{'req/s':>10}{'CPU %':>8}{'CPU us/req':>12}")
-    for name in bench.measured:
+    for name in CLIENTS:
         print(
             f"{CLIENTS[name]:<28}{bench.rate(name):>10.0f}{bench.cpu(name):>8.0f}"
             f"{bench.cpu_us(name):>12.0f}"
         )
     print(f"recording overhead: {bench.overhead_pct:+.1f} % of throughput")
-    if (ratio := bench.fasthttp_ratio) is not None:
-        print(f"CPU per request, lblab RSocket user (with records) / FastHttpUser: {ratio:.2f}x")
+    ratio = bench.fasthttp_ratio
+    print(f"CPU per request, lblab RSocket user (with records) / FastHttpUser: {ratio:.2f}x")
     print(f"agent (0.25 s interval): {bench.agent_share:.1f} % of one core")
 
 
@@ -258,7 +250,6 @@ def markdown(bench: LoadgenBench, stamp: Stamp, command: str) -> str:
             "CPU % of one core": f"{bench.cpu(name):.0f}",
         }
         for name, label in CLIENTS.items()
-        if name in bench.results
     ]
     costs = [
         (
@@ -268,18 +259,14 @@ def markdown(bench: LoadgenBench, stamp: Stamp, command: str) -> str:
         # Locust with records first: the figure the others are read against.
         *(
             (f"CPU per request, {CLIENTS[name]}", f"{bench.cpu_us(name):.0f} us")
-            for name in ["locust", *(n for n in bench.measured if n != "locust")]
+            for name in ["locust", *(n for n in CLIENTS if n != "locust")]
         ),
+        (
+            "CPU per request, lblab RSocket user with records / FastHttpUser",
+            f"{bench.fasthttp_ratio:.2f}x",
+        ),
+        ("`lblab agent`, 0.25 s interval", f"{bench.agent_share:.1f} % of one core"),
     ]
-    ratio = bench.fasthttp_ratio
-    if ratio is not None:
-        costs.append(
-            (
-                "CPU per request, lblab RSocket user with records / FastHttpUser",
-                f"{ratio:.2f}x",
-            )
-        )
-    costs.append(("`lblab agent`, 0.25 s interval", f"{bench.agent_share:.1f} % of one core"))
     short = [(rows, counted) for rows, counted in bench.counts if rows != counted]
     records = (
         f"In every round the records written matched Locust's own count ({bench.counts[-1][0]:,} "
@@ -309,17 +296,11 @@ def markdown(bench: LoadgenBench, stamp: Stamp, command: str) -> str:
             f"requests a second at {bench.cpu('locust'):.0f} % of a core; recording changes "
             f"its throughput by {-bench.overhead_pct:+.1f} % against the same users without "
             f"it. {records}",
-            *(
-                []
-                if ratio is None
-                else [
-                    "",
-                    f"Per request it spends {ratio:.2f}x the CPU of Locust's own FastHttpUser "
-                    f"({bench.cpu_us('locust'):.0f} vs {bench.cpu_us('fasthttp'):.0f} us), "
-                    f"which POSTs the same 100 B to `benchmarks/http_echo_server.py` at "
-                    f"{bench.rate('fasthttp'):,.0f} requests a second in the same rounds.",
-                ]
-            ),
+            "",
+            f"Per request it spends {bench.fasthttp_ratio:.2f}x the CPU of Locust's own "
+            f"FastHttpUser ({bench.cpu_us('locust'):.0f} vs {bench.cpu_us('fasthttp'):.0f} us), "
+            "which POSTs the same 100 B to `benchmarks/http_echo_server.py` at "
+            f"{bench.rate('fasthttp'):,.0f} requests a second in the same rounds.",
         ]
     )
 

@@ -107,6 +107,7 @@ def test_loadgen() -> None:
         "raw": [(3000.0, 95.0), (3100.0, 96.0)],
         "locust": [(2000.0, 100.0), (2000.0, 100.0)],
         "bare": [(2500.0, 99.0), (2500.0, 99.0)],
+        "fasthttp": [(1000.0, 100.0), (1000.0, 100.0)],
     }
     lg = m.LoadgenBench(8, 5.0, results, [(10_000, 10_000), (9_990, 10_000)], 0.4)
     text = m.markdown(lg, STAMP, "uv run python benchmarks/bench_loadgen.py --markdown")
@@ -114,6 +115,11 @@ def test_loadgen() -> None:
     assert clients[3] == "| Locust + lblab records | 2,000 | 100 |"
     assert "| +20.0 % of throughput |" in costs[2]
     assert costs[3].endswith("| 500 us |")  # 100 % of a core over 2,000 req/s
+    assert clients[5] == "| Locust FastHttpUser, HTTP | 1,000 | 100 |"
+    fasthttp = next(row for row in costs if "FastHttpUser, HTTP" in row)
+    assert fasthttp.endswith("| 1000 us |")
+    ratio = next(row for row in costs if "/ FastHttpUser" in row)
+    assert ratio.endswith("| 0.50x |")  # 500 us against 1,000 us
     assert "changes its throughput by -20.0 %" in text
     assert "differ from Locust's own count in 9,990 vs 10,000" in text
 
