@@ -50,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lblab.windows import INSIDE, WINDOW_COLUMN, Window
+from lblab.windows import INSIDE, WINDOW_COLUMN, Window, cpu_per_request_us
 
 PASS, WARN, FAIL, NA = "pass", "warn", "fail", "n/a"
 LEVELS = (PASS, WARN, FAIL, NA)
@@ -218,11 +218,7 @@ def _open_model(f: PhaseFacts) -> Check:
 def _balancer(f: PhaseFacts) -> Check:
     if f.balancer_cores is None:
         return Check("balancer", NA, "-", "the balancer's CPU was not measured (external)")
-    per_req = (
-        f.balancer_cores * f.window_s / f.requests_in_window * 1e6
-        if f.requests_in_window
-        else float("nan")
-    )
+    per_req = cpu_per_request_us(f.balancer_cores, f.window_s, f.requests_in_window)
     level = _level(f.balancer_cores, BALANCER_WARN, BALANCER_FAIL)
     return _judged(
         "balancer",

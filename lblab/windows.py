@@ -111,3 +111,10 @@ def with_window(table: pa.Table, column: str, window: Window, interval: float = 
 def throughput(ok_inside: int, window: Window) -> float:
     """Successful requests per second of the window (NaN for an empty window)."""
     return ok_inside / window.seconds if window.seconds > 0 else float("nan")
+
+
+def cpu_per_request_us(cores: float, window_s: float, requests: int) -> float:
+    """Microseconds of CPU per request sent inside a window: ``cores`` (the share of one
+    core a process used over the window) times the window's length, over its requests;
+    NaN without requests. The balancer check and the thesis's claims both read it."""
+    return cores * window_s / requests * 1e6 if requests else float("nan")

@@ -21,7 +21,7 @@ import pandas as pd
 from lblab.analysis.load import open_results
 from lblab.analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, server_metrics, unit_metrics
 from lblab.errors import ConfigError
-from lblab.windows import Window
+from lblab.windows import Window, cpu_per_request_us
 
 SMALL_CELL, LARGE_CELL, VARIATION, LIGHT = "sp+sr", "sp+lr", "variation", "light"
 CLOSED = (SMALL_CELL, LARGE_CELL, VARIATION)
@@ -102,8 +102,8 @@ def _phase_facts(manifest: Mapping[str, Any], picks: pd.DataFrame) -> pd.DataFra
         balancer = (p.get("harness_cpu") or {}).get("balancer") or []
         n = p.get("requests_in_window") or 0
         us = (
-            float(sum(balancer)) * window.seconds / n * 1e6
-            if window is not None and balancer and n
+            cpu_per_request_us(float(sum(balancer)), window.seconds, n)
+            if window is not None and balancer
             else math.nan
         )
         failed = [v["name"] for v in p.get("verdicts") or [] if v.get("level") == "fail"]

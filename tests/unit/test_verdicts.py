@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
 from lblab.verdicts import FAIL, NA, PASS, WARN, PhaseFacts, evaluate, summary_lines, worst
+from lblab.windows import cpu_per_request_us
 
 GOOD = PhaseFacts(
     window_s=10.0,
@@ -179,3 +181,10 @@ def test_disturbance_says_how_much_where_and_what_to_do() -> None:
     assert "stop other work on the machine" in isolated.why and "rerun" in isolated.why
     assert shared.figure.endswith("on the CPUs servers and harness shared 0,1 (5% of them)")
     assert shared.level == PASS  # at the line, not past it
+
+
+def test_the_balancer_check_gives_its_cpu_per_request() -> None:
+    (check,) = [c for c in evaluate(GOOD) if c.name == "balancer"]
+    assert check.figure == "20% of a core, 200 us/request"  # 0.2 cores x 10 s / 10,000
+    assert cpu_per_request_us(0.2, 10.0, 10_000) == pytest.approx(200.0)
+    assert math.isnan(cpu_per_request_us(0.2, 10.0, 0))  # no request in the window
