@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 
 from lblab.analysis.stats import MeanCI
 from lblab.analysis.thesis_claims import CLAIMS, Claim
+from lblab.analysis.thesis_explanations import why_static_small
 from lblab.analysis.thesis_judging import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -27,7 +29,7 @@ from lblab.analysis.thesis_judging import (
     markdown,
     verdict_of,
 )
-from lblab.analysis.thesis_tables import RunTables, tables_from_frames
+from lblab.analysis.thesis_tables import PHASE_COLUMNS, RunTables, tables_from_frames
 
 SERVERS = ("s1", "s2", "s3")
 SCENARIOS = ("sp+sr", "sp+lr", "variation", "light")
@@ -215,3 +217,20 @@ def test_markdown_lists_every_claim_with_its_words(shaped: RunTables) -> None:
     for c in CLAIMS:
         assert c.text in text and c.thesis in text
     assert text.count("\n| ") == len(CLAIMS) + 1  # header and one row per claim
+
+
+def test_the_balancers_cost_per_request_is_said_in_its_direction(shaped: RunTables) -> None:
+    """lc and dwrr cheaper per request than r and rr: "less", with the figures in the
+    order the sentence names them (a live run printed "-13 us more")."""
+    phases = pd.DataFrame(
+        [
+            (strategy, "sp+sr", rep, us, [], math.nan)
+            for strategy, us in {"r": 182.0, "rr": 182.0, "lc": 169.0, "dwrr": 169.0}.items()
+            for rep in (1, 2, 3)
+        ],
+        columns=PHASE_COLUMNS,
+    )
+    words = why_static_small(replace(shaped, phases=phases))
+    assert "lc and dwrr cost the balancer 13 us less a request (169 us vs 182 us for r, rr)" in (
+        words
+    ), words
