@@ -107,7 +107,7 @@ def thesis(
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
 ) -> None:
-    """The thesis's conclusions, each checked live with a 95 % interval (~50 min, busy 2 cores)."""
+    """The thesis's conclusions, each checked live with a 95 % interval (17 min quiet, ~50 busy, on 2 cores)."""
     from lblab.analysis.load import open_run
     from lblab.analysis.thesis_judging import judge_all, markdown
     from lblab.analysis.thesis_tables import load_run
