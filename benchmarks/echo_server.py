@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Callable
 
 from lblab.errors import RemoteProtocolError
 from lblab.procs import announce_ready
@@ -81,12 +82,14 @@ class EchoProtocol(asyncio.Protocol):
             self.transport.write(b"".join(out))
 
 
-async def serve(host: str, port: int, server_id: str, reject_every: int, hold_every: int) -> None:
+async def serve(
+    protocol: Callable[[], asyncio.Protocol], host: str, port: int, name: str, **ready: str
+) -> None:
+    """Serve ``protocol`` on ``host:port`` until killed, after announcing the bound port
+    as ``name`` (``lblab.procs.announce_ready``); ``http_echo_server.py`` serves this way too."""
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: EchoProtocol(server_id, reject_every, hold_every), host, port
-    )
-    announce_ready("echo", id=server_id, port=server.sockets[0].getsockname()[1])
+    server = await loop.create_server(protocol, host, port)
+    announce_ready(name, **ready, port=server.sockets[0].getsockname()[1])
     async with server:
         await server.serve_forever()
 
@@ -101,7 +104,15 @@ def main() -> None:
     args = parser.parse_args()
     import uvloop
 
-    uvloop.run(serve(args.host, args.port, args.id, args.reject_every, args.hold_every))
+    uvloop.run(
+        serve(
+            lambda: EchoProtocol(args.id, args.reject_every, args.hold_every),
+            args.host,
+            args.port,
+            "echo",
+            id=args.id,
+        )
+    )
 
 
 if __name__ == "__main__":

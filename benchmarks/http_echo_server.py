@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import re
 
-from lblab.procs import announce_ready
+from echo_server import serve
 
 MAX_HEAD = 16 * 1024
 """Largest request head (line and headers) we buffer: 16 KiB, nginx's largest default
@@ -64,14 +64,6 @@ class HttpEchoProtocol(asyncio.Protocol):
         self.transport.close()
 
 
-async def serve(host: str, port: int) -> None:
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(HttpEchoProtocol, host, port)
-    announce_ready("http-echo", port=server.sockets[0].getsockname()[1])
-    async with server:
-        await server.serve_forever()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -79,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     import uvloop
 
-    uvloop.run(serve(args.host, args.port))
+    uvloop.run(serve(HttpEchoProtocol, args.host, args.port, "http-echo"))
 
 
 if __name__ == "__main__":
