@@ -1,6 +1,6 @@
-"""The ansible path end to end, on a 6-host namespace testbed.
+"""The ansible path end to end, on a 5-host namespace testbed.
 
-balancer, s1..s3, loader1, loader2 come up as namespaces with sshd; ``site.yml``
+balancer, s1, s2, loader1, loader2 come up as namespaces with sshd; ``site.yml``
 provisions them twice (the second run must change nothing); ``experiment.yml`` runs the
 ``tiny`` preset with Locust distributed over both loaders (master on loader1, one worker
 on each) and fetches the run; the fetched directory must satisfy the results contract,
@@ -97,7 +97,7 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
     try:
         up = subprocess.run(
             lblab_command(
-                "testbed", "up", "--name", NAME, "--hosts", "6", "--loaders", "2",
+                "testbed", "up", "--name", NAME, "--hosts", "5", "--loaders", "2",
                 "--subnet", SUBNET,
             ),
             capture_output=True, text=True, timeout=120,
@@ -105,7 +105,7 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
         assert up.returncode == 0, up.stderr
 
         first = _playbook("site.yml", *extra)
-        assert set(first) == {"balancer", "s1", "s2", "s3", "loader1", "loader2"}
+        assert set(first) == {"balancer", "s1", "s2", "loader1", "loader2"}
         assert all(r[1] > 0 for r in first.values())  # the first run did install things
         second = _playbook("site.yml", *extra)
         assert {h: r[1] for h, r in second.items()} == dict.fromkeys(first, 0), second
@@ -122,8 +122,8 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
             data = pq.read_table(run / f"{table}.parquet")
             assert missing_columns(table, data.column_names) == [], table
             assert data.num_rows > 0, table
-            # Rows name the testbed's servers: the hosts s1..s3 answered and were sampled.
-            assert set(data.column("server").drop_null().to_pylist()) == {"s1", "s2", "s3"}, table
+            # Rows name the testbed's servers: the hosts s1 and s2 answered and were sampled.
+            assert set(data.column("server").drop_null().to_pylist()) == {"s1", "s2"}, table
         manifest = json.loads((run / "manifest.json").read_text())
         assert manifest["testbed"]["kind"] == "external"
         assert manifest["config"]["run"]["expect_workers"] == 2
@@ -160,7 +160,7 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
         and str(HOME) in " ".join(p.info["cmdline"] or [])
     ]
     assert left == []  # no sshd, supervisor, server, agent or balancer of the testbed
-    cgroups = [g.name for g in Path("/sys/fs/cgroup/cpu").glob("lblab-s[123]-*")]
+    cgroups = [g.name for g in Path("/sys/fs/cgroup/cpu").glob("lblab-s[12]-*")]
     assert all(psutil.pid_exists(int(g.rsplit("-", 1)[1])) for g in cgroups), cgroups
 
 
@@ -182,12 +182,12 @@ def _sweep_on_the_hosts(extra: list[str], tmp_path: Path) -> None:
     from distributed import Client
 
     started = _playbook("dask.yml", *extra)
-    assert set(started) == {"balancer", "s1", "s2", "s3"}
+    assert set(started) == {"balancer", "s1", "s2"}
     hosts = json.loads((HOME / "inventory.yml").read_text())
     balancer = hosts["all"]["children"]["balancer"]["hosts"]["balancer"]["ansible_host"]
     address = f"tcp://{balancer}:8786"
     with Client(address, timeout=60) as client:
-        client.wait_for_workers(3, timeout=120)
+        client.wait_for_workers(2, timeout=120)
     (tmp_path / "sweep.toml").write_text(SWEEP_FILE)
     out = tmp_path / "sweep"
     sweep = subprocess.run(
