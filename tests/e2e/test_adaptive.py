@@ -30,27 +30,21 @@ budget = "{budget}"
 """
 
 
-KEEP_OPEN = "equivalence = 1e-6\n[weights]\ns1 = 1\ns2 = 1\ns3 = 1\n"
-"""Keeps the pair open after two blocks, so the budget, not a settled answer, stops the
-run: wrr with equal weights sends as rr does (so a difference is resolved only by
-chance, under 5 % per metric with two blocks), and a margin of one in a million makes
-no measured metric equivalent (only the failure rate, 0 in both). With the tiny
-preset's weights a quiet machine resolved every metric in two blocks; with equal weights
-and the 5 % margin CI found every pair equivalent."""
-
-
 def test_a_budget_stops_the_blocks_and_the_answer_is_written(tmp_path: Path) -> None:
+    """A budget of less than one block stops the run after its minimum. The minimum is
+    one block, whose pairs are open by construction (one block gives no interval), so
+    the budget, not a settled answer, decides: with two blocks of two strategies that
+    send alike, a drift common to a strategy's phases resolved pairs on this VM."""
     config = tmp_path / "adaptive.toml"
-    # A budget of less than one block: stop after the minimum.
-    config.write_text(CONFIG.format(budget="5s") + KEEP_OPEN)
+    config.write_text(CONFIG.format(budget="5s").replace("replications = 2", "replications = 1"))
     run_dir = tmp_path / "run"
     result = run_lblab(["run", "--config", str(config), "--out", str(run_dir), "--no-report"], 180)
     assert result.returncode == 0, result.stderr[-3000:]
     m = json.loads((run_dir / "manifest.json").read_text())
     (decision,) = m["adaptive"]["decisions"]
-    assert decision["after_block"] == 2 and decision["decision"].startswith("stop: another block")
-    assert "budget" in decision["decision"]
-    # The two blocks ran in the order the seed draws, and nothing more.
+    assert decision["after_block"] == 1 and decision["decision"].startswith("stop: another block")
+    assert "budget" in decision["decision"] and decision["open_pairs"] > 0
+    # The block ran in the order the seed draws, and nothing more.
     planned = plan(resolve(None, m["config"], {}))
     assert [(p["scenario"], p["strategy"], p["replication"]) for p in m["phases"]] == [
         (p.scenario, p.strategy, p.replication) for p in planned
@@ -61,12 +55,14 @@ def test_a_budget_stops_the_blocks_and_the_answer_is_written(tmp_path: Path) -> 
     metrics = {c["metric"] for c in cells}
     assert metrics == {"throughput_rps", "latency_mean_ms", "latency_p95_ms", "failure_rate",
                        "cpu_imbalance"}  # fmt: skip
+    # A phase that failed a check (hypervisor steal, on this VM) is left out of the answer.
+    counted = 0 if all(p["verdict"] == "fail" for p in m["phases"]) else 1
     for cell in cells:
-        assert cell["verdict"] in ("winner", "tie", "unresolved") and cell["blocks"] == 2
-        assert cell["verdict"] != "unresolved" or cell["why"]
+        assert cell["verdict"] == "unresolved" and cell["why"], cell
+        assert cell["blocks"] == counted, cell
     # summary.csv: one row per phase with the headline metrics and the phase's verdict.
     rows = list(csv.DictReader((run_dir / "summary.csv").open()))
-    assert len(rows) == len(m["phases"]) == 4
+    assert len(rows) == len(m["phases"]) == 2
     assert {r["strategy"] for r in rows} == {"rr", "wrr"}
     assert all(float(r["throughput_rps"]) > 0 and r["verdict"] in VERDICTS for r in rows)
 
