@@ -280,17 +280,26 @@ def _difference(p: Pair, best: str) -> dict[str, float]:
 def settled(cells: Iterable[Cell]) -> bool:
     """Every cell is decided and every pair in it resolved or equivalent: more blocks
     would not add. A cell of one strategy has nothing to decide; a cell whose phases
-    all failed their checks has no value at all, and is not settled."""
-    return all(c.open_pairs == 0 and (c.verdict != UNRESOLVED or len(c.means) == 1) for c in cells)
+    all failed their checks has no value at all, and is not settled; nor is one where a
+    strategy's every phase failed (its pairs have no block yet)."""
+    return all(c.open_pairs == 0 and not _undecided(c) for c in cells)
+
+
+def _undecided(cell: Cell) -> bool:
+    """Unresolved with more than one strategy, no value at all, or a strategy missing
+    because each of its phases failed a check."""
+    missing = any(o["strategy"] not in cell.means for o in cell.left_out)
+    return missing or (cell.verdict == UNRESOLVED and len(cell.means) != 1)
 
 
 def scenarios_to_settle(cells: Iterable[Cell]) -> list[str]:
     """The scenarios another block should run, in the run's order: those with a cell
-    still undecided (or with no value: every phase of it failed its checks); once every
-    cell is decided, those with a pair still open. A scenario whose answer is in costs
-    no more phases while another's is not. Empty exactly when ``settled``."""
+    still undecided (or with no value, or a strategy with none: every phase of it failed
+    its checks); once every cell is decided, those with a pair still open. A scenario
+    whose answer is in costs no more phases while another's is not. Empty exactly when
+    ``settled``."""
     cells = list(cells)
-    undecided = [c.scenario for c in cells if c.verdict == UNRESOLVED and len(c.means) != 1]
+    undecided = [c.scenario for c in cells if _undecided(c)]
     chosen = set(undecided) or {c.scenario for c in cells if c.open_pairs}
     return list(dict.fromkeys(c.scenario for c in cells if c.scenario in chosen))
 

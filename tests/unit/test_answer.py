@@ -176,6 +176,17 @@ def test_a_cell_whose_phases_all_failed_is_not_settled() -> None:
     assert "With one block" not in words
 
 
+def test_a_strategy_whose_phases_all_failed_leaves_its_cell_unsettled() -> None:
+    """Two strategies, one block, rr's phase left out: the cell holds wrr alone, which is
+    not a run of one strategy. An adaptive run stopped here with "every pair is resolved"
+    (a fresh-clone suite run, steal failing rr's phase); it must run another block."""
+    frame = units({"rr": [100.0], "wrr": [101.0]})
+    cells = answer(frame, [("sp+sr", "rr", 1, "disturbance fail")], metrics=["throughput_rps"])
+    assert only(cells).verdict == UNRESOLVED and set(only(cells).means) == {"wrr"}
+    assert not settled(cells)
+    assert scenarios_to_settle(cells) == ["sp+sr"]
+
+
 def test_one_strategy_has_nothing_to_decide_and_is_settled() -> None:
     cells = answer(units({"rr": [100.0, 101.0]}), metrics=["throughput_rps"])
     assert only(cells).why == "only one strategy" and settled(cells)
