@@ -22,6 +22,14 @@ from lblab.procs import lblab_command
 TINY_TIMEOUT_S = 240
 DONE = "tiny.done"
 
+PACED_THINK = "think_time = [0.01, 0.01]"
+"""For live tests that need requests flowing, not saturated servers: each user pauses 10 ms
+between requests. The tiny preset's unpaced users take both cores for a phase's length,
+from every test running beside it (a test of two killed and resumed runs went from 78 to
+38 s of CPU)."""
+PACED_LOAD = f"\n[load]\n{PACED_THINK}\n"
+"""``PACED_THINK`` as a config layer's whole ``[load]`` table."""
+
 
 def run_lblab(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     """``lblab ARGS`` as a child process with a deadline; output captured."""

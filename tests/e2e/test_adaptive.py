@@ -11,13 +11,14 @@ import pytest
 
 from lblab.loadtests.runconfig import resolve
 from lblab.loadtests.runner import plan
-from tests.run_fixture import run_lblab
+from tests.run_fixture import PACED_LOAD, run_lblab
 
-pytestmark = [pytest.mark.slow, pytest.mark.quiet]
+pytestmark = pytest.mark.slow
 
 VERDICTS = ("pass", "warn", "fail", "n/a")
 
-CONFIG = """
+CONFIG = (
+    """
 preset = "tiny"
 [run]
 strategies = ["rr", "wrr"]
@@ -28,6 +29,8 @@ replications = 2
 max_replications = 6
 budget = "{budget}"
 """
+    + PACED_LOAD
+)
 
 
 def test_a_budget_stops_the_blocks_and_the_answer_is_written(tmp_path: Path) -> None:

@@ -12,20 +12,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.run_fixture import run_lblab
+from tests.run_fixture import PACED_THINK, run_lblab
 
-CONFIG = """
+CONFIG = (
+    """
 preset = "tiny"
 [run]
 strategies = ["rr", "dwrr"]
 scenarios = ["sp+sr"]
 duration = "3s"
 warmup = "1s"
-[load]
-users = 6
 [testbed]
 balancers = 2
+[load]
+users = 6
 """
+    + PACED_THINK
+)
 
 
 def test_two_balancer_nodes_split_the_load_and_the_report_shows_it(tmp_path: Path) -> None:

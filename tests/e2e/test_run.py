@@ -14,7 +14,7 @@ import pytest
 
 from lblab.procs import lblab_command
 from lblab.results import ERROR_KINDS, SCHEMAS, missing_columns
-from tests.run_fixture import run_lblab
+from tests.run_fixture import PACED_LOAD, run_lblab
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +101,8 @@ server = "s3"
 at = "4s"
 action = "restart"
 server = "s1"
-""",
+"""
+        + PACED_LOAD,
     )
     run_dir = tmp_path / "run"
     result = run_lblab(["run", "--config", str(config), "--out", str(run_dir), "--no-report"], 150)
@@ -130,7 +131,8 @@ strategies = ["lc"]
 scenarios = ["sp+sr", "mp+sr"]
 duration = "4s"
 warmup = "0s"
-""",
+"""
+        + PACED_LOAD,
     )
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(

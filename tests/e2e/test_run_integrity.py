@@ -20,13 +20,14 @@ import pytest
 from lblab.analysis.load import open_results
 from lblab.procs import lblab_command
 from tests.full_disk import fill, needs_root, small_filesystem
-from tests.run_fixture import run_lblab
+from tests.run_fixture import PACED_LOAD, run_lblab
 
 pytestmark = pytest.mark.slow
 
 # Phases long enough that the Locust of a killed attempt, without a parent watch, would
 # still be sending when the resume starts (it ran on for the phase's full length).
-TWO_PHASES = """
+TWO_PHASES = (
+    """
 preset = "tiny"
 [run]
 strategies = ["lc"]
@@ -34,6 +35,8 @@ scenarios = ["sp+sr", "mp+sr"]
 duration = "{duration}"
 warmup = "0s"
 """
+    + PACED_LOAD
+)
 
 
 def manifest(run_dir: Path) -> dict:

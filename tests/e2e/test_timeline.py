@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 
 from tests.e2e.test_run import assert_complete, manifest
-from tests.run_fixture import run_lblab
+from tests.run_fixture import PACED_LOAD, run_lblab
 
 pytestmark = pytest.mark.slow
 
-CONFIG = """
+CONFIG = (
+    """
 preset = "tiny"
 [run]
 strategies = ["rr"]
@@ -50,6 +51,8 @@ at = "4.5s"
 action = "remove"
 server = "s1"
 """
+    + PACED_LOAD
+)
 
 CLOCK_SLACK_S = 0.25
 """Picks carry the balancer's epoch (its start-up offset on the monotonic clock), events
