@@ -8,6 +8,7 @@ other work on it is exactly what the check reports.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,9 +22,10 @@ import pandas as pd
 import pytest
 
 from lblab.loadtests.probe import CpuProbe
+from lblab.procs import lblab_command
 from lblab.verdicts import DISTURBANCE_WARN
 from lblab.windows import Window
-from tests.run_fixture import run_lblab
+from tests.run_fixture import PACED_LOAD
 
 pytestmark = pytest.mark.slow
 
@@ -43,16 +45,38 @@ def hog(cpu: int) -> subprocess.Popen[bytes]:
 
 
 def run_beside(cpu: int, tmp_path: Path) -> dict[str, Any]:
-    """A tiny one-phase run with a hog on ``cpu``: its manifest."""
-    proc = hog(cpu)
+    """A tiny one-phase run with a hog on ``cpu`` from the start of its phase (the hog,
+    not the load, is the test: the users are paced, and the hog does not spin through
+    the testbed's start): its manifest."""
+    config = tmp_path / "paced.toml"
+    config.write_text('preset = "tiny"\n' + PACED_LOAD)
+    run_dir = tmp_path / "run"
+    args = ["run", "--config", str(config), "--strategies", "rr", "--scenarios", "sp+sr"]
+    run = subprocess.Popen(
+        lblab_command(*args, "--duration", "4s", "--no-report", "--out", str(run_dir)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc = None
     try:
-        run_dir = tmp_path / "run"
-        args = ["run", "--preset", "tiny", "--strategies", "rr", "--scenarios", "sp+sr"]
-        result = run_lblab([*args, "--duration", "4s", "--no-report", "--out", str(run_dir)], 120)
+        deadline = time.monotonic() + 90
+        while proc is None and run.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(FileNotFoundError, ValueError, IndexError, KeyError):
+                if (
+                    json.loads((run_dir / "manifest.json").read_text())["phases"][0]["status"]
+                    == "running"
+                ):
+                    proc = hog(cpu)
+            time.sleep(0.1)
+        _, err = run.communicate(timeout=120)
     finally:
-        proc.kill()
-        proc.wait()
-    assert result.returncode == 0, result.stderr[-3000:]
+        run.kill()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+    assert proc is not None, f"the phase never started: {err[-3000:]}"
+    assert run.returncode == 0, err[-3000:]
     return dict(json.loads((run_dir / "manifest.json").read_text()))
 
 

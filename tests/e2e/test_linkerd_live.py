@@ -175,7 +175,12 @@ def test_slow_pause_resume_fire_and_take_effect(tmp_path: Path) -> None:
     # it at the end of the work): "outside" leaves half a second on both sides.
     outside = s1[(s1.t_sent < slow["t"] - 0.5) | (s1.t_sent > normal["t_done"] + 0.5)]
     assert len(during) > 5 and during.service_ms.min() >= 300, during.service_ms.describe()
-    assert len(outside) > 5 and outside.service_ms.max() < 300
+    # A slowdown still in force would hold every request outside its window past 300 ms.
+    # A busy machine stalls a few on its own (their server's CPU quota waits its turn):
+    # beside a full parallel suite, 3 of 159 took 295-474 ms with the phase's
+    # disturbance check failing. So: the median well under, and at most a tenth past it.
+    assert len(outside) > 5 and outside.service_ms.median() < 100, outside.service_ms.describe()
+    assert (outside.service_ms >= 300).mean() <= 0.1, outside.service_ms.describe()
 
     # The paused server's requests time out, and nothing sent to it while paused is
     # answered by it; other servers answer throughout.
