@@ -29,6 +29,7 @@ import pytest
 
 from lblab.procs import lblab_command
 from lblab.results import TABLES, missing_columns
+from tests.run_fixture import PACED_LOAD
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "lbte"
@@ -111,9 +112,14 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
         assert {h: r[1] for h, r in second.items()} == dict.fromkeys(first, 0), second
 
         # tiny with one strategy: its two scenarios are two phases, enough to show that
-        # the hosts' records join phase by phase (each phase costs ~10 s of start-up).
+        # the hosts' records join phase by phase (each phase costs ~10 s of start-up). Its
+        # users are paced (a config file the loader role copies): requests flow without
+        # taking both cores from the rest of the suite.
+        paced = tmp_path / "paced.toml"
+        paced.write_text(PACED_LOAD)
         _playbook(
             "experiment.yml", *extra, "-e", "loader_preset=tiny", "-e", f"lblab_results_dir={results}",
+            "-e", f"loader_config_file={paced}",
             "-e", "loader_workers_per_host=1", "-e", "loader_poll_interval=1",
             "-e", json.dumps({"loader_run_args": ["--strategies", "rr"]}), timeout=600,
         )  # fmt: skip
