@@ -35,6 +35,7 @@ import pytest
 from lblab.loadtests.loadgen import free_port
 from lblab.procs import lblab_command
 from tests.integration.test_notebooks_server import DevTools, read_line
+from tests.run_fixture import PACED_LOAD
 
 pytestmark = pytest.mark.slow
 
@@ -235,9 +236,12 @@ def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> l
 
 @contextlib.contextmanager
 def lblab_ui(tmp_path: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """``lblab ui`` in its own session; killed with its tree if a step failed."""
+    """``lblab ui`` in its own session; killed with its tree if a step failed. Its users
+    are paced: the test watches the UI, not the servers' capacity."""
+    config = tmp_path / "paced.toml"
+    config.write_text('preset = "tiny"\n' + PACED_LOAD)
     popen = subprocess.Popen(
-        lblab_command("ui", "--preset", "tiny", "--web-port", str(port), "--warmup", "1s",
+        lblab_command("ui", "--config", str(config), "--web-port", str(port), "--warmup", "1s",
                       "--out", str(tmp_path / "run")),
         stdout=subprocess.PIPE,
         stderr=open(tmp_path / "lblab.err", "wb"),  # noqa: SIM115 - the child owns it
