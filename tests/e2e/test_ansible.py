@@ -114,13 +114,14 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
         # tiny with one strategy: its two scenarios are two phases, enough to show that
         # the hosts' records join phase by phase (each phase costs ~10 s of start-up). Its
         # users are paced (a config file the loader role copies): requests flow without
-        # taking both cores from the rest of the suite.
+        # taking both cores from the rest of the suite. The role's default poll (5 s): each
+        # poll is a module run on the loader, about 0.6 s of CPU with ansible's own.
         paced = tmp_path / "paced.toml"
         paced.write_text(PACED_LOAD)
         _playbook(
             "experiment.yml", *extra, "-e", "loader_preset=tiny", "-e", f"lblab_results_dir={results}",
             "-e", f"loader_config_file={paced}",
-            "-e", "loader_workers_per_host=1", "-e", "loader_poll_interval=1",
+            "-e", "loader_workers_per_host=1",
             "-e", json.dumps({"loader_run_args": ["--strategies", "rr"]}), timeout=600,
         )  # fmt: skip
         (run,) = results.iterdir()
