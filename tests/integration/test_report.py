@@ -114,20 +114,28 @@ def simulate(out: Path) -> Path:
 
 @pytest.mark.slow
 def test_report_of_a_real_run_renders_in_chromium(tiny_run_dir: Path, tmp_path: Path) -> None:
-    result = run_lblab(["report", str(tiny_run_dir)], timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
+    """The report the run wrote at its end (``lblab report`` itself is run on the
+    simulated run below): it renders, and its validity section counts every phase's
+    checks as the manifest has them."""
     index = tiny_run_dir / "report" / "index.html"
-    assert f"report: {index}" in result.stdout
     check_report(index, tmp_path)
     text = index.read_text()
     assert "live measurement" in text and "warm-up (excluded)" in text
+    phases = json.loads((tiny_run_dir / "manifest.json").read_text())["phases"]
+    warn, fail = [sum(p["verdict"] == level for p in phases) for level in ("warn", "fail")]
+    assert "Can these numbers be trusted?" in text
+    assert (
+        f"{len(phases)} phases checked: {len(phases) - warn - fail} pass, {warn} warn, {fail} fail."
+    ) in text
 
 
 @pytest.mark.slow
 def test_report_of_a_simulated_run(tmp_path: Path) -> None:
-    from lblab.analysis.report import build_report
-
-    index = build_report(simulate(tmp_path / "sim"))
+    run = simulate(tmp_path / "sim")
+    result = run_lblab(["report", str(run)], timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    index = run / "report" / "index.html"
+    assert f"report: {index}" in result.stdout
     check_report(index, tmp_path)
     assert "simulated (SimPy model" in index.read_text()
 
