@@ -77,6 +77,9 @@ def start(notebook_dir: Path, log_path: Path, timeout: float = START_TIMEOUT_S) 
         f"--ServerApp.root_dir={notebook_dir.resolve()}",
         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        # No search for language servers (none is installed): it ran `npm prefix -g`, a
+        # node process at every start where npm is on the PATH.
+        "--LanguageServerManager.autodetect=False",
     ]  # fmt: skip
     if os.geteuid() == 0:
         argv.append("--allow-root")  # containers and CI run as root

@@ -135,7 +135,19 @@ def command_line(process: psutil.Process) -> str:
 
 
 def jupyter_processes(lblab: psutil.Process) -> list[psutil.Process]:
-    return [p for p in descendants(lblab.pid) if "jupyterlab" in command_line(p)]
+    """The Jupyter servers under ``lblab``: not their own helpers, which a server forks
+    with its command line until they exec (an npm seen that way was counted as a second
+    server)."""
+    found = [p for p in descendants(lblab.pid) if "jupyterlab" in command_line(p)]
+    pids = {p.pid for p in found}
+    return [p for p in found if _parent_pid(p) not in pids]
+
+
+def _parent_pid(process: psutil.Process) -> int | None:
+    try:
+        return process.ppid()
+    except psutil.NoSuchProcess:
+        return None
 
 
 def kernels_of(servers: list[psutil.Process]) -> list[psutil.Process]:
