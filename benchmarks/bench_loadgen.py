@@ -23,8 +23,9 @@ core); CPU per request is that time over the requests it made, in microseconds, 
 the script prints the ratio of the lblab RSocket user's (with records) to the
 FastHttpUser's, measured in the same run. (The RSocket echo answers 86 B of JSON, the
 HTTP echo the 100 B body: the same size to within 14 B.) Figures on a shared 2-core VM
-are indicative: run the rounds interleaved and compare within one run. ``--markdown`` prints only a stamped section of
-``docs/results/benchmarks.md`` (the rounds' lines on stderr).
+are indicative: run the rounds interleaved and compare within one run. ``--markdown``
+prints only a stamped section of ``docs/results/benchmarks.md`` (the rounds' lines on
+stderr).
 """
 
 from __future__ import annotations
