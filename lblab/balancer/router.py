@@ -14,11 +14,11 @@ Every later frame of the stream is found in one dict lookup (``Stream``) and for
 the same way. Payloads are never decoded except where the strategy asks (routing keys,
 response load reports).
 
-Accounting (docs/ALGORITHMS.md, "Health and pool changes"): ``Pool.dispatch`` when a request is sent and
-``Pool.complete`` exactly once per dispatch, on every outcome (``finish``): response,
-ERROR, timeout, CANCEL, client gone, backend gone. A REJECTED answer before any
-response frame is replayed on another backend (``next_attempt``, the policy the
-simulator follows too), which is what makes draining servers lose nothing.
+Accounting: the shared request lifecycle (``balancer/lifecycle.py``, which the
+simulator drives too) makes the pool's calls: one outcome per dispatch on every ending
+(``finish``): response, ERROR, timeout, CANCEL, client gone, backend gone. A REJECTED
+answer before any response frame is replayed on another backend, which is what makes
+draining servers lose nothing.
 
 Stopping (docs/DESIGN.md, "Reliability rules"): once ``stop`` is called every new
 request is refused with REJECTED (not processed: safe to retry elsewhere), one flag
@@ -31,21 +31,19 @@ Probes (strategies with ``uses_probes``): after each pick the router has its
 connections; ``expire`` times them out and ``backend_lost`` ends those of a lost
 connection. Other strategies pay one flag check per pick.
 
-Timeouts: every request gets the same timeout, so deadlines are appended in order and
-a FIFO queue suffices (``expire``, run from the node's periodic tick). Measured per
-request (uvloop, 200k requests, this VM): deque append + popleft 0.16 us, heapq push +
-pop 2.5 us, ``loop.call_at`` + cancel 5.8 us.
+Timeouts: every request gets the same timeout, so the lifecycle's FIFO of deadlines
+suffices (``expire``, run from the node's periodic tick).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from typing import Protocol
 
+from lblab.balancer.lifecycle import Deadlines, Lifecycle
 from lblab.balancer.pool import Pool
 from lblab.balancer.probes import Prober
-from lblab.balancer.strategies.base import Outcome, RequestView, next_attempt
+from lblab.balancer.strategies.base import RequestView
 from lblab.balancer.streams import (
     INTERACTIONS,
     REPLAYABLE,
@@ -73,9 +71,6 @@ NO_BACKEND_MESSAGE = balancer_message("rejected", "no backend available")
 STOPPING_MESSAGE = balancer_message(
     "rejected", "the balancer is stopping; the request was not processed, retry elsewhere"
 )
-COMPACT_DEADLINES_AT = 4096
-"""Deadline queue length above which ended streams are swept out of it."""
-
 _pack_u32 = U32.pack_into
 _unpack_u32 = U32.unpack_from
 _RR = FrameType.REQUEST_RESPONSE
@@ -100,6 +95,7 @@ class Router:
         "connections",
         "deadlines",
         "epoch_offset",
+        "lifecycle",
         "picks",
         "pool",
         "prober",
@@ -119,12 +115,13 @@ class Router:
         epoch_offset: float = 0.0,
     ) -> None:
         self.pool = pool
+        self.lifecycle = Lifecycle(pool)
         self.connections = connections
         self.timeout_s = timeout_s
         self.picks = picks
         self.epoch_offset = epoch_offset
         """Added to ``now`` (monotonic) to log picks in epoch seconds."""
-        self.deadlines: deque[Stream] = deque()
+        self.deadlines: Deadlines[Stream] = Deadlines()
         self.prober = Prober(pool, connections)
         self.request_seq = 0
         self.stopping = False
@@ -184,7 +181,7 @@ class Router:
             self.finish(stream, True, None, now)
             return
         client.streams[sid] = stream
-        self.deadlines.append(stream)
+        self.deadlines.add(stream)
 
     def _refuse(self, stream: Stream, follows: bool) -> None:
         """Answer a request no backend takes (the node stops, or none is eligible) with
@@ -205,9 +202,9 @@ class Router:
 
     def _dispatch(self, stream: Stream, now: float) -> BackendPort | None:
         """Pick a backend for ``stream`` and register it there; None when none is eligible."""
-        pool = self.pool
+        lifecycle = self.lifecycle
         while True:
-            view = pool.pick(stream.request, now)
+            view = lifecycle.pick(stream, now)
             if view is None:
                 return None
             conn = self.connections.connection(view.id)
@@ -216,19 +213,16 @@ class Router:
             # The pool and the connection disagree for a moment: the backend is down, and
             # this request does not go there even if the pool has not caught up.
             self.connections.connection_missing(view.id)
-            request = stream.request
-            stream.request = request._replace(exclude=request.exclude | {view.id})
+            lifecycle.skip(stream, view.id)
+        strategy = self.pool.strategy
         if self.picks is not None:
-            self.picks.record(now + self.epoch_offset, view.id, view.inflight, pool.strategy.name)
+            self.picks.record(now + self.epoch_offset, view.id, view.inflight, strategy.name)
         bsid = conn.ids.allocate(conn.streams)
         stream.backend = conn
         stream.backend_sid = bsid
-        stream.view = view
         conn.streams[bsid] = stream
-        stream.t_attempt = now
-        if stream.frame_type != _FNF:
-            pool.dispatch(view, stream.request, now)
-        if pool.strategy.uses_probes:
+        lifecycle.dispatched(stream, view, now)
+        if strategy.uses_probes:
             self.prober.send(now)
         return conn
 
@@ -337,7 +331,7 @@ class Router:
         if frame_type == _PAYLOAD:
             client.send(frame)
             if stream.latency_ms is None:
-                stream.latency_ms = (now - stream.t_attempt) * 1000.0
+                self.lifecycle.answered(stream, now)
                 stream.saved = None
             if flags & FLAG_METADATA and self.pool.strategy.uses_response_reports:
                 mlen = (frame[9] << 16) | (frame[10] << 8) | frame[11]
@@ -397,31 +391,19 @@ class Router:
 
     def _replay(self, stream: Stream, now: float) -> bool:
         """Send a refused request to another backend. False when it cannot be replayed
-        (answered already, not fully received, not a replayable kind, its frames let go,
-        out of tries: nothing changed) or no other backend is eligible (the refusal is
-        accounted; the caller ends the stream)."""
-        saved, view, conn = stream.saved, stream.view, stream.backend
+        (not fully received, not a replayable kind, its frames let go, or the lifecycle's
+        reasons: answered already, out of tries; nothing changed) or no other backend is
+        eligible (the refusal is accounted; the caller ends the stream)."""
+        saved, conn = stream.saved, stream.backend
         if (
             saved is None
-            or stream.latency_ms is not None
             or stream.frame_type not in REPLAYABLE
             or stream.client_open
-            or view is None
             or conn is None
+            or not self.lifecycle.replay(stream, now)
         ):
             return False
-        retry = next_attempt(stream.request, view.id)
-        if retry is None:
-            return False
         conn.streams.pop(stream.backend_sid, None)
-        self.pool.complete(
-            view,
-            stream.request,
-            Outcome(ok=False, latency_ms=(now - stream.t_attempt) * 1000.0, error_kind="rejected"),
-            now,
-        )
-        stream.request = retry
-        stream.view = None
         stream.backend = None
         backend = self._dispatch(stream, now)
         if backend is None:
@@ -443,34 +425,16 @@ class Router:
         *,
         server_fault: bool = False,
     ) -> None:
-        """End a stream: drop both mappings and account the outcome exactly once.
-
-        ``error_kind`` "canceled" (the client cancelled or left) is recorded as a
-        success for the backend: it was not the backend's failure, and counting it
-        would eject backends that serve long streams clients cancel by design.
-        Fire-and-forget is picked (and counted as a pick) but never dispatched to the
-        pool's in-flight accounting: it has no answer, so it has no in-flight time or
-        latency, and a 0 ms "completion" would drag latency estimates down.
-        """
-        if stream.done:
+        """End a stream: account it (once: ``Lifecycle.end``, which also says why a
+        cancel is not a failure and fire-and-forget is never in flight) and drop both
+        mappings."""
+        if not self.lifecycle.end(stream, ok, error_kind, now, server_fault=server_fault):
             return
-        stream.done = True
         stream.client.streams.pop(stream.client_sid, None)
         conn = stream.backend
         if conn is not None:
             conn.streams.pop(stream.backend_sid, None)
         stream.saved = None
-        view = stream.view
-        if view is not None and stream.frame_type != _FNF:
-            latency = stream.latency_ms
-            if latency is None:
-                latency = (now - stream.t_attempt) * 1000.0
-            if error_kind == "canceled":
-                error_kind = None
-            outcome = Outcome(
-                ok=ok, latency_ms=latency, error_kind=error_kind, server_fault=server_fault
-            )
-            self.pool.complete(view, stream.request, outcome, now)
         if conn is not None and conn.retired and not conn.streams:
             conn.close()
 
@@ -478,15 +442,8 @@ class Router:
         """End every request whose deadline has passed: an error to the client, a CANCEL
         to the backend; give up the probes whose deadline has passed."""
         self.prober.expire(now)
-        deadlines = self.deadlines
-        if len(deadlines) > COMPACT_DEADLINES_AT and len(deadlines) > 4 * self.pool.outstanding:
-            # Ended streams wait in the queue until their deadline; at 10k req/s and a 30 s
-            # timeout that is 300k records, so drop the ended ones now and then (O(n), rare).
-            deadlines = self.deadlines = deque(s for s in deadlines if not s.done)
-        while deadlines and deadlines[0].deadline <= now:
-            stream = deadlines.popleft()
-            if stream.done or (stream.latency_ms is not None and stream.frame_type != _RR):
-                continue  # ended, or a stream/channel that already answered
+        self.deadlines.sweep(self.pool.outstanding)
+        for stream in self.deadlines.due(now):
             self.stats["timeouts"] += 1
             backend_id = stream.view.id if stream.view is not None else "?"
             stream.client.send_error(

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from lblab.balancer.strategies.base import BackendView, Interaction, RequestView
+from lblab.balancer.lifecycle import Attempted
+from lblab.balancer.strategies.base import Interaction, RequestView
 from lblab.wire.codes import FrameType
 from lblab.wire.connection import StreamIds
 
@@ -89,14 +90,16 @@ class Connections(Protocol):
         """The pool counts ``backend_id`` up but it has no connection: mark it down."""
 
 
-class Stream:
+class Stream(Attempted):
     """One forwarded request, from its first frame until both directions have ended.
 
-    ``saved`` keeps the request's frames (as sent, backend id included) until the first
-    response frame arrives, so a REJECTED answer can be replayed on another backend.
-    ``client_open`` is the client-to-backend direction (request fragments, channel
-    payloads) and ``backend_open`` the other; the stream ends when both are closed, or
-    at once on ERROR, CANCEL, timeout or connection loss.
+    Its lifecycle (attempt, timing, deadline, end) is ``balancer/lifecycle.py``'s; this
+    record adds the two connections and their stream ids. ``saved`` keeps the request's
+    frames (as sent, backend id included) until the first response frame arrives, so a
+    REJECTED answer can be replayed on another backend. ``client_open`` is the
+    client-to-backend direction (request fragments, channel payloads) and
+    ``backend_open`` the other; the stream ends when both are closed, or at once on
+    ERROR, CANCEL, timeout or connection loss.
     """
 
     __slots__ = (
@@ -106,15 +109,9 @@ class Stream:
         "client",
         "client_open",
         "client_sid",
-        "deadline",
-        "done",
         "frame_type",
-        "latency_ms",
-        "request",
         "saved",
         "saved_bytes",
-        "t_attempt",
-        "view",
     )
 
     def __init__(
@@ -126,24 +123,22 @@ class Stream:
         t_arrival: float,
         deadline: float,
     ) -> None:
+        super().__init__(
+            request,
+            t_arrival,
+            deadline,
+            counted=frame_type != FrameType.REQUEST_FNF,
+            deadline_to_end=frame_type == FrameType.REQUEST_RESPONSE,
+        )
         self.client = client
         self.client_sid = client_sid
         self.frame_type = frame_type
-        self.request = request
-        # When the current attempt was sent: the arrival, then each replay's dispatch.
-        # Every outcome's latency is timed from it, so a backend is charged for its own
-        # attempt only (not for a refusal elsewhere before it), as the simulator times it.
-        self.t_attempt = t_arrival
-        self.deadline = deadline
         self.backend: BackendPort | None = None
         self.backend_sid = 0
-        self.view: BackendView | None = None
         self.saved: list[bytes | bytearray] | None = [] if frame_type in REPLAYABLE else None
         self.saved_bytes = 0
-        self.latency_ms: float | None = None
         self.client_open = True
         self.backend_open = frame_type != FrameType.REQUEST_FNF
-        self.done = False
 
     def keep(self, frame: bytes | bytearray) -> None:
         """Keep a request frame for a replay, until ``MAX_REPLAY_BYTES``."""

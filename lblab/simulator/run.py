@@ -1,12 +1,14 @@
 """The simulated run: clients, links and servers in SimPy, the balancer's Pool in the middle.
 
 Theory of operation. The balancer here is the real ``balancer.pool.Pool`` with a real
-strategy from the registry: the simulator is only a driver, like the asyncio balancer
-node, and passes SimPy's ``env.now`` as ``now``. A request's life:
+strategy from the registry, driven through the live router's request lifecycle
+(``balancer/lifecycle.py``, by ``simulator/balancer.py``): the simulator is only a
+driver, like the asyncio balancer node, and passes SimPy's ``env.now`` as ``now``. A
+request's life:
 
-    client send --client_delay--> balancer: pool.pick -> pool.dispatch
+    client send --client_delay--> balancer: pick, dispatch
       --server_delay--> server queue/workers (push report back, if the strategy wants it)
-      --server_delay--> balancer: report (response metadata), pool.complete
+      --server_delay--> balancer: report (response metadata), the attempt's outcome
           REJECTED and tries left: pick again, excluding servers already tried
       --client_delay--> client: one row in the requests table
 
@@ -37,8 +39,10 @@ names the balancer (``b1`` .. ``bK``); the pool counters are summed over balance
 
 A deadline (from the client's send) ends a request as ``timeout``: the balancer
 completes it in the pool at that moment and drops the late response; the server still
-does the work, as a real one would. Deadlines fall in send order, so one watchdog
-timer walks a FIFO of requests instead of a timer per request.
+does the work, as a real one would. An answer that would reach the client after its
+deadline is a timeout at the deadline for the client, and an outcome for the pool (the
+balancer had it in time). Deadlines fall in send order, so one watchdog timer walks a FIFO of requests
+instead of a timer per request.
 
 An agent samples every server each ``report_period``: utilisation (busy fraction of the
 workers, the cpu table's ``cpu_percent``) and qps; strategies that use agent reports get
@@ -52,7 +56,6 @@ server work of timed-out requests are still pending.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,17 +65,12 @@ import simpy
 
 from lblab.balancer.pool import COUNTER_NAMES, BackendCounters, BackendSpec, Pool
 from lblab.balancer.probes import PROBE_TIMEOUT_S
-from lblab.balancer.strategies.base import (
-    Interaction,
-    Outcome,
-    RequestView,
-    Strategy,
-    next_attempt,
-)
+from lblab.balancer.strategies.base import Interaction, RequestView, Strategy
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.balancer_names import balancer_names
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport, ProbeAnswer, RifLatency
+from lblab.simulator.balancer import Answer, SimBalancer, SimRequest
 from lblab.simulator.clock import GRID, LATE, at, run_events
 from lblab.simulator.config import EPOCH, SimConfig, rng_stream, stream_index
 from lblab.simulator.model import SimServer
@@ -80,62 +78,53 @@ from lblab.simulator.quota import CpuQuota
 from lblab.simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
 from lblab.simulator.workload import ClosedUsers, OpenArrivals, ShapeSampler, TraceArrivals
 
-_PENDING, _DISPATCHED, _DONE = 0, 1, 2
 _NAN = float("nan")
+_INF = float("inf")
 _REJECTED = ERROR_CODE["rejected"]
 _TIMEOUT = ERROR_CODE["timeout"]
 _RR = Interaction.REQUEST_RESPONSE
 
 
-class _Request:
+class _Request(SimRequest):
     """A client's request, and its current attempt at a server (a ``simulator.model.Job``).
 
     One attempt is at a server at a time (a refused one never queues; a timed-out one
     is never tried again), so the server books its ``arrived``, ``queue_s`` and
     ``service_s`` here: the row takes them only from the attempt that succeeded.
+    ``done`` is the balancer's end of the request (``balancer/lifecycle.py``);
+    ``replied`` is the client's, a client delay later.
     """
 
     __slots__ = (
         "arrived",
-        "balancer",
-        "deadline",
-        "dispatches",
-        "exclude",
         "id",
-        "key",
         "package_bytes",
         "queue_s",
-        "request",
+        "replied",
         "rif",
         "server",
         "service_s",
-        "state",
-        "t_dispatch",
         "t_sent",
-        "tries",
-        "view",
         "work_bytes",
     )
 
     def __init__(
-        self, rid: int, t_sent: float, package: int, work: int, key: bytes | None, balancer: int
+        self,
+        rid: int,
+        t_sent: float,
+        deadline: float,
+        package: int,
+        work: int,
+        key: bytes | None,
+        balancer: int,
     ):
+        super().__init__(RequestView(rid, _RR, package, key), t_sent, deadline, balancer)
         self.id = rid
         self.t_sent = t_sent
-        self.balancer = balancer
-        """The index of the balancer that took it (its pool and strategy)."""
-        self.deadline = 0.0
         self.package_bytes = package
         self.work_bytes = work
-        self.key = key
-        self.tries = 0
-        self.dispatches = 0
-        self.exclude: frozenset[str] = frozenset()
-        self.view: Any = None
-        self.request: RequestView | None = None
-        self.t_dispatch = 0.0
         self.arrived = 0.0
-        self.state = _PENDING
+        self.replied = False
         self.server = -1
         self.queue_s = _NAN
         self.service_s = _NAN
@@ -228,6 +217,10 @@ class Simulation:
             )
         self.pools = [Pool(specs, s, now=0.0) for s in strategies]
         """One per balancer, in order (``b1`` first)."""
+        self.picks = SampleRows("i")
+        self.balancer: SimBalancer[_Request] = SimBalancer(
+            self.pools, cfg.max_tries, self.picks, cfg.picks_every
+        )
         self._balancers = k
         self._rng_balancers = rng_stream(cfg.seed, rep, "balancers")
         poisson = isinstance(cfg.arrivals, OpenArrivals) and cfg.arrivals.poisson
@@ -241,13 +234,10 @@ class Simulation:
         self._probe_cost = cfg.probe_cost
 
         self.rows = RequestRows()
-        self.picks = SampleRows("i")
         self.cpu = SampleRows("d")
         self._sent = 0
         self._finished = 0
-        self._picks_seen = 0
         self._next_send = 0.0
-        self._watch: deque[_Request] = deque()
         self._watch_armed = False
         self._keys = (
             [f"key-{i}".encode() for i in range(cfg.routing_keys)] if cfg.routing_keys else None
@@ -256,8 +246,6 @@ class Simulation:
         self._requests = cfg.requests
         self._deadline = cfg.deadline
         self._client_delay = cfg.client_delay
-        self._picks_every = cfg.picks_every
-        self._max_tries = cfg.max_tries
         self._closed = isinstance(cfg.arrivals, ClosedUsers)
         self._horizon = cfg.horizon
 
@@ -299,12 +287,16 @@ class Simulation:
         now = self.env._now
         package, work = self._shape.single or self._shape()
         key = self._rng_keys.choice(self._keys) if self._keys else None
-        req = _Request(self._sent, now, package, work, key, balancer)
-        self._sent += 1
-        if self._deadline is not None:
+        deadline = self._deadline
+        if deadline is not None:
             # The watchdog's exact instant (clock.snap, inlined: once per request).
-            req.deadline = round((now + self._deadline) * GRID) / GRID
-            self._watch.append(req)
+            deadline = round((now + deadline) * GRID) / GRID
+        req = _Request(
+            self._sent, now, _INF if deadline is None else deadline, package, work, key, balancer
+        )
+        self._sent += 1
+        if deadline is not None:
+            self.balancer.watch(req)
             if not self._watch_armed:
                 self._arm_watchdog()
         if self._client_delay:
@@ -313,9 +305,9 @@ class Simulation:
             self._route(req)
 
     def _client_done(self, req: _Request, ok: bool, error: int) -> None:
-        if req.state == _DONE:
+        if req.replied:
             return
-        req.state = _DONE
+        req.replied = True
         rows = self.rows  # the columns of RequestRows.FLOATS, LONGS and INTS, in order
         rows.floats.extend(
             (
@@ -328,10 +320,7 @@ class Simulation:
         rows.longs.extend((req.id, req.package_bytes, req.work_bytes))
         rows.ints.extend((ok, error, req.server, req.dispatches, req.balancer))
         self._finished += 1
-        req.view = req.request = None
-        watch = self._watch
-        while watch and watch[0].state == _DONE:
-            watch.popleft()  # keeps the deadline FIFO as short as the oldest live request
+        req.view = None
         if self._closed and self._sent < self._requests:
             think = self.cfg.arrivals.think_time(self._rng_arrivals)  # type: ignore[union-attr]
             if think > 0:
@@ -347,71 +336,45 @@ class Simulation:
         self._client_done(*reply)
 
     def _reply(self, req: _Request, ok: bool, error: int) -> None:
-        if self._client_delay:
-            at(self.env, self._client_delay, self._on_client_reply, (req, ok, error))
-        else:
+        delay = self._client_delay
+        if not delay:
             self._client_done(req, ok, error)
+            return
+        wait = req.deadline - self.env._now
+        if wait < delay:  # the client's deadline passes before the answer reaches it
+            at(self.env, max(wait, 0.0), self._on_client_reply, (req, False, _TIMEOUT))
+        else:
+            at(self.env, delay, self._on_client_reply, (req, ok, error))
 
     # ---- deadlines -----------------------------------------------------------------
 
     def _arm_watchdog(self) -> None:
-        watch = self._watch
-        while watch and watch[0].state == _DONE:
-            watch.popleft()
-        if watch:
-            self._watch_armed = True
-            delay = max(watch[0].deadline - self.env._now, 0.0)
-            at(self.env, delay, self._on_watchdog)
-        else:
+        first = self.balancer.next_deadline(self._sent - self._finished)
+        if first is None:
             self._watch_armed = False
+        else:
+            self._watch_armed = True
+            at(self.env, max(first - self.env._now, 0.0), self._on_watchdog)
 
     def _on_watchdog(self, _: None) -> None:
-        now = self.env._now
-        watch = self._watch
-        while watch and (watch[0].state == _DONE or watch[0].deadline <= now):
-            req = watch.popleft()
-            if req.state == _DISPATCHED and req.request is not None:
-                self.pools[req.balancer].complete(
-                    req.view,
-                    req.request,
-                    Outcome(False, (now - req.t_dispatch) * 1000.0, "timeout"),
-                    now,
-                )
-            if req.state != _DONE:
-                self._client_done(req, False, _TIMEOUT)
+        for req in self.balancer.expire(self.env._now):
+            self._client_done(req, False, _TIMEOUT)
         self._arm_watchdog()
 
     # ---- balancer ------------------------------------------------------------------
 
     def _at_balancer(self, req: _Request) -> None:
-        if req.state != _DONE:
+        if not req.done:  # not timed out on the way
             self._route(req)
 
     def _route(self, req: _Request) -> None:
         now = self.env._now
-        request = RequestView(req.id, _RR, req.package_bytes, req.key, None, req.exclude, req.tries)
-        pool = self.pools[req.balancer]
-        view = pool.pick(request, now)
+        view = self.balancer.route(req, now)
         if view is None:
             # No eligible backend: the balancer answers REJECTED at once (docs/DESIGN.md, "Wire contract").
             self._reply(req, False, NO_BACKEND)
             return
-        i = view.index  # the pool's list is the servers' list (nothing is removed)
-        every = self._picks_every
-        if every:
-            self._picks_seen += 1
-            if self._picks_seen % every == 0:
-                picks = self.picks
-                picks.t.append(EPOCH + now)
-                picks.server.append(i)
-                picks.value.append(view.inflight)
-        pool.dispatch(view, request, now)
-        req.dispatches += 1
-        req.view = view
-        req.request = request
-        req.t_dispatch = now
-        req.state = _DISPATCHED
-        req.server = i
+        i = req.server = view.index  # the pool's list is the servers' list
         if self._probes:
             self._send_probes(req.balancer, now)
         delay = self._delay[i]
@@ -471,32 +434,13 @@ class Simulation:
         self._on_response(*response)
 
     def _on_response(self, req: _Request, ok: bool, report: LoadReport | None) -> None:
-        if req.state != _DISPATCHED or req.request is None:
-            return  # timed out already: the balancer has dropped this stream
-        now = self.env._now
-        view = req.view
-        pool = self.pools[req.balancer]
-        if report is not None:
-            pool.report(view.id, report, now)
-        req.state = _PENDING
-        pool.complete(
-            view,
-            req.request,
-            Outcome(ok, (now - req.t_dispatch) * 1000.0, None if ok else "rejected"),
-            now,
-        )
-        if ok:
-            if self._client_delay:
-                at(self.env, self._client_delay, self._on_client_reply, (req, True, NO_ERROR))
-            else:
-                self._client_done(req, True, NO_ERROR)  # _reply, inlined: once per request
-            return
-        retry = next_attempt(req.request, view.id, self._max_tries)  # the balancer's policy
-        if retry is None:
-            self._reply(req, False, _REJECTED)
-        else:
-            req.exclude, req.tries = retry.exclude, retry.attempt
+        answer = self.balancer.answer(req, ok, report, self.env._now)
+        if answer is Answer.OK:
+            self._reply(req, True, NO_ERROR)
+        elif answer is Answer.REPLAY:
             self._route(req)
+        elif answer is Answer.REFUSED:
+            self._reply(req, False, _REJECTED)
 
     # ---- probes --------------------------------------------------------------------
 

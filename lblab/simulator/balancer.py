@@ -1,0 +1,119 @@
+"""The balancer side of a simulated run: K pools, each driven by the shared lifecycle.
+
+``simulator/run.py`` calls these methods from SimPy's clock (the events a balancer
+node sees: a request arrives, a server answers, a deadline passes); the lifecycle
+conformance test (``tests/unit/test_lifecycle.py``) calls them from a script and
+compares the pool calls with the live router's. Everything a request's life does to a
+pool goes through ``balancer/lifecycle.py``, as in the router.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from enum import IntEnum
+from typing import Generic, TypeVar
+
+from lblab.balancer.lifecycle import Attempted, Deadlines, Lifecycle
+from lblab.balancer.pool import Pool
+from lblab.balancer.strategies.base import BackendView, RequestView
+from lblab.loadreport import LoadReport
+from lblab.simulator.config import EPOCH
+from lblab.simulator.record import SampleRows
+
+
+class SimRequest(Attempted):
+    """A simulated request as its balancer sees it; ``simulator/run.py`` adds the rest."""
+
+    __slots__ = ("balancer", "dispatches")
+
+    def __init__(self, request: RequestView, now: float, deadline: float, balancer: int) -> None:
+        super().__init__(request, now, deadline)
+        self.balancer = balancer
+        """The index of the balancer that took it (its pool and strategy)."""
+        self.dispatches = 0
+
+
+Request = TypeVar("Request", bound=SimRequest)
+
+
+class Answer(IntEnum):
+    """What the balancer does with a server's answer."""
+
+    LATE = 0
+    """The request ended before it (timed out): dropped."""
+    OK = 1
+    """Goes to the client."""
+    REPLAY = 2
+    """REJECTED, and another try is allowed: route it again."""
+    REFUSED = 3
+    """REJECTED with no try left: the REJECTED goes to the client."""
+
+
+class SimBalancer(Generic[Request]):
+    """The balancers of a simulated run, one ``Pool`` and ``Lifecycle`` each, and the
+    deadlines of all their requests (one FIFO: deadlines fall in send order)."""
+
+    __slots__ = ("deadlines", "lifecycles", "picks", "picks_every", "picks_seen", "pools")
+
+    def __init__(
+        self, pools: Sequence[Pool], max_attempts: int, picks: SampleRows, picks_every: int
+    ) -> None:
+        self.pools = list(pools)
+        self.lifecycles = [Lifecycle(pool, max_attempts) for pool in self.pools]
+        self.deadlines: Deadlines[Request] = Deadlines()
+        self.picks = picks
+        """Every ``picks_every``-th pick's (time, server, in flight at pick); 0: none."""
+        self.picks_every = picks_every
+        self.picks_seen = 0
+
+    def watch(self, req: Request) -> None:
+        """Time ``req`` out at its deadline (``expire``)."""
+        self.deadlines.add(req)
+
+    def route(self, req: Request, now: float) -> BackendView | None:
+        """Pick a server for ``req`` and dispatch it there; None when none is eligible
+        (the request has then ended: the balancer answers REJECTED itself)."""
+        lifecycle = self.lifecycles[req.balancer]
+        view = lifecycle.pick(req, now)
+        if view is None:
+            lifecycle.end(req, False, "rejected", now)  # no dispatch: nothing to account
+            return None
+        every = self.picks_every
+        if every:
+            self.picks_seen += 1
+            if self.picks_seen % every == 0:
+                picks = self.picks
+                picks.t.append(EPOCH + now)
+                picks.server.append(view.index)  # the pool's list is the servers' list
+                picks.value.append(view.inflight)
+        lifecycle.dispatched(req, view, now)
+        req.dispatches += 1
+        return view
+
+    def answer(self, req: Request, ok: bool, report: LoadReport | None, now: float) -> Answer:
+        """A server's answer to ``req`` (ok, or REJECTED), with its load report if any."""
+        view = req.view
+        if req.done or view is None:
+            return Answer.LATE
+        lifecycle = self.lifecycles[req.balancer]
+        if report is not None:
+            lifecycle.pool.report(view.id, report, now)
+        if ok:
+            lifecycle.answered(req, now)
+            lifecycle.end(req, True, None, now)
+            return Answer.OK
+        if lifecycle.replay(req, now):
+            return Answer.REPLAY
+        lifecycle.end(req, False, "rejected", now)
+        return Answer.REFUSED
+
+    def expire(self, now: float) -> Iterator[Request]:
+        """End every request whose deadline has passed, as a timeout; yields each."""
+        for req in self.deadlines.due(now):
+            self.lifecycles[req.balancer].end(req, False, "timeout", now)
+            yield req
+
+    def next_deadline(self, live: int) -> float | None:
+        """The earliest deadline of a request still open; ``live``: requests not ended."""
+        self.deadlines.sweep(live)
+        return self.deadlines.first()
