@@ -276,7 +276,7 @@ class BackendConnection(RoutedConnection):
         failure = self.rsocket.failure
         if failure is not None:
             log.warning("backend %s: %s", self.backend.id, failure.message)
-        self.wiring.stats["protocol_errors"] += 1
+        self.wiring.events.protocol_failure()
         self.send(self.rsocket.data_to_send())
         self.close()
 

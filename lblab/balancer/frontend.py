@@ -178,7 +178,7 @@ class ClientConnection(RoutedConnection):
         if failure is not None:
             log.info("client %s: %s (0x%03x)", self.address, failure.message, failure.code)
         if not self.closed and self.transport is not None:
-            self.wiring.stats["protocol_errors"] += 1
+            self.wiring.events.protocol_failure()
             self.send(self.rsocket.data_to_send())
             self.close()
 

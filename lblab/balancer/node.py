@@ -185,7 +185,6 @@ class BalancerNode:
             outbox=Outbox(loop),
             router=self.router,
             events=self,
-            stats=self.stats,
             max_frame_bytes=config.max_frame_bytes,
             jitter=random.Random(),
         )
@@ -411,6 +410,9 @@ class BalancerNode:
 
     def retiring(self, conn: BackendPort) -> None:
         self.retired.append(conn)
+
+    def protocol_failure(self) -> None:
+        self.stats["protocol_errors"] += 1
 
     def agent_report(self, report: LoadReport) -> bool:
         """A LoadReport from an agent; False if it names no backend of the pool."""

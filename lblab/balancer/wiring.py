@@ -49,6 +49,9 @@ class NodeEvents(Protocol):
     def retiring(self, conn: BackendPort) -> None:
         """``conn`` takes no new streams; close it once its streams end or time out."""
 
+    def protocol_failure(self) -> None:
+        """A connection closed itself on a protocol error (counted for the admin API)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Wiring:
@@ -56,8 +59,6 @@ class Wiring:
     outbox: Outbox
     router: Router
     events: NodeEvents
-    stats: dict[str, int]
-    """The node's counters (``protocol_errors``), shown by the admin API."""
     max_frame_bytes: int
     jitter: random.Random
     """Reconnect jitter; apart from the strategy's seeded draws."""

@@ -18,6 +18,7 @@ import psutil
 import pytest
 from balancer_testbed import (
     RawClient,
+    admin,
     client_setup,
     processes,
     rsocket_client,
@@ -117,13 +118,25 @@ SETUP_CASES = {
 }
 
 
+def protocol_errors(balancer) -> float:
+    """The node's ``protocol_errors`` counter, as ``/metrics`` shows it."""
+    code, text = admin(balancer, "GET", "/metrics")
+    assert code == 200, text
+    line = next(
+        x for x in text.splitlines() if x.startswith("lblab_balancer_protocol_errors_total")
+    )
+    return float(line.split()[-1])
+
+
 @pytest.mark.parametrize("case", list(SETUP_CASES))
 def test_bad_setup(balancer, case):
     send, code, text = SETUP_CASES[case]
+    before = protocol_errors(balancer)
     client = RawClient(balancer.ready["port"])
     send(client)
     expect_connection_error(client, code, text)
     still_serves(balancer)
+    assert protocol_errors(balancer) == before + 1  # each connection counted once
 
 
 AFTER_SETUP_CASES = {
