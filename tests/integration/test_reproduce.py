@@ -354,7 +354,7 @@ def test_reproduce_linkerd_command_prints_json_and_writes_a_chart(tmp_path):
         assert isinstance(bad.exception, ConfigError) and message in str(bad.exception)
 
 
-# ---- Prequal (NSDI 2024) and issue 21's table ---------------------------------------------
+# ---- Prequal (NSDI 2024) and the production strategies' table ---------------------------
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ estimates 0. Picks go to the least estimate, ties to the first in list order.
 
 That is the report's estimate: its server answers with ``queue.length * delay``, the
 requests still waiting after the answered one, times its fixed service time
-(``Server/users.js`` in github.com/VoxelrSam/LoadBalancer). An earlier version added
-the answered request's own queue wait (``queue_ms``), which is history, not work
-ahead: it made a backend that had just drained look busy. The balancer does not adjust
+(``Server/users.js`` in github.com/VoxelrSam/LoadBalancer). The answered request's own
+queue wait (``queue_ms``) is not added: it is history, not work ahead, and would make
+a backend that has just drained look busy. The balancer does not adjust
 the estimate when it dispatches, so every request between two responses goes to the
 same backend: it herds until updated, as the Node.js report observed. O(log n) per
 pick. (The report's code compared its header estimates as strings, ``"10000" <

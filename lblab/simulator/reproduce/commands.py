@@ -382,7 +382,7 @@ def prequal(
         str,
         typer.Option(
             help="claims: the paper's claims (prequal, wrr-orca, p2c; r_probe 3 to 0.25); "
-            "table: issue 21's p99 of every production strategy with 1 and 8 balancers."
+            "table: the p99 of every production strategy with 1 and 8 balancers."
         ),
     ] = "claims",
     seconds: Annotated[

@@ -1,10 +1,10 @@
-"""Prequal's qualitative claims, and issue 21's table of today's strategies, in the simulator.
+"""Prequal's qualitative claims, and a table of today's production strategies, in the simulator.
 
 Source: B. Wydrowski, R. Kleinberg, S. M. Rumble, A. Archer, *Load is not what you
 should balance: Introducing Prequal*, NSDI 2024 (arXiv 2312.10172). Its abstract:
 Prequal "does not balance CPU load, but instead selects servers according to estimated
 latency and active requests-in-flight (RIF)", and "has dramatically decreased tail
-latency, error rates, and resource use". The claims checked here are issue 21's
+latency, error rates, and resource use". The claims checked here are lblab's
 reading of the paper, in words: the paper's own figures (its testbed's latencies) were
 not at hand when this was written, so the table gives each claim, not a number.
 
@@ -49,7 +49,7 @@ YouTube queries, of very unequal cost; thousands of client tasks, each a balance
 cost 40 us of server CPU and arrive at once); the RIF-latency estimates of real
 servers; Google's own WRR (here gRPC's open-source A58 version).
 
-Issue 21's table (``TABLE``, ``lblab reproduce prequal --study table``): 16 servers of
+The production table (``TABLE``, ``lblab reproduce prequal --study table``): 16 servers of
 which 2 are 16 times slower, Poisson arrivals at 0.9 of the total capacity, 1 and 8
 balancers, the p99 latency of each strategy with failures counted at their latency
 (the simulator's own summary leaves failures out: here a timeout counts at 30 s).
@@ -86,7 +86,7 @@ TABLE_STRATEGIES: tuple[tuple[str, Options], ...] = (
     ("rr", ()), ("p2c", ()), ("peak-ewma", ()), ("lc", ()), ("dwrr", ()), ("wrr-orca", ()),
     ("wrr-orca", NO_BLACKOUT), ("prequal", ()), ("c3", ()), ("least-request", ()),
 )  # fmt: skip
-"""Issue 21's strategies (``c3`` gets ``clients`` = the number of balancers)."""
+"""The production table's strategies (``c3`` gets ``clients`` = the number of balancers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +126,7 @@ def _group(count: int, speed: float) -> ServerGroup:
 
 CLAIMS = Setting("claims", (_group(4, 0.5), _group(8, 1.0), _group(4, 2.0)), balancers=(8,))
 TABLE = Setting("table", (_group(14, 1.0), _group(2, 1.0 / 16)), balancers=(1, 8))
-"""Issue 21's: 16 servers, 2 of them 16 times slower, 1 and 8 balancers."""
+"""The production table's setting: 16 servers, 2 of them 16 times slower, 1 and 8 balancers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +268,7 @@ def reproduce_table(
     progress: Callable[[str], None] | None = None,
     strategies: Sequence[tuple[str, Options]] = TABLE_STRATEGIES,
 ) -> list[PrequalRow]:
-    """Issue 21's table: every strategy in ``setting`` with each of its numbers of balancers."""
+    """The production table: every strategy in ``setting`` with each of its numbers of balancers."""
     calls = [
         (
             prequal_run,
@@ -325,7 +325,7 @@ def claims_table(rows: Sequence[PrequalRow]) -> list[dict[str, object]]:
 
 
 def strategies_table(rows: Sequence[PrequalRow]) -> list[dict[str, object]]:
-    """Issue 21's table: a row per strategy, its p99 and ok share with each K balancers."""
+    """The production table: a row per strategy, its p99 and ok share with each K balancers."""
     out: list[dict[str, object]] = []
     for label in dict.fromkeys(r.label for r in rows):
         row: dict[str, object] = {"strategy": label}
