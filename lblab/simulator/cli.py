@@ -35,7 +35,14 @@ def simulate(
         typer.Option("--strategy-option", help="NAME=VALUE for the strategy, e.g. tie=random."),
     ] = None,
     servers: Annotated[int | None, typer.Option(help="Number of identical servers [3].")] = None,
-    requests: Annotated[int | None, typer.Option(help="Requests to send [10000].")] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(help="Requests to send [10000]; with --duration, the most it sends."),
+    ] = None,
+    duration: Annotated[
+        str | None,
+        typer.Option(help="Send for this long, e.g. 30s, as a live phase does [none]."),
+    ] = None,
     service: Annotated[
         str | None,
         typer.Option(
@@ -114,6 +121,7 @@ def simulate(
         _given(
             servers=servers,
             requests=requests,
+            duration=duration,
             service=service,
             workers=workers,
             rate=rate,

@@ -27,7 +27,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lblab.config import MAX_DURATION, MAX_SEED, check_range, parse_duration, parse_float, parse_int
+from lblab.config import (
+    MAX_DURATION,
+    MAX_SEED,
+    check_id,
+    check_range,
+    parse_duration,
+    parse_float,
+    parse_int,
+)
 from lblab.errors import ConfigError
 from lblab.simulator.service import ServiceModel, parse_service
 from lblab.simulator.workload import (
@@ -103,6 +111,10 @@ class SimConfig:
     strategy_options: tuple[tuple[str, str], ...] = ()
     servers: tuple[ServerGroup, ...]
     requests: int = 10_000
+    """Requests sent; with a ``duration``, the most it may send."""
+    duration: float | None = None
+    """Send for this many simulated seconds, as a live phase does, then answer what is in
+    flight (None: send ``requests``). Not for traces, which send their own count."""
     arrivals: Arrivals
     scenario: str = "sp+sr"
     cells: tuple[Cell, ...] = ()
@@ -134,6 +146,8 @@ class SimConfig:
     replication: int = 1
     """Numbered from 1, as a live run's (its random streams are ``stream_index``'s)."""
     run_id: str = "sim"
+    server_ids: tuple[str, ...] = ()
+    """The servers' names in order (empty: ``s1`` .. ``sN``), as a run's [[servers]] ids."""
 
     def __post_init__(self) -> None:
         from lblab.balancer.strategies.options import build_config
@@ -163,6 +177,23 @@ class SimConfig:
         check_range("probe_cost", self.probe_cost, minimum=0, maximum=1)
         if self.deadline is not None:
             check_range("deadline", self.deadline, above=0, maximum=MAX_SIM_SECONDS)
+        if self.server_ids:
+            if len(self.server_ids) != self.server_count or len(set(self.server_ids)) != len(
+                self.server_ids
+            ):
+                raise ConfigError(
+                    f"server_ids: {len(self.server_ids)} names for {self.server_count} servers; "
+                    "give one distinct name per server, in order"
+                )
+            for name in self.server_ids:
+                check_id(name, "server_ids")
+        if self.duration is not None:
+            if isinstance(self.arrivals, TraceArrivals):
+                raise ConfigError(
+                    "duration: a trace sends its own requests; give requests (or none), not "
+                    "a duration"
+                )
+            check_range("duration", self.duration, above=0, maximum=self.horizon)
         if not self.cells and not isinstance(self.arrivals, TraceArrivals):
             object.__setattr__(self, "cells", scenario_cells(self.scenario))
         if isinstance(self.arrivals, TraceArrivals) and not self.arrivals.window.loop:
@@ -173,7 +204,7 @@ class SimConfig:
                     f"not loop; give requests <= {held} or trace_loop = true"
                 )
         span, why = self.least_span()
-        if span > self.horizon:
+        if self.duration is None and span > self.horizon:
             raise ConfigError(
                 f"{self.requests} requests take at least {span:.3g} simulated seconds ({why}); "
                 f"{self.horizon_rule()}: raise the rate, lower think or service times, or "
@@ -319,7 +350,8 @@ def _trace(raw: Mapping[str, Any]) -> TraceWindow | None:
 
 
 KNOWN_KEYS = {
-    "strategy", "strategy_options", "servers", "workers", "service", "requests", "rate",
+    "strategy", "strategy_options", "servers", "workers", "service", "requests", "duration",
+    "rate",
     "poisson", "users", "think", "exponential_think", "scenario", "routing_keys",
     "trace", "trace_start", "trace_length", "trace_loop",
     "report_period", "report_delay", "client_delay", "server_delay", "deadline",
@@ -337,7 +369,9 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
     if not isinstance(options, Mapping):
         raise ConfigError("strategy_options: give a table of NAME = VALUE")
     arrivals = _arrivals(raw)
-    requests, named = 10_000, "sp+sr"
+    duration = _duration_or_none(_get(raw, "duration"), "duration")
+    # With a duration the count only caps the run (unless given, it does not).
+    requests, named = (10_000 if duration is None else MAX_REQUESTS), "sp+sr"
     if isinstance(arrivals, TraceArrivals):  # unless told: one pass, under the trace's name
         requests, named = len(arrivals.schedule), Path(arrivals.window.source).name.split(".")[0]
     return SimConfig(
@@ -345,6 +379,7 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
         strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
         servers=_groups(raw),
         requests=_int(raw, "requests", requests),
+        duration=duration,
         arrivals=arrivals,
         scenario=str(_get(raw, "scenario", named)),
         routing_keys=_int(raw, "routing_keys", 0),

@@ -50,7 +50,9 @@ them ``report_delay`` later. All times in tables are ``EPOCH + env.now``.
 
 The run stops when the last request has its answer: that instant is the simulated
 duration (``sim_seconds``, the manifest's ``end``), whatever deadlines, samples or
-server work of timed-out requests are still pending.
+server work of timed-out requests are still pending. With a ``duration`` the clients
+send until then, as a live phase's users do, and the run ends when what they sent has
+its answers.
 """
 
 from __future__ import annotations
@@ -173,7 +175,7 @@ class Simulation:
         for group in cfg.servers:
             for _ in range(group.count):
                 i = len(self.servers)
-                sid = f"s{i + 1}"
+                sid = cfg.server_ids[i] if cfg.server_ids else f"s{i + 1}"
                 service = group.service
                 if group.cpu_quota is not None and group.cpu_quota < 1:
                     quota = CpuQuota(service, env, group.cpu_quota, group.quota_period)
@@ -254,7 +256,7 @@ class Simulation:
     def _start_clients(self) -> None:
         arrivals = self.cfg.arrivals
         if isinstance(arrivals, ClosedUsers):
-            for user in range(min(arrivals.users, self.cfg.requests)):
+            for user in range(min(arrivals.users, self._requests)):
                 self._send(user % self._balancers)  # a user keeps its balancer
         else:
             self._send(self._next_balancer())
@@ -276,11 +278,12 @@ class Simulation:
             at(self.env, self._next_send - self.env._now, self._on_arrival_timer, None, LATE)
 
     def _on_arrival_timer(self, _: None) -> None:
-        self._send(self._next_balancer())
-        self._next_arrival()
+        if self._sent < self._requests:  # not after the run's duration
+            self._send(self._next_balancer())
+            self._next_arrival()
 
     def _on_think_done(self, balancer: int) -> None:
-        if self._sent < self.cfg.requests:
+        if self._sent < self._requests:
             self._send(balancer)
 
     def _send(self, balancer: int) -> None:
@@ -345,6 +348,13 @@ class Simulation:
             at(self.env, max(wait, 0.0), self._on_client_reply, (req, False, _TIMEOUT))
         else:
             at(self.env, delay, self._on_client_reply, (req, ok, error))
+
+    def _stop_sending(self, _: None) -> None:
+        """The run's duration is over: what was sent is all it sends (``requests`` was a
+        cap); it ends when the last of them has its answer."""
+        self._requests = self._sent
+        if self._finished == self._sent:
+            raise simpy.core.StopSimulation
 
     # ---- deadlines -----------------------------------------------------------------
 
@@ -497,7 +507,7 @@ class Simulation:
         if now > self._horizon:  # checked here, once a period, not once an event
             raise ConfigError(
                 f"the simulation passed {self._horizon:.3g} simulated seconds with "
-                f"{self.cfg.requests - self._finished} of {self.cfg.requests} requests "
+                f"{self._requests - self._finished} of {self._requests} requests "
                 f"unanswered; {self.cfg.horizon_rule()}: lower think or service times, "
                 "or send fewer requests"
             )
@@ -534,7 +544,7 @@ class Simulation:
                 at(self.env, delay, self._apply_agent, reports)
             else:
                 self._apply_agent(reports)
-        if self._finished < self.cfg.requests:
+        if self._finished < self._requests:
             at(self.env, period, self._sample)
 
     def _apply_agent(self, reports: Sequence[LoadReport]) -> None:
@@ -547,7 +557,7 @@ class Simulation:
         now = self.env._now
         for pool in self.pools:
             pool.tick(now)
-        if self._finished < self.cfg.requests:
+        if self._finished < self._requests:
             at(self.env, self.cfg.tick_period, self._tick)
 
     # ---- run ---------------------------------------------------------------------
@@ -559,11 +569,13 @@ class Simulation:
         self._start_clients()
         at(self.env, self.cfg.report_period, self._sample)
         at(self.env, self.cfg.tick_period, self._tick)
+        if self.cfg.duration is not None:
+            at(self.env, self.cfg.duration, self._stop_sending)
         env = self.env
         events = run_events(env)
-        if self._finished != self.cfg.requests:
+        if self._finished != self._requests:
             raise RuntimeError(
-                f"simulation ended with {self.cfg.requests - self._finished} requests unfinished"
+                f"simulation ended with {self._requests - self._finished} requests unfinished"
             )
         wall = time.perf_counter() - wall0
         cfg = self.cfg

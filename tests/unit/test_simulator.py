@@ -279,3 +279,47 @@ def test_a_run_that_passes_its_horizon_stops_there(monkeypatch: pytest.MonkeyPat
     cfg = small(requests=1, servers=3, service="fixed:200s", deadline="none")
     with pytest.raises(ConfigError, match=r"passed 83.3 simulated seconds with 1 of 1 requests"):
         simulate(cfg)
+
+
+# ---- a phase's duration and the run's server names ----------------------------------
+
+
+@pytest.mark.parametrize("load", [{"rate": 400}, {"users": 8, "think": "5ms"}])
+def test_a_duration_sends_for_that_long_then_answers_what_is_in_flight(load):
+    cfg = config_from_mapping(
+        {"servers": 3, "service": "exp:5ms", "duration": "4s", "deadline": "1s", **load}
+    )
+    assert cfg.requests > 1_000_000  # no count given: it only caps the run
+    result = simulate(cfg)
+    t = result.requests.to_pandas()
+    sent = t["t_sent"] - EPOCH
+    assert 3.9 < sent.max() < 4.0  # nothing sent at or after the duration
+    assert len(t) > 1000
+    assert result.sim_seconds == pytest.approx((sent + t["latency_ms"] / 1000).max())
+
+
+def test_a_count_still_caps_a_run_with_a_duration():
+    result = simulate(small(duration="10s", requests=200))
+    assert result.requests.num_rows == 200
+    assert (result.requests.to_pandas()["t_sent"] - EPOCH).max() < 1.0
+
+
+def test_a_duration_shorter_than_the_gap_between_sends_sends_the_first_only():
+    result = simulate(small(rate=0.5, duration="1s", requests=5, poisson=False))
+    assert result.requests.num_rows == 1  # sent at 0; the next would be at 2 s
+
+
+def test_a_trace_refuses_a_duration():
+    with pytest.raises(ConfigError, match="a trace sends its own requests"):
+        config_from_mapping({"scenario": "azure-code", "rate": 10, "duration": "5s"})
+
+
+def test_servers_take_the_names_given():
+    cfg = replace(small(servers=3), server_ids=("small", "mid", "big"))
+    result = simulate(cfg)
+    assert result.servers == ("small", "mid", "big")
+    assert set(result.requests.column("server").to_pylist()) <= {"small", "mid", "big"}
+    with pytest.raises(ConfigError, match="2 names for 3 servers"):
+        replace(cfg, server_ids=("a", "b"))
+    with pytest.raises(ConfigError, match="is not an id"):
+        replace(cfg, server_ids=("a", "b", "c d"))
