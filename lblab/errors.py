@@ -19,6 +19,11 @@ class ConfigError(LblabError, ValueError):
     """A configuration value is wrong; the message names the field, the value and the fix."""
 
 
+class ManifestError(ConfigError):
+    """A run's ``manifest.json`` cannot be read: missing, not a manifest, or of a schema
+    version this lblab does not know; the message names the file and what to do."""
+
+
 class WriteFailed(LblabError):
     """A file of results could not be written; the message names the path and why.
 

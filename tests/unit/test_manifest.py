@@ -1,0 +1,120 @@
+"""The manifest contract (``lblab/manifest.py``): one writer and one reader agree, old
+manifests open as version 1, and every file that is not a manifest this lblab can read
+fails with one ``ManifestError`` naming it and what to do."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lblab.errors import ManifestError
+from lblab.manifest import (
+    SCHEMA_VERSION,
+    Manifest,
+    ManifestFile,
+    PhaseEntry,
+    from_json,
+    load,
+    save,
+)
+from lblab.windows import Window
+
+
+def _manifest() -> Manifest:
+    """A manifest with every field given (JSON-native values, as a file holds them)."""
+    phase = PhaseEntry(
+        key="r1-000-sp_sr-rr", scenario="sp+sr", strategy="rr", replication=1, status="done",
+        seed=8, duration_s=10.0, attempt="a0-abc123", start=100.0, end=112.5, error=None,
+        window=Window(101.0, 111.0), requests=900, failures=3, requests_in_window=800,
+        ok_in_window=798, ok_per_s_window=79.8, measured={"ok_in_window": 798},
+        harness_cpu={"balancer": [0.2]}, loaders={"host-a": 900}, clocks={"workers": {}},
+        unaccounted=1, verdicts=({"name": "generator", "level": "pass"},), verdict="pass",
+        extra={"timeline": [], "picks": 40},
+    )  # fmt: skip
+    return Manifest(
+        run_id="quick-1", simulated=False, status="done", config_given={"preset": "quick"},
+        config={"run": {"duration": "10s"}}, scenarios=({"name": "sp+sr", "cells": []},),
+        strategies=("rr",), warmup_s=2.0, software={"python": "3.11"}, host={"cpus": 2},
+        testbed={"kind": "local"}, cpu_limit_method="cgroup", started=99.0, ended=120.0,
+        collected=130.0, attempts=({"started": 99.0, "ended": 120.0},),
+        adaptive={"decisions": []}, phases=(phase,), extra={"order": "blocks"},
+    )  # fmt: skip
+
+
+def test_a_manifest_reads_back_as_written(tmp_path: Path) -> None:
+    written = _manifest()
+    save(tmp_path / "manifest.json", written)
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["warmup"]["seconds"] == 2.0 and data["phases"][0]["picks"] == 40
+    assert load(tmp_path / "manifest.json") == written
+
+
+def test_a_phase_update_keeps_the_rest_and_types_what_it_knows(tmp_path: Path) -> None:
+    file = ManifestFile(tmp_path / "manifest.json", _manifest())
+    file.update_phase(0, status="failed", window={"start": 1.0, "end": 3.0}, cpu_samples=7)
+    phase = load(tmp_path / "manifest.json").phases[0]
+    assert phase.status == "failed" and phase.window == Window(1.0, 3.0)
+    assert phase.extra == {"timeline": [], "picks": 40, "cpu_samples": 7}
+    assert phase.requests == 900
+
+
+def test_a_manifest_without_a_version_reads_as_version_1(tmp_path: Path) -> None:
+    """A simulated run written before the contract: its configs list, scenario names,
+    per-phase status map and ``cpu_limit`` land in the fields that mean them."""
+    old = {
+        "run_id": "sim-1", "simulated": True, "config": [{"strategy": "rr"}],
+        "scenarios": ["sp+sr"], "status": {"sp+sr/rr/r1": "ok"}, "cpu_limit": "simulated",
+        "phases": [{"key": "k", "scenario": "sp+sr", "strategy": "rr", "replication": 1}],
+    }  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(old))
+    m = load(tmp_path / "manifest.json")
+    assert m.config == {} and m.phase_configs == ({"strategy": "rr"},)
+    assert m.scenarios == ({"name": "sp+sr"},) and m.status == "done"
+    assert m.cpu_limit_method == "simulated" and m.phases[0].status == "done"
+
+
+def test_a_manifest_without_a_run_id_takes_its_folders_name(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text("{}")
+    assert load(tmp_path / "manifest.json").run_id == tmp_path.name
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"run_id": "r", "schema_version": 99}', "schema_version 99, newer than this lblab"),
+        ('{"run_id": "r", "schema_version": 0}', "unknown schema_version 0"),
+        ('{"run_id": "r", "schema_version": "2"}', "unknown schema_version '2'"),
+        ("{run_id: r", "not valid JSON"),
+        ("[1, 2]", "not an object"),
+        ('{"run_id": "r", "phases": "none"}', "phases is a str, not a list"),
+        ('{"run_id": "r", "phases": [{"key": "k"}]}', "phases[0].scenario is missing"),
+        ('{"run_id": "r", "status": "fine"}', "status is 'fine', not one of running"),
+        (
+            '{"run_id": "r", "phases": [{"key": "k", "scenario": "s", "strategy": "rr", '
+            '"replication": 1, "window": {"start": "x"}}]}',
+            "phases[0].window is",
+        ),
+    ],
+)
+def test_a_file_this_lblab_cannot_read_is_refused_by_name(
+    tmp_path: Path, text: str, words: str
+) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_text(text)
+    with pytest.raises(ManifestError) as caught:
+        load(path)
+    message = str(caught.value)
+    assert words in message and str(path) in message
+
+
+def test_a_missing_manifest_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="does not exist"):
+        load(tmp_path / "manifest.json")
+
+
+def test_a_newer_version_says_to_update() -> None:
+    with pytest.raises(ManifestError, match="update lblab"):
+        from_json({"run_id": "r", "schema_version": SCHEMA_VERSION + 1}, "x/manifest.json")
