@@ -38,6 +38,35 @@ def flags_layer(**flags: Any) -> dict[str, Any]:
     return layer
 
 
+def _simulated(cfg: Any, given: dict[str, Any], console: Any, no_report: bool) -> None:
+    """The run on the simulated testbed (``simulator/experiment.py``): every phase
+    of the plan simulated, a progress bar over them, then the report as a live run's."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from lblab.loadtests import run_folders, summary
+    from lblab.simulator.experiment import check, run_simulated
+
+    check(cfg)
+    cfg = run_folders.with_new_run_dir(cfg, cfg.name, "choose another --out")
+    run_dir = Path(cfg.out or "")
+    console.print(f"run directory: {run_dir} (simulated testbed)")
+    with Progress(
+        TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        console=console,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("", total=None)
+
+        def step(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label)
+
+        counts = run_simulated(cfg, run_dir, given, step)
+    console.print(f"wrote {run_dir} ({', '.join(f'{k} {v} rows' for k, v in counts.items())})")
+    if no_report:
+        summary.print_all(run_dir, console)
+    else:
+        summary.finish(run_dir, console)
+
+
 def register(app: typer.Typer) -> None:
     """Add this part's commands to ``app``."""
 
@@ -109,7 +138,11 @@ def register(app: typer.Typer) -> None:
             "every phase; their records join the run with --collect.",
         ),
         seed: int = typer.Option(None, help="Base seed (phase k uses seed + k)."),
-        testbed: str = typer.Option(None, help="local (start everything) | external."),
+        testbed: str = typer.Option(
+            None,
+            help="local (start everything) | external (a balancer someone runs) | simulated "
+            "(the same experiment in the simulator).",
+        ),
         balancer: str = typer.Option(None, help="External testbed: the balancer's HOST:PORT."),
         admin: str = typer.Option(None, help="External testbed: the admin HTTP HOST:PORT."),
     ) -> None:
@@ -151,6 +184,11 @@ def register(app: typer.Typer) -> None:
                     "that `lblab run` wrote"
                 )
             data = load_json_object(manifest_path, "run manifest")
+            if data.get("simulated") is True:
+                raise ConfigError(
+                    f"{flag}: {run_dir} is a simulated run; it has nothing to continue or "
+                    "collect: run its file again (the same seeds give the same tables)"
+                )
             if not isinstance(data.get("config"), dict) or not isinstance(data.get("phases"), list):
                 raise ConfigError(
                     f"{flag}: {manifest_path} has no config and phases; it was not written by "
@@ -171,6 +209,14 @@ def register(app: typer.Typer) -> None:
             cfg = runconfig.resolve(load_preset(preset_name), file_layer, flags)
             if print_config:
                 sys.stdout.write(cfg.to_toml())
+                return
+            if cfg.testbed.kind == "simulated":
+                if twin:
+                    raise ConfigError(
+                        "--twin simulates a measured run's testbed; this run is simulated "
+                        "already: drop --twin"
+                    )
+                _simulated(cfg, given, console, no_report)
                 return
             layout = None
             if cfg.testbed.kind == "local":  # the preflight, before anything is written

@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
         "isolation": "auto",
         "harness_cpus": 0,
         "balancers": 1,
+        "service": "",
     },
     "servers": [
         {"id": "s1", "cpu_quota": 0.25},

@@ -19,10 +19,12 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
     [load]     model = "closed"|"open"|"trace", users, spawn_rate, think_time = [min, max],
                rate, arrival = "constant"|"poisson", count,
                trace, trace_start, trace_length, trace_loop   (the trace model)
-    [testbed]  kind = "local"|"external", balancer = "HOST:PORT", admin = "HOST:PORT",
-               agent_interval, balancer_args = [...],
+    [testbed]  kind = "local"|"external"|"simulated", balancer = "HOST:PORT",
+               admin = "HOST:PORT", agent_interval, balancer_args = [...],
                isolation = "auto"|"cpuset"|"affinity"|"off", harness_cpus (0: a third),
-               balancers (local: independent balancer nodes, 1..16)
+               balancers (local, simulated: independent balancer nodes, 1..16),
+               service (simulated: the servers' service model, e.g. "json:a=0ms,b=7e-8,c=3e-9"
+               from `lblab calibrate`; "" : this machine's, DEFAULT_SIMULATED_SERVICE)
     [[servers]]           id, cpu_quota, workers, delay_ms, delay_dist, max_inflight
     [weights]             s1 = 1, ...
     [strategy_options.lc] tie = "random"
@@ -71,7 +73,13 @@ from lblab.servers.work import MAX_WORK_BYTES
 from lblab.traces import BUILTIN_TRACES, TraceWindow, schedule
 from lblab.wire.codes import MAX_FRAME_LENGTH
 
-TESTBEDS = ("local", "external")
+TESTBEDS = ("local", "external", "simulated")
+DEFAULT_SIMULATED_SERVICE = "json:a=0ms,b=6.73e-8,c=2.65e-9"
+"""What a simulated server's request costs unless ``[testbed] service`` says: the JSON
+cost model ``lblab calibrate`` fitted (service_ms of every ok request in the window) to
+the server with a whole CPU of a measured run on this 2-core VM (2026-11-26: 79,243
+requests, R^2 0.886; medians 0.39 ms at 10 kB of work, 4.6 ms at 100 kB, 66 ms at
+1 MB). Calibrate your own machine with ``lblab calibrate RUN``."""
 ACTIONS = ("kill", "restart", "drain", "add", "remove", "slow", "pause", "resume")
 DEFAULT_MASTER_PORT = 5557  # Locust's own default master port
 # Bounds past which a value is a typo, not an experiment (10^12 users is not a plan).
@@ -380,6 +388,9 @@ class TestbedConfig:
     balancers: int = 1
     """Independent balancer nodes of a local testbed (``b1`` .. ``bK``), each with its
     own pool and strategy state, the Locust users spread over them."""
+    service: str = ""
+    """A simulated testbed's service model (``simulator/service.py`` specs; empty:
+    ``DEFAULT_SIMULATED_SERVICE``), checked by the simulator before the run starts."""
 
     def __post_init__(self) -> None:
         _one_of("testbed.kind", self.kind, TESTBEDS)
@@ -417,6 +428,7 @@ class TestbedConfig:
             balancers=parse_int(
                 raw.get("balancers", 1), "testbed.balancers", minimum=1, maximum=MAX_BALANCERS
             ),
+            service=str(raw.get("service", "")),
         )
 
 
@@ -521,8 +533,8 @@ class RunConfig:
                 "an external testbed without testbed.admin (--admin HOST:PORT) cannot switch "
                 "strategies: give the admin address or run one strategy"
             )
-        if kind == "local" and not self.servers:
-            raise ConfigError("the local testbed needs at least one [[servers]] entry")
+        if kind in ("local", "simulated") and not self.servers:
+            raise ConfigError(f"the {kind} testbed needs at least one [[servers]] entry")
         if kind == "local":
             for each in self.servers:
                 each.check_here()
@@ -531,6 +543,11 @@ class RunConfig:
         if self.timeline and self.testbed.kind == "external":
             raise ConfigError(
                 "timeline events need the local testbed (the runner owns those processes)"
+            )
+        if self.timeline and self.testbed.kind == "simulated":
+            raise ConfigError(
+                "timeline events are not simulated yet (kill, drain, slow, ...): run them on "
+                "the local testbed, or drop [[timeline]] for the simulated one"
             )
         names = {s.name for s in self.scenarios}
         for i, event in enumerate(self.timeline):

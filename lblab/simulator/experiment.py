@@ -1,0 +1,153 @@
+"""The simulated testbed: an experiment file run in the simulator (``[testbed] kind =
+"simulated"``).
+
+It sits with the simulator, which reads the run's config (``loadtests.runconfig``) and
+plan as the twin and the thesis reproduction do; ``lblab run``, a composition root,
+calls it.
+
+``lblab run --config FILE`` takes the same file either way. With the simulated testbed
+the run's plan is the live one (``loadtests/runner.plan``: blocks of every scenario x
+strategy in the run's seeded order, phase k seeded ``seed + k``), and each phase is a
+simulation of the file's testbed, written in the results contract with a simulated
+manifest (``simulator/output.write_run``), so the report, the notebooks and ``lblab
+compare`` read it as they read a measured run.
+
+From the file: the servers (``[[servers]]`` ids in order, ``[weights]``, ``cpu_quota``
+as a cgroup quota, ``workers``, ``max_inflight`` as the most queued plus in service,
+``delay_ms`` as a one-way delay), their service model (``[testbed] service``, a spec
+``lblab calibrate`` fits; default ``DEFAULT_SIMULATED_SERVICE``), the load of each
+scenario (closed users and their think time, open arrivals constant or Poisson, a
+count instead of a duration, a trace), each strategy's options, the request timeout,
+the agent interval and the number of balancers. A phase sends for warm-up plus
+duration; its measured window is a live phase's: the first send plus the warm-up to the
+end of the load (``lblab/windows.py``).
+
+Not simulated (yet): timeline events (refused when the file is loaded), Locust's spawn
+rate (every user starts at once), a think time's spread (uniform between its two
+bounds live, its mean here), and adaptive blocks: the run's ``replications`` blocks
+run, and ``max_replications`` is not used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lblab.errors import ConfigError
+from lblab.loadtests.runconfig import DEFAULT_SIMULATED_SERVICE, LoadConfig, RunConfig
+from lblab.loadtests.runner import Phase, plan
+from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerGroup, SimConfig
+from lblab.simulator.output import write_run
+from lblab.simulator.run import SimResult, simulate
+from lblab.simulator.service import parse_service
+from lblab.simulator.workload import Arrivals, ClosedUsers, OpenArrivals, TraceArrivals
+from lblab.windows import Window
+
+
+def server_groups(config: RunConfig) -> tuple[ServerGroup, ...]:
+    """One group per ``[[servers]]`` entry, in the file's order."""
+    try:
+        service = parse_service(config.testbed.service or DEFAULT_SIMULATED_SERVICE)
+    except ConfigError as exc:
+        raise ConfigError(f"testbed.{exc}") from None
+    groups = []
+    for spec in config.servers:
+        quota = spec.cpu_quota
+        groups.append(
+            ServerGroup(
+                count=1,
+                service=service,
+                workers=spec.workers or 1,
+                weight=config.weights.get(spec.id, 1.0),
+                capacity=spec.max_inflight,
+                cpu_quota=quota if quota is not None and quota < 1 else None,
+                delay=None if spec.delay_ms is None else spec.delay_ms / 1000.0,
+            )
+        )
+    return tuple(groups)
+
+
+def _arrivals(load: LoadConfig) -> Arrivals:
+    if load.model == "closed":
+        lo, hi = load.think_time
+        return ClosedUsers(users=load.users, think=(lo + hi) / 2.0)
+    if load.model == "open":
+        return OpenArrivals(rate=load.rate, poisson=load.arrival == "poisson")
+    window = load.window
+    assert window is not None  # the trace model always has one (LoadConfig checks it)
+    return TraceArrivals(window, load.rate)
+
+
+def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
+    """The simulation of one phase of ``config``'s plan."""
+    load = config.loads[phase.scenario]
+    scenario = next(s for s in config.scenarios if s.name == phase.scenario)
+    arrivals = _arrivals(load)
+    if isinstance(arrivals, TraceArrivals):
+        requests, duration = load.count or len(arrivals.schedule), None
+    elif load.model == "open" and load.count:
+        requests, duration = load.count, None
+    else:
+        requests, duration = MAX_REQUESTS, config.warmup + config.duration
+    options = config.strategy_options.get(phase.strategy, {})
+    return SimConfig(
+        strategy=phase.strategy,
+        strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
+        servers=server_groups(config),
+        server_ids=tuple(s.id for s in config.servers),
+        requests=requests,
+        duration=duration,
+        arrivals=arrivals,
+        scenario=phase.scenario,
+        cells=tuple((c.package_bytes, c.work_bytes) for c in scenario.cells),
+        report_period=config.testbed.agent_interval,
+        deadline=config.request_timeout,
+        balancers=config.testbed.balancers,
+        seed=config.seed + phase.index,
+        replication=phase.replication,
+        run_id=run_id,
+    )
+
+
+def _window(config: RunConfig, result: SimResult) -> Window:
+    """A live phase's window: the first send plus the warm-up to the end of the load."""
+    start = EPOCH + config.warmup
+    end = EPOCH + (result.config.duration or result.sim_seconds)
+    return Window(start, max(start, end))
+
+
+def check(config: RunConfig) -> None:
+    """A ``ConfigError`` naming the field if any phase of ``config`` cannot be simulated
+    (before a run folder is made)."""
+    for phase in plan(config):
+        phase_config(config, phase, "check")
+
+
+def run_simulated(
+    config: RunConfig,
+    run_dir: Path,
+    given: dict[str, Any],
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict[str, int]:
+    """Simulate every phase of ``config``'s plan into ``run_dir``; rows per table.
+
+    ``progress(done, total, label)`` is called before each phase and at the end."""
+    phases = plan(config)
+    configs = [phase_config(config, p, run_dir.name) for p in phases]  # all checked first
+    results = []
+    for i, (phase, cfg) in enumerate(zip(phases, configs, strict=True)):
+        if progress is not None:
+            progress(i, len(phases), phase.label)
+        results.append(simulate(cfg))
+    if progress is not None:
+        progress(len(phases), len(phases), "written")
+    extra = {
+        "experiment": {"config": dict(config.raw), "given": given},
+        "testbed": {
+            "kind": "simulated",
+            "service": config.testbed.service or DEFAULT_SIMULATED_SERVICE,
+        },
+    }
+    windows = [_window(config, r) for r in results]
+    return write_run(run_dir, results, extra=extra, windows=windows)

@@ -1,0 +1,111 @@
+"""One experiment file, two testbeds: ``[testbed] kind = "simulated"`` through ``lblab run``.
+
+The file is what ``lblab run --print-config`` prints for the README's preset, with the
+testbed's kind changed and nothing else; ``lblab run --config`` runs it in the simulator
+and writes the results contract with a simulated manifest: the live plan's phases (its
+scenarios, strategies, blocks and seeds), its servers by their ids, windows as a live
+phase's, and a report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from lblab.loadtests import runconfig
+from lblab.loadtests.presets import load_preset
+from lblab.loadtests.runner import plan
+from lblab.procs import lblab_command
+from lblab.results import TABLES, missing_columns
+from lblab.simulator.config import EPOCH
+
+
+def lblab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(lblab_command(*args), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def simulated_run(tmp_path_factory) -> tuple[Path, str]:
+    folder = tmp_path_factory.mktemp("simulated-testbed")
+    printed = lblab("run", "--preset", "quick", "-s", "rr", "-s", "lc", "--print-config")
+    assert printed.returncode == 0, printed.stderr
+    text = re.sub(r'(?m)^kind = "local"$', 'kind = "simulated"', printed.stdout)
+    assert 'kind = "simulated"' in text
+    config = folder / "quick-simulated.toml"
+    config.write_text(text)
+    run_dir = folder / "run"
+    done = lblab("run", "--config", str(config), "--out", str(run_dir))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir, text
+
+
+def test_the_file_runs_in_the_simulator_as_the_live_plan(simulated_run) -> None:
+    run_dir, text = simulated_run
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["simulated"] is True
+    assert manifest["testbed"]["kind"] == "simulated"
+    cfg = runconfig.resolve(load_preset("quick"), tomllib.loads(text), {})
+    planned = plan(cfg)
+    assert len(manifest["phases"]) == len(planned) == 2 * 2 * cfg.replications
+    assert [(p["scenario"], p["strategy"], p["replication"]) for p in manifest["phases"]] == [
+        (p.scenario, p.strategy, p.replication) for p in planned
+    ]
+    seeds = [c["seed"] for c in manifest["config"]]
+    assert seeds == [cfg.seed + p.index for p in planned]
+    for phase in manifest["phases"]:  # a live phase's window: warm-up to the end of the load
+        assert phase["window"]["start"] == pytest.approx(EPOCH + cfg.warmup)
+        assert phase["window"]["end"] == pytest.approx(EPOCH + cfg.warmup + cfg.duration)
+        assert phase["verdict"] in ("pass", "warn", "fail")
+
+
+def test_it_writes_the_results_contract_with_the_files_servers(simulated_run) -> None:
+    run_dir, _ = simulated_run
+    for name in TABLES:
+        table = pq.read_table(run_dir / f"{name}.parquet")
+        assert not missing_columns(name, table.schema.names), name
+        assert table.num_rows > 0, name
+    requests = pd.read_parquet(run_dir / "requests.parquet")
+    assert set(requests["server"].dropna()) == {"s1", "s2", "s3"}
+    assert set(requests["strategy"]) == {"rr", "lc"}
+    inside = requests[requests["window"] == "inside"]
+    assert inside["ok"].mean() > 0.99
+    # least connections keeps the two quarter-CPU servers from queueing as round robin does
+    p95 = inside.groupby(["scenario", "strategy"])["latency_ms"].quantile(0.95)
+    assert p95[("sp+sr", "lc")] < p95[("sp+sr", "rr")]
+    assert (run_dir / "report" / "index.html").is_file()
+    assert (run_dir / "summary.csv").is_file()
+
+
+def test_a_simulated_run_is_not_resumed_and_has_no_twin(simulated_run, tmp_path) -> None:
+    run_dir, text = simulated_run
+    resumed = lblab("run", "--resume", "--out", str(run_dir))
+    assert resumed.returncode == 2
+    assert "is a simulated run" in resumed.stderr
+    config = tmp_path / "sim.toml"
+    config.write_text(text)
+    twinned = lblab("run", "--config", str(config), "--twin", "--out", str(tmp_path / "x"))
+    assert twinned.returncode == 2
+    assert "drop --twin" in twinned.stderr
+
+
+def test_the_simulated_testbed_refuses_what_it_does_not_model(tmp_path) -> None:
+    config = tmp_path / "timeline.toml"
+    config.write_text(
+        '[testbed]\nkind = "simulated"\n\n[[timeline]]\nat = 1\naction = "kill"\nserver = "s1"\n'
+    )
+    out = lblab("run", "--config", str(config), "--print-config")
+    assert out.returncode == 2
+    assert "timeline events are not simulated yet" in out.stderr
+    bad = tmp_path / "service.toml"
+    bad.write_text('[testbed]\nkind = "simulated"\nservice = "json:a=-1ms"\n')
+    out = lblab("run", "--config", str(bad), "--out", str(tmp_path / "never"))
+    assert out.returncode == 2
+    assert "testbed.service: '-1ms' is not a duration" in out.stderr
+    assert not (tmp_path / "never").exists()  # refused before a run folder is made
