@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import random
 
+RECONNECT_BASE_S = 0.1
+RECONNECT_MAX_S = 5.0
+"""The balancer's reconnects to a lost backend (``balancer/backend.py``; the simulator's
+balancers reconnect the same way), jittered so that backends restarted together are not
+hit by synchronized reconnects."""
 _MAX_DOUBLINGS = 16
 """2^16 x base is past any cap in use; it keeps the power finite after many failures."""
 

@@ -33,7 +33,7 @@ from typing import cast
 
 import orjson
 
-from lblab.backoff import jittered_backoff
+from lblab.backoff import RECONNECT_BASE_S, RECONNECT_MAX_S, jittered_backoff
 from lblab.balancer.outbox import RoutedConnection
 from lblab.balancer.streams import ClientPort, ProbeStream, Stream
 from lblab.balancer.wiring import Wiring
@@ -61,10 +61,6 @@ more) is ejected as hung. A healthy lblab server answers within milliseconds eve
 saturated, because its work runs off the event loop."""
 MAX_LIFETIME_MS = 30_000
 """A backend silent this long (6 missed keepalive answers) is treated as lost."""
-RECONNECT_BASE_S = 0.1
-RECONNECT_MAX_S = 5.0
-"""Reconnect backoff (``lblab.backoff``), so backends restarted together are not hit by
-synchronized reconnects."""
 CONNECT_TIMEOUT_S = 3.0
 BACKEND_WRITE_HIGH_BYTES = 4 * 1024 * 1024
 """Pause the clients feeding a backend once this much is queued toward it: 4 MiB holds

@@ -544,11 +544,6 @@ class RunConfig:
             raise ConfigError(
                 "timeline events need the local testbed (the runner owns those processes)"
             )
-        if self.timeline and self.testbed.kind == "simulated":
-            raise ConfigError(
-                "timeline events are not simulated yet (kill, drain, slow, ...): run them on "
-                "the local testbed, or drop [[timeline]] for the simulated one"
-            )
         names = {s.name for s in self.scenarios}
         for i, event in enumerate(self.timeline):
             for s in event.scenarios:

@@ -35,7 +35,7 @@ class PoolActions(Protocol):
     def resume(self, sid: str) -> None: ...
 
 
-def _undo(event: TimelineEvent) -> TimelineEvent | None:
+def undo(event: TimelineEvent) -> TimelineEvent | None:
     """The event that ends a ``slow`` or ``pause`` after its ``duration``, if it has one."""
     if event.duration is None or event.action not in ("slow", "pause"):
         return None
@@ -83,9 +83,9 @@ class Timeline:
                     case "resume":
                         self._pool.resume(event.server)
                 entry["ok"] = True
-                undo = _undo(event)
-                if undo is not None:
-                    self._pending.append(undo)
+                then = undo(event)
+                if then is not None:
+                    self._pending.append(then)
                     self._pending.sort(key=lambda e: e.at)
             except Exception as exc:  # recorded in the manifest; the phase goes on
                 entry.update(ok=False, error=f"{type(exc).__name__}: {exc}")

@@ -1,10 +1,17 @@
 """The balancer side of a simulated run: K pools, each driven by the shared lifecycle.
 
 ``simulator/run.py`` calls these methods from SimPy's clock (the events a balancer
-node sees: a request arrives, a server answers, a deadline passes); the lifecycle
-conformance test (``tests/unit/test_lifecycle.py``) calls them from a script and
-compares the pool calls with the live router's. Everything a request's life does to a
-pool goes through ``balancer/lifecycle.py``, as in the router.
+node sees: a request arrives, a server answers, a deadline passes, a server's
+connection is lost or comes back); the lifecycle conformance test
+(``tests/unit/test_lifecycle.py``) calls them from a script and compares the pool calls
+with the live router's. Everything a request's life does to a pool goes through
+``balancer/lifecycle.py``, as in the router.
+
+Each balancer keeps, per server, its requests there in dispatch order (the router's
+``BackendPort.streams``), so that a lost connection fails them in the router's order.
+A lost server is down in the pool at once, so, unlike the router (whose pool and
+connections may disagree for a moment), the simulator never picks a server it has no
+connection to.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Generic, TypeVar
 
 from lblab.balancer.lifecycle import Attempted, Deadlines, Lifecycle
 from lblab.balancer.pool import Pool
-from lblab.balancer.strategies.base import BackendView, RequestView
+from lblab.balancer.strategies.base import BackendView, Health, RequestView
 from lblab.loadreport import LoadReport
 from lblab.simulator.config import EPOCH
 from lblab.simulator.record import SampleRows
@@ -53,13 +60,26 @@ class SimBalancer(Generic[Request]):
     """The balancers of a simulated run, one ``Pool`` and ``Lifecycle`` each, and the
     deadlines of all their requests (one FIFO: deadlines fall in send order)."""
 
-    __slots__ = ("deadlines", "lifecycles", "picks", "picks_every", "picks_seen", "pools")
+    __slots__ = (
+        "at_server",
+        "deadlines",
+        "lifecycles",
+        "picks",
+        "picks_every",
+        "picks_seen",
+        "pools",
+    )
 
     def __init__(
         self, pools: Sequence[Pool], max_attempts: int, picks: SampleRows, picks_every: int
     ) -> None:
         self.pools = list(pools)
         self.lifecycles = [Lifecycle(pool, max_attempts) for pool in self.pools]
+        servers = len(self.pools[0].views)
+        self.at_server: list[list[dict[int, Request]]] = [
+            [{} for _ in range(servers)] for _ in self.pools
+        ]
+        """Per balancer and server: its requests there by request id, in dispatch order."""
         self.deadlines: Deadlines[Request] = Deadlines()
         self.picks = picks
         """Every ``picks_every``-th pick's (time, server, in flight at pick); 0: none."""
@@ -73,7 +93,8 @@ class SimBalancer(Generic[Request]):
     def route(self, req: Request, now: float) -> BackendView | None:
         """Pick a server for ``req`` and dispatch it there; None when none is eligible
         (the request has then ended: the balancer answers REJECTED itself)."""
-        lifecycle = self.lifecycles[req.balancer]
+        b = req.balancer
+        lifecycle = self.lifecycles[b]
         view = lifecycle.pick(req, now)
         if view is None:
             lifecycle.end(req, False, "rejected", now)  # no dispatch: nothing to account
@@ -87,6 +108,7 @@ class SimBalancer(Generic[Request]):
                 picks.server.append(view.index)  # the pool's list is the servers' list
                 picks.value.append(view.inflight)
         lifecycle.dispatched(req, view, now)
+        self.at_server[b][view.index][req.request.request_id] = req
         req.dispatches += 1
         return view
 
@@ -95,7 +117,9 @@ class SimBalancer(Generic[Request]):
         view = req.view
         if req.done or view is None:
             return Answer.LATE
-        lifecycle = self.lifecycles[req.balancer]
+        b = req.balancer
+        del self.at_server[b][view.index][req.request.request_id]
+        lifecycle = self.lifecycles[b]
         if report is not None:
             lifecycle.pool.report(view.id, report, now)
         if ok:
@@ -110,8 +134,30 @@ class SimBalancer(Generic[Request]):
     def expire(self, now: float) -> Iterator[Request]:
         """End every request whose deadline has passed, as a timeout; yields each."""
         for req in self.deadlines.due(now):
+            view = req.view
+            if view is not None:
+                del self.at_server[req.balancer][view.index][req.request.request_id]
             self.lifecycles[req.balancer].end(req, False, "timeout", now)
             yield req
+
+    def connection_lost(self, balancer: int, server: int, now: float) -> list[Request]:
+        """Balancer ``balancer`` lost its connection to ``server`` (killed): every request
+        it had there ends as a ``connection`` failure (yielded for the clients' errors),
+        then the pool marks the server down, in the router's and the node's order."""
+        at = self.at_server[balancer][server]
+        lost = list(at.values())
+        at.clear()
+        lifecycle = self.lifecycles[balancer]
+        for req in lost:
+            lifecycle.end(req, False, "connection", now)
+        pool = self.pools[balancer]
+        pool.set_state(pool.views[server].id, Health.DOWN, now)
+        return lost
+
+    def connection_back(self, balancer: int, server: int, now: float) -> None:
+        """Balancer ``balancer`` reconnected to ``server``: it is up in that pool again."""
+        pool = self.pools[balancer]
+        pool.set_state(pool.views[server].id, Health.UP, now)
 
     def next_deadline(self, live: int) -> float | None:
         """The earliest deadline of a request still open; ``live``: requests not ended."""

@@ -67,6 +67,9 @@ PROBE_COST_S = 40e-6
 process's CPU (user + system from ``/proc/PID/stat``) per probe answered: decoding,
 answering and the socket calls, all on the event loop."""
 
+SIMULATED_ACTIONS = ("kill", "restart", "slow")
+"""The timeline events the simulator runs (``ServerEvent``); a live run has more."""
+
 EPOCH = 1_700_000_000.0
 """Simulated time 0 in epoch seconds (2023-11-14T22:13:20Z): fixed, so runs are reproducible."""
 
@@ -103,6 +106,30 @@ class ServerGroup:
         if self.cpu_quota is not None:
             check_range("lblab.servers.cpu_quota", self.cpu_quota, above=0, maximum=MAX_WORKERS)
         check_range("lblab.servers.quota_period", self.quota_period, above=0, maximum=10)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerEvent:
+    """A live run's timeline event, in the simulator (``simulator.run``): at ``at``
+    simulated seconds, ``kill`` the server (its balancers lose their connections and
+    reconnect with the live backoff), ``restart`` it, or ``slow`` it (every service time
+    times ``factor`` plus ``add_ms`` from then on; 1 and 0 undo it)."""
+
+    at: float
+    action: str
+    server: str
+    factor: float = 1.0
+    add_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.action not in SIMULATED_ACTIONS:
+            raise ConfigError(
+                f"timeline: {self.action!r} is not simulated; the simulator runs "
+                f"{', '.join(SIMULATED_ACTIONS)}"
+            )
+        check_range("timeline.at", self.at, minimum=0, maximum=MAX_SIM_SECONDS)
+        check_range("timeline.factor", self.factor, minimum=1.0, maximum=1000.0)
+        check_range("timeline.add_ms", self.add_ms, minimum=0.0, maximum=3_600_000.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +175,8 @@ class SimConfig:
     run_id: str = "sim"
     server_ids: tuple[str, ...] = ()
     """The servers' names in order (empty: ``s1`` .. ``sN``), as a run's [[servers]] ids."""
+    timeline: tuple[ServerEvent, ...] = ()
+    """Events on the servers, as a live run's [[timeline]] (``SIMULATED_ACTIONS``)."""
 
     def __post_init__(self) -> None:
         from lblab.balancer.strategies.options import build_config
@@ -187,6 +216,12 @@ class SimConfig:
                 )
             for name in self.server_ids:
                 check_id(name, "server_ids")
+        for event in self.timeline:
+            if event.server not in self.server_names:
+                raise ConfigError(
+                    f"timeline: {event.server!r} is not one of the servers "
+                    f"{list(self.server_names)}"
+                )
         if self.duration is not None:
             if isinstance(self.arrivals, TraceArrivals):
                 raise ConfigError(
@@ -252,6 +287,10 @@ class SimConfig:
     @property
     def server_count(self) -> int:
         return sum(g.count for g in self.servers)
+
+    @property
+    def server_names(self) -> tuple[str, ...]:
+        return self.server_ids or tuple(f"s{i + 1}" for i in range(self.server_count))
 
     def describe(self) -> dict[str, Any]:
         """The config as plain JSON-able data (for the manifest)."""

@@ -22,10 +22,13 @@ the agent interval and the number of balancers. A phase sends for warm-up plus
 duration; its measured window is a live phase's: the first send plus the warm-up to the
 end of the load (``lblab/windows.py``).
 
-Not simulated (yet): timeline events (refused when the file is loaded), Locust's spawn
-rate (every user starts at once), a think time's spread (uniform between its two
-bounds live, its mean here), and adaptive blocks: the run's ``replications`` blocks
-run, and ``max_replications`` is not used.
+The timeline's ``kill``, ``restart`` and ``slow`` (with its ``duration``) run as
+``simulator/run.py`` describes; the other actions (``drain``, ``add``, ``remove``,
+``pause``, ``resume``) are refused before the run starts. Not simulated (yet) either:
+the start-up of a restarted server (it takes requests at once), Locust's spawn rate
+(every user starts at once), a think time's spread (uniform between its two bounds
+live, its mean here), and adaptive blocks: the run's ``replications`` blocks run, and
+``max_replications`` is not used.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from typing import Any
 from lblab.errors import ConfigError
 from lblab.loadtests.runconfig import DEFAULT_SIMULATED_SERVICE, LoadConfig, RunConfig
 from lblab.loadtests.runner import Phase, plan
-from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerGroup, SimConfig
+from lblab.loadtests.timeline import undo
+from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerEvent, ServerGroup, SimConfig
 from lblab.simulator.output import write_run
 from lblab.simulator.run import SimResult, simulate
 from lblab.simulator.service import parse_service
@@ -79,6 +83,20 @@ def _arrivals(load: LoadConfig) -> Arrivals:
     return TraceArrivals(window, load.rate)
 
 
+def timeline(config: RunConfig, scenario: str) -> tuple[ServerEvent, ...]:
+    """The file's [[timeline]] events of ``scenario``, each timed fault with its undo."""
+    events = []
+    for event in config.timeline:
+        if not event.applies_to(scenario):
+            continue
+        for each in (event, undo(event)):
+            if each is not None:
+                events.append(
+                    ServerEvent(each.at, each.action, each.server, each.factor, each.add_ms)
+                )
+    return tuple(sorted(events, key=lambda e: e.at))
+
+
 def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
     """The simulation of one phase of ``config``'s plan."""
     load = config.loads[phase.scenario]
@@ -96,6 +114,7 @@ def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
         strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
         servers=server_groups(config),
         server_ids=tuple(s.id for s in config.servers),
+        timeline=timeline(config, phase.scenario),
         requests=requests,
         duration=duration,
         arrivals=arrivals,

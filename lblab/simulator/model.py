@@ -15,6 +15,11 @@ time integrated over time (utilisation = busy fraction of the workers, the simul
 A probe (``charge``) is answered at once, never queued, but its CPU is taken from the
 work: while every worker is busy, the probe's cost is added to the service time of the
 next request to start; on a server with a free worker it costs only idle time.
+
+A live run's timeline acts on the server: ``kill`` loses what it queued and served (each
+attempt carries the server's ``epoch`` when it started, so a completion of a killed
+server's attempt is dropped), ``restart`` takes requests again, ``slow`` scales every
+service time from then on (``simulator.slowdown.Slowed``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from simpy import Environment
 
 from lblab.simulator.clock import at
 from lblab.simulator.service import ServiceModel
-from lblab.simulator.slowdown import SlowWindow
+from lblab.simulator.slowdown import Slowed, SlowWindow
 
 
 class Job(Protocol):
@@ -42,6 +47,8 @@ class Job(Protocol):
     """Set by the server when the attempt starts: its wait in the queue."""
     service_s: float
     """Set by the server when the attempt starts: its service time."""
+    epoch: int
+    """Set by the server when the attempt starts: its lives so far (``kill``)."""
 
 
 class SimServer:
@@ -49,12 +56,15 @@ class SimServer:
         "_area",
         "_done",
         "_env",
+        "_epoch",
         "_last_t",
         "_mean_s",
         "_model",
+        "_normal",
         "_rng",
         "_scale",
         "_stolen",
+        "alive",
         "busy",
         "capacity",
         "completed",
@@ -79,7 +89,8 @@ class SimServer:
         self._env = env
         self.index = index
         self.id = server_id
-        self._model: ServiceModel | SlowWindow = model
+        self._model: ServiceModel | SlowWindow | Slowed = model
+        self._normal: ServiceModel | SlowWindow = model
         self._scale = 1.0 / speed
         self._mean_s = model.mean_s / speed
         self.workers = workers
@@ -93,6 +104,8 @@ class SimServer:
         self._last_t = 0.0
         self._stolen = 0.0
         """CPU seconds probes took from the work, added to the next service time."""
+        self.alive = True
+        self._epoch = 0
 
     @property
     def load(self) -> int:
@@ -105,7 +118,29 @@ class SimServer:
 
     def slow_window(self, start: float, end: float, seconds: float) -> None:
         """Serve requests that start in ``[start, end)`` in ``seconds`` (``simulator.slowdown``)."""
-        self._model = SlowWindow(self._model, self._env, start, end, seconds)
+        self._model = self._normal = SlowWindow(self._normal, self._env, start, end, seconds)
+
+    def slow(self, factor: float, add_s: float) -> None:
+        """From now on every request takes ``factor`` times its time plus ``add_s``
+        (1 and 0: normal speed again)."""
+        slowed = factor != 1.0 or add_s != 0.0
+        self._model = Slowed(self._normal, factor, add_s) if slowed else self._normal
+        self._mean_s = self._model.mean_s * self._scale
+
+    def kill(self) -> None:
+        """The process dies: what it queued and served is lost (the balancer fails it)."""
+        now = self._env._now
+        self._area += self.busy * (now - self._last_t)
+        self._last_t = now
+        self.busy = 0
+        self.queue.clear()
+        self._stolen = 0.0
+        self.alive = False
+        self._epoch += 1
+
+    def restart(self) -> None:
+        """A new process, empty, takes requests again."""
+        self.alive = True
 
     def offer(self, job: Job) -> bool:
         """Queue or start ``job``; False (and nothing done) if the server is at capacity."""
@@ -143,9 +178,12 @@ class SimServer:
             s += self._stolen
             self._stolen = 0.0
         job.service_s = s
+        job.epoch = self._epoch
         at(env, s, self._finish, job)
 
     def _finish(self, job: Job) -> None:
+        if job.epoch != self._epoch:
+            return  # served by a process that was killed since
         now = self._env._now
         self._area += self.busy * (now - self._last_t)
         self._last_t = now

@@ -44,6 +44,15 @@ deadline is a timeout at the deadline for the client, and an outcome for the poo
 balancer had it in time). Deadlines fall in send order, so one watchdog timer walks a FIFO of requests
 instead of a timer per request.
 
+Timeline events (``ServerEvent``, a live run's [[timeline]]): ``kill`` loses what the
+server queued and served; each balancer learns it a server delay later, as a closed
+connection: its requests there end as ``connection`` failures, the server goes down in
+its pool, and it reconnects with the live balancer's jittered backoff (its own random
+stream per balancer), up again at the first attempt that finds the server restarted.
+Requests on their way to a killed server are dropped there (their balancer fails them),
+and so are probes (lost, not timed out). ``restart`` takes requests again; ``slow``
+scales every service time from then on.
+
 An agent samples every server each ``report_period``: utilisation (busy fraction of the
 workers, the cpu table's ``cpu_percent``) and qps; strategies that use agent reports get
 them ``report_delay`` later. All times in tables are ``EPOCH + env.now``.
@@ -65,6 +74,7 @@ from typing import Any
 import pyarrow as pa
 import simpy
 
+from lblab.backoff import RECONNECT_BASE_S, RECONNECT_MAX_S, jittered_backoff
 from lblab.balancer.pool import COUNTER_NAMES, BackendCounters, BackendSpec, Pool
 from lblab.balancer.probes import PROBE_TIMEOUT_S
 from lblab.balancer.strategies.base import Interaction, RequestView, Strategy
@@ -74,7 +84,7 @@ from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport, ProbeAnswer, RifLatency
 from lblab.simulator.balancer import Answer, SimBalancer, SimRequest
 from lblab.simulator.clock import GRID, LATE, at, run_events
-from lblab.simulator.config import EPOCH, SimConfig, rng_stream, stream_index
+from lblab.simulator.config import EPOCH, ServerEvent, SimConfig, rng_stream, stream_index
 from lblab.simulator.model import SimServer
 from lblab.simulator.quota import CpuQuota
 from lblab.simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
@@ -84,6 +94,7 @@ _NAN = float("nan")
 _INF = float("inf")
 _REJECTED = ERROR_CODE["rejected"]
 _TIMEOUT = ERROR_CODE["timeout"]
+_CONNECTION = ERROR_CODE["connection"]
 _RR = Interaction.REQUEST_RESPONSE
 
 
@@ -99,6 +110,7 @@ class _Request(SimRequest):
 
     __slots__ = (
         "arrived",
+        "epoch",
         "id",
         "package_bytes",
         "queue_s",
@@ -126,6 +138,7 @@ class _Request(SimRequest):
         self.package_bytes = package
         self.work_bytes = work
         self.arrived = 0.0
+        self.epoch = 0
         self.replied = False
         self.server = -1
         self.queue_s = _NAN
@@ -175,7 +188,7 @@ class Simulation:
         for group in cfg.servers:
             for _ in range(group.count):
                 i = len(self.servers)
-                sid = cfg.server_ids[i] if cfg.server_ids else f"s{i + 1}"
+                sid = cfg.server_names[i]
                 service = group.service
                 if group.cpu_quota is not None and group.cpu_quota < 1:
                     quota = CpuQuota(service, env, group.cpu_quota, group.quota_period)
@@ -225,6 +238,7 @@ class Simulation:
         )
         self._balancers = k
         self._rng_balancers = rng_stream(cfg.seed, rep, "balancers")
+        self._rng_reconnect = [rng_stream(cfg.seed, rep, f"reconnect:b{b + 1}") for b in range(k)]
         poisson = isinstance(cfg.arrivals, OpenArrivals) and cfg.arrivals.poisson
         self._next_balancer = self._by_chance if k > 1 and poisson else self._by_index
         strategy = strategies[0]  # the same class for every balancer: the same signals
@@ -399,6 +413,8 @@ class Simulation:
         self._server_arrive(self.servers[req.server], req)
 
     def _server_arrive(self, server: SimServer, req: _Request) -> None:
+        if not server.alive:
+            return  # killed while it travelled: its balancer fails it (``_on_lost``)
         if self._probes:
             req.rif = server.load
         if not server.offer(req):
@@ -468,6 +484,9 @@ class Simulation:
     def _probe_at_server(self, probe: tuple[int, int, float]) -> None:
         balancer, i, sent = probe
         server = self.servers[i]
+        if not server.alive:
+            at(self.env, self._delay[i], self._on_probe_lost, (balancer, i))
+            return
         server.charge(self._probe_cost)
         rif = server.load
         estimate = self._rif_latency[i].estimate(rif)
@@ -486,6 +505,44 @@ class Simulation:
             pool.probe_lost(self.names[i], timed_out=True)
         else:
             pool.probe_answer(self.names[i], probe, now)
+
+    def _on_probe_lost(self, probe: tuple[int, int]) -> None:
+        balancer, i = probe
+        self.pools[balancer].probe_lost(self.names[i], timed_out=False)
+
+    # ---- timeline ------------------------------------------------------------------
+
+    def _on_event(self, event: ServerEvent) -> None:
+        i = self.names.index(event.server)
+        server = self.servers[i]
+        if event.action == "kill":
+            if server.alive:
+                server.kill()
+                at(self.env, self._delay[i], self._on_lost, i)
+        elif event.action == "restart":
+            server.restart()
+        else:
+            server.slow(event.factor, event.add_ms / 1000.0)
+
+    def _on_lost(self, i: int) -> None:
+        """Every balancer sees server ``i``'s connection close (module docstring)."""
+        now = self.env._now
+        for b in range(self._balancers):
+            for req in self.balancer.connection_lost(b, i, now):
+                self._reply(req, False, _CONNECTION)
+            self._reconnect_later((b, i, 0))
+
+    def _reconnect_later(self, attempt: tuple[int, int, int]) -> None:
+        b, _, failures = attempt
+        wait = jittered_backoff(failures, RECONNECT_BASE_S, RECONNECT_MAX_S, self._rng_reconnect[b])
+        at(self.env, wait, self._on_reconnect, attempt)
+
+    def _on_reconnect(self, attempt: tuple[int, int, int]) -> None:
+        b, i, failures = attempt
+        if self.servers[i].alive:
+            self.balancer.connection_back(b, i, self.env._now)
+        elif self._finished < self._requests:
+            self._reconnect_later((b, i, failures + 1))
 
     # ---- agents, health clock -------------------------------------------------------
 
@@ -571,6 +628,8 @@ class Simulation:
         at(self.env, self.cfg.tick_period, self._tick)
         if self.cfg.duration is not None:
             at(self.env, self.cfg.duration, self._stop_sending)
+        for event in self.cfg.timeline:
+            at(self.env, event.at, self._on_event, event)
         env = self.env
         events = run_events(env)
         if self._finished != self._requests:

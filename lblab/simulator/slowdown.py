@@ -1,4 +1,5 @@
-"""A server held slow for a time window: the Linkerd "Beyond Round Robin" fault.
+"""Slow servers: a window held at a fixed time (the Linkerd "Beyond Round Robin"
+fault), and a live run's ``slow`` timeline event (``Slowed``).
 
 ``SlowWindow`` wraps a server's service model: a request whose service starts in
 ``[start, end)`` (simulated seconds) takes ``seconds`` exactly, as in the post's
@@ -40,3 +41,23 @@ class SlowWindow:
             f"{self.base.spec()} held at {self.seconds * 1000:g}ms "
             f"for t in [{self.start:g}s, {self.end:g}s)"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Slowed:
+    """A live run's ``slow`` event (``servers/slowdown.py``): every request takes
+    ``factor`` times its own time plus ``add_s``, from the event until it is undone."""
+
+    base: ServiceModel | SlowWindow
+    factor: float
+    add_s: float
+
+    @property
+    def mean_s(self) -> float:
+        return self.base.mean_s * self.factor + self.add_s
+
+    def sample(self, rng: random.Random, work_bytes: int, package_bytes: int) -> float:
+        return self.base.sample(rng, work_bytes, package_bytes) * self.factor + self.add_s
+
+    def spec(self) -> str:
+        return f"{self.base.spec()} x{self.factor:g} +{self.add_s * 1000:g}ms"

@@ -98,14 +98,67 @@ def test_a_simulated_run_is_not_resumed_and_has_no_twin(simulated_run, tmp_path)
 def test_the_simulated_testbed_refuses_what_it_does_not_model(tmp_path) -> None:
     config = tmp_path / "timeline.toml"
     config.write_text(
-        '[testbed]\nkind = "simulated"\n\n[[timeline]]\nat = 1\naction = "kill"\nserver = "s1"\n'
+        '[testbed]\nkind = "simulated"\n\n[[timeline]]\nat = 1\naction = "drain"\nserver = "s1"\n'
     )
-    out = lblab("run", "--config", str(config), "--print-config")
+    out = lblab("run", "--config", str(config), "--out", str(tmp_path / "drained"))
     assert out.returncode == 2
-    assert "timeline events are not simulated yet" in out.stderr
+    assert "timeline: 'drain' is not simulated; the simulator runs kill, restart, slow" in (
+        out.stderr
+    )
+    assert not (tmp_path / "drained").exists()
     bad = tmp_path / "service.toml"
     bad.write_text('[testbed]\nkind = "simulated"\nservice = "json:a=-1ms"\n')
     out = lblab("run", "--config", str(bad), "--out", str(tmp_path / "never"))
     assert out.returncode == 2
     assert "testbed.service: '-1ms' is not a duration" in out.stderr
     assert not (tmp_path / "never").exists()  # refused before a run folder is made
+
+
+def test_the_files_timeline_runs_in_the_simulator(tmp_path) -> None:
+    config = tmp_path / "kill.toml"
+    config.write_text(
+        """
+[run]
+strategies = ["rr"]
+scenarios = ["sp+sr"]
+duration = "4s"
+warmup = "1s"
+replications = 1
+max_replications = 0
+
+[testbed]
+kind = "simulated"
+
+[[timeline]]
+at = "2s"
+action = "kill"
+server = "s1"
+
+[[timeline]]
+at = "3s"
+action = "restart"
+server = "s1"
+
+[[timeline]]
+at = "1s"
+action = "slow"
+server = "s3"
+factor = 2
+duration = "1s"
+"""
+    )
+    run_dir = tmp_path / "run"
+    out = lblab("run", "--config", str(config), "--out", str(run_dir), "--no-report")
+    assert out.returncode == 0, out.stderr[-3000:]
+    requests = pd.read_parquet(run_dir / "requests.parquet")
+    sent = requests["t_sent"] - EPOCH
+    failed = requests[~requests["ok"]]
+    # s1 (a quarter CPU) always has requests queued: they fail when it is killed
+    assert set(failed["error_kind"]) == {"connection"} and set(failed["server"]) == {"s1"}
+    assert sent[~requests["ok"]].between(1.0, 2.0).all()
+    on_s1 = sent[requests["server"] == "s1"]
+    assert not on_s1.between(2.0, 3.0).any() and on_s1.between(3.0, 5.0).any()
+    s3 = requests[requests["server"] == "s3"].assign(t=sent)
+    slow = s3[s3["t"].between(1.05, 1.95)]["service_ms"].median()
+    normal = s3[s3["t"].between(2.05, 4.95)]["service_ms"].median()
+    assert slow == pytest.approx(2 * normal, rel=0.35)

@@ -1,7 +1,7 @@
 """One request lifecycle, two drivers: the live router and the simulator's balancer.
 
 The same script of events (requests arriving, backends answering ok or REJECTED, time
-passing past deadlines) goes through the router (with fake connections and a fake
+passing past deadlines, a backend's connection lost and back) goes through the router (with fake connections and a fake
 clock, as in ``test_router.py``) and through ``simulator.balancer.SimBalancer`` (as
 ``simulator/run.py`` drives it). Both run a real ``Pool`` with a real strategy, seeded
 alike; the pool writes down every call the lifecycle makes. The two lists must be the
@@ -27,6 +27,7 @@ from lblab.balancer.router import Router
 from lblab.balancer.strategies.base import (
     MAX_ATTEMPTS,
     BackendView,
+    Health,
     Outcome,
     RequestView,
     Strategy,
@@ -94,13 +95,25 @@ def _pool(strategy: str) -> RecordingPool:
     return RecordingPool(make_strategy(strategy, rng=random.Random(7), weights=WEIGHTS))
 
 
+class Connections(Directory):
+    """The node's backends as the router sees them: a lost one has no connection."""
+
+    def __init__(self, backends: dict[str, FakeBackend]) -> None:
+        super().__init__(backends)
+        self.lost: set[str] = set()
+
+    def connection(self, backend_id: str) -> FakeBackend | None:
+        return None if backend_id in self.lost else super().connection(backend_id)
+
+
 class LiveDriver:
     """The router, its backends' connections and one client."""
 
     def __init__(self, strategy: str) -> None:
         self.pool = _pool(strategy)
         self.backends = {b: FakeBackend(b) for b in BACKENDS}
-        self.router = Router(self.pool, Directory(self.backends), timeout_s=TIMEOUT_S)
+        self.connections = Connections(self.backends)
+        self.router = Router(self.pool, self.connections, timeout_s=TIMEOUT_S)
         self.client = FakeClient()
         self.sids: dict[int, int] = {}
         """Request id -> the client's stream id."""
@@ -126,6 +139,17 @@ class LiveDriver:
 
     def expire(self, now: float) -> None:
         self.router.expire(now)
+
+    def lose(self, backend: str, now: float) -> None:
+        """The connection closes: the router fails its streams, then the node marks the
+        backend down (``BackendConnection.connection_lost``, ``Backend.mark_down``)."""
+        self.connections.lost.add(backend)
+        self.router.backend_lost(self.backends[backend], "killed", now)
+        self.pool.set_state(backend, Health.DOWN, now)
+
+    def back(self, backend: str, now: float) -> None:
+        self.connections.lost.discard(backend)
+        self.pool.set_state(backend, Health.UP, now)
 
     def live(self) -> list[int]:
         by_sid = {sid: rid for rid, sid in self.sids.items()}
@@ -157,6 +181,12 @@ class SimDriver:
         for _ in self.balancer.expire(now):
             pass
 
+    def lose(self, backend: str, now: float) -> None:
+        self.balancer.connection_lost(0, BACKENDS.index(backend), now)
+
+    def back(self, backend: str, now: float) -> None:
+        self.balancer.connection_back(0, BACKENDS.index(backend), now)
+
     def live(self) -> list[int]:
         return sorted(rid for rid, req in self.requests.items() if not req.done)
 
@@ -166,7 +196,7 @@ class Step:
     """One event of a script: ``kind`` at ``dt`` seconds after the previous one;
     ``pick`` chooses which live request an answer is for (its index, modulo)."""
 
-    kind: str  # "arrive" | "ok" | "reject" | "wait"
+    kind: str  # "arrive" | "ok" | "reject" | "wait" | "lose" | "back"
     dt: float = 0.0
     pick: int = 0
 
@@ -189,6 +219,10 @@ def run_script(strategy: str, steps: Sequence[Step]) -> tuple[LiveDriver, SimDri
         elif step.kind == "wait":
             for driver in (live, sim):
                 driver.expire(now)
+        elif step.kind in ("lose", "back"):
+            backend = BACKENDS[step.pick % len(BACKENDS)]
+            for driver in (live, sim):
+                getattr(driver, step.kind)(backend, now)
         assert live.live() == sim.live(), f"after {step}"
     return live, sim
 
@@ -196,7 +230,7 @@ def run_script(strategy: str, steps: Sequence[Step]) -> tuple[LiveDriver, SimDri
 STEPS = st.lists(
     st.builds(
         Step,
-        kind=st.sampled_from(["arrive", "arrive", "ok", "ok", "reject", "wait"]),
+        kind=st.sampled_from(["arrive", "arrive", "ok", "ok", "reject", "wait", "lose", "back"]),
         dt=st.sampled_from([0.0, 0.001, 0.0135, 0.25, 1.0, 2.5]),
         pick=st.integers(0, 50),
     ),
@@ -254,6 +288,28 @@ def test_a_script_through_both_drivers_gives_these_calls() -> None:
         ),
     ]
     assert not sim.live() and not live.live()
+
+
+def test_a_lost_connection_fails_its_requests_in_dispatch_order_on_both_drivers() -> None:
+    steps = [
+        Step("arrive"),  # 1 -> b1
+        Step("arrive"),  # 2 -> b2
+        Step("arrive"),  # 3 -> b3
+        Step("arrive"),  # 4 -> b1
+        Step("reject", dt=0.01, pick=1),  # b2 refuses 2: replayed on b3, after 3
+        Step("lose", dt=0.01, pick=2),  # b3's connection closes: 3, then 2, fail
+        Step("arrive", dt=0.01),  # 5: b3 is down, rr goes on to b1
+        Step("back", dt=0.01, pick=2),
+        Step("arrive", dt=0.01),  # 6
+    ]
+    live, sim = run_script("rr", steps)
+    assert live.pool.calls == sim.pool.calls
+    failed = [
+        c[2] for c in sim.pool.calls if c[0] == "complete" and c[5].error_kind == "connection"
+    ]
+    assert failed == [3, 2]
+    dispatched = [(c[2], c[1]) for c in sim.pool.calls if c[0] == "dispatch"]
+    assert dispatched[-2] == (5, "b1")  # not b3 while its connection is down
 
 
 def test_each_attempt_is_timed_from_its_own_dispatch() -> None:

@@ -13,7 +13,13 @@ from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport
 from lblab.results import ERROR_KINDS, TABLES, missing_columns
-from lblab.simulator.config import EPOCH, ServerGroup, SimConfig, config_from_mapping
+from lblab.simulator.config import (
+    EPOCH,
+    ServerEvent,
+    ServerGroup,
+    SimConfig,
+    config_from_mapping,
+)
 from lblab.simulator.output import write_run
 from lblab.simulator.run import Simulation, simulate
 from lblab.simulator.service import Exponential, Fixed, JsonCost, fit_cost_model, parse_service
@@ -323,3 +329,67 @@ def test_servers_take_the_names_given():
         replace(cfg, server_ids=("a", "b"))
     with pytest.raises(ConfigError, match="is not an id"):
         replace(cfg, server_ids=("a", "b", "c d"))
+
+
+# ---- a live run's timeline in the simulator ---------------------------------------
+
+
+def _timed(cfg: SimConfig, *events: ServerEvent):
+    result = simulate(replace(cfg, timeline=events))
+    t = result.requests.to_pandas()
+    t["t"] = t["t_sent"] - EPOCH
+    return result, t
+
+
+@pytest.mark.parametrize("balancers", [1, 3])
+def test_a_killed_server_fails_what_it_had_and_takes_work_again_after_a_restart(balancers):
+    cfg = config_from_mapping(
+        {"strategy": "rr", "servers": 3, "service": "exp:5ms", "users": 30, "think": "5ms",
+         "duration": "6s", "server_delay": "1ms", "balancers": balancers}
+    )  # fmt: skip
+    sim = Simulation(replace(cfg, timeline=(ServerEvent(2.0, "kill", "s2"),
+                                            ServerEvent(3.0, "restart", "s2"))))  # fmt: skip
+    result = sim.run()
+    t = result.requests.to_pandas()
+    t["t"] = t["t_sent"] - EPOCH
+    failed = t[~t["ok"]]
+    assert set(failed["error_kind"]) == {"connection"}
+    assert set(failed["server"]) == {"s2"}
+    assert len(failed) >= balancers  # each balancer had requests there
+    assert failed["t"].between(1.9, 2.002).all()  # sent before the loss was seen
+    s2 = t[t["server"] == "s2"]
+    assert not s2["t"].between(2.002, 3.0).any()  # down until a reconnect finds it back
+    assert s2["t"].between(3.0, 6.0).any()
+    assert all(pool.outstanding == 0 for pool in sim.pools)
+    assert result.counters["s2"]["faults"] == len(failed)  # summed over the balancers
+
+
+def test_a_kill_without_a_restart_keeps_the_server_out_and_reconnects_stop_at_the_end():
+    cfg = small(strategy="lc", duration="3s", requests=1_000_000)
+    result, t = _timed(cfg, ServerEvent(1.0, "kill", "s1"))
+    assert not t.loc[t["t"] > 1.0001, "server"].eq("s1").any()
+    assert result.sim_seconds < 3.5
+
+
+def test_slow_scales_service_times_until_it_is_undone():
+    cfg = small(strategy="rr", servers=2, service="fixed:10ms", rate=50, duration="6s")
+    _, t = _timed(cfg, ServerEvent(2.0, "slow", "s2", 3.0, 5.0), ServerEvent(4.0, "slow", "s2"))
+    s2 = t[t["server"] == "s2"]
+    during = s2[s2["t"].between(2.01, 3.98)]["service_ms"]
+    outside = s2[~s2["t"].between(1.99, 4.01)]["service_ms"]
+    assert during.to_numpy() == pytest.approx(35.0)  # 3 x 10 ms + 5 ms
+    assert outside.to_numpy() == pytest.approx(10.0)
+
+
+def test_probes_to_a_killed_server_are_lost_not_timed_out():
+    cfg = small(strategy="prequal", servers=4, duration="3s", server_delay="1ms")
+    result, _ = _timed(cfg, ServerEvent(1.0, "kill", "s3"))
+    assert result.counters["s3"]["probes_failed"] > 0
+    assert result.counters["s3"]["probes_timed_out"] == 0
+
+
+def test_a_timeline_names_the_runs_servers_and_simulated_actions():
+    with pytest.raises(ConfigError, match="'drain' is not simulated"):
+        ServerEvent(1.0, "drain", "s1")
+    with pytest.raises(ConfigError, match="'s9' is not one of the servers"):
+        replace(small(), timeline=(ServerEvent(1.0, "kill", "s9"),))
