@@ -9,19 +9,20 @@ every step; ``load`` and ``from_json`` read one back.
 
 A field has one meaning whatever wrote it: ``config`` is a live run's experiment as
 resolved (``loadtests.runconfig``, empty for a simulation), ``phase_configs`` a
-simulated run's simulator config of each phase; ``status`` is the run's, each phase has
-its own; ``cpu_limit_method`` says how the servers' CPU was limited, everywhere. What a
+simulated run's simulator config of each phase (in the file both are ``config``, an
+object or a list, as readers outside lblab know it); ``status`` is the run's, each
+phase has its own; ``cpu_limit_method`` says how the servers' CPU was limited. What a
 writer records beyond the typed fields (the runner's ``order``, the simulator's
-``pool_counters``, a phase's ``timeline`` ...) is kept verbatim in ``extra`` and written
-beside them.
+``pool_counters``, a phase's ``timeline`` ...) is kept verbatim in ``extra`` and
+written beside them.
 
-Versions. ``SCHEMA_VERSION`` is written as ``schema_version``. A manifest without it was
-written before the field existed: it is read as version 1, whose simulated runs put
-their configs list under ``config``, their scenarios as names, a per-phase map under
-``status``, the CPU limit under ``cpu_limit``, and no status in their phases (all were
-done); synthetic runs gave ``started`` as text (dropped). A reader refuses a version it
-does not know (a newer lblab wrote it) with a ``ManifestError`` naming the file and what
-to do, as it refuses a file that is not a manifest.
+Versions. ``SCHEMA_VERSION`` is written as ``schema_version``. A manifest without it
+was written before the field existed and is read as version 1: its simulated runs gave
+their scenarios as names, a per-phase map under ``status``, the CPU limit under
+``cpu_limit`` and no status in their phases (all were done); synthetic runs gave
+``started`` as text (dropped). A reader refuses a version it does not know (a newer
+lblab wrote it) with a ``ManifestError`` naming the file and what to do, as it refuses
+a file that is not a manifest.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class PhaseEntry:
     harness_cpu: Mapping[str, Any] = field(default_factory=dict)
     loaders: Mapping[str, int] = field(default_factory=dict)
     clocks: Mapping[str, Any] | None = None
-    unaccounted: int = 0
+    unaccounted: int | None = None
+    """Requests the writers counted without a row (None: not counted, as in a simulation)."""
     verdicts: tuple[Mapping[str, Any], ...] = ()
     verdict: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -93,6 +95,13 @@ class PhaseEntry:
     def label(self) -> str:
         return f"{self.scenario} {self.strategy} rep {self.replication}"
 
+    @property
+    def balancer_cores(self) -> float | None:
+        """Cores the balancer nodes used over the window, together; None when not
+        measured (an external testbed, a simulation)."""
+        used = self.harness_cpu.get("balancer")
+        return float(sum(used)) if used else None
+
     def checks_at(self, level: str) -> list[Mapping[str, Any]]:
         """Its checks at ``level`` (``pass``, ``warn``, ``fail``, ``n/a``), in order."""
         return [c for c in self.verdicts if c.get("level") == level]
@@ -103,7 +112,7 @@ class PhaseEntry:
         return _phase({**self.to_json(), **facts}, f"phase {self.key}")
 
     def to_json(self) -> dict[str, Any]:
-        return _json_fields(self, always=("key", "scenario", "strategy", "replication", "status"))
+        return _json_fields(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,27 +154,32 @@ class Manifest:
         one (runs written before windows have none)."""
         return {p.cell: p.window for p in self.phases if p.window is not None}
 
+    def updated(self, **facts: Any) -> Manifest:
+        """This manifest with ``facts`` set, by their names in the file (as
+        ``PhaseEntry.updated``)."""
+        return from_json({**self.to_json(), **facts})
+
     def checked_phases(self) -> list[PhaseEntry]:
         """The phases that carry validity checks."""
         return [p for p in self.phases if p.verdicts]
 
     def to_json(self) -> dict[str, Any]:
-        always = ("run_id", "simulated", "phases")
-        data = {"schema_version": SCHEMA_VERSION, **_json_fields(self, always)}
+        data = {"schema_version": SCHEMA_VERSION, **_json_fields(self)}
+        data.setdefault("phases", [])
         if self.warmup_s is not None:
             data["warmup"] = {"seconds": data.pop("warmup_s"), "rows": WARMUP_ROWS}
+        if self.phase_configs:
+            data["config"] = data.pop("phase_configs")
         return data
 
 
-def _json_fields(value: PhaseEntry | Manifest, always: Sequence[str]) -> dict[str, Any]:
-    """The fields as JSON data, in their order, then ``extra``; a field at its default
-    (None, empty) is left out unless named in ``always``."""
+def _json_fields(value: PhaseEntry | Manifest) -> dict[str, Any]:
+    """The fields as JSON data, in their order, then ``extra``; a field that is None or
+    empty is left out (a reader gets it back as its default)."""
     out: dict[str, Any] = {}
     for f in fields(value):
         v = getattr(value, f.name)
-        if f.name == "extra":
-            continue
-        if f.name in always or (v is not None and v != f.default and v != () and v != {}):
+        if f.name != "extra" and v is not None and v != () and v != {}:
             out[f.name] = _plain(v)
     return {**out, **value.extra}
 
@@ -221,8 +235,6 @@ def load(path: Path) -> Manifest:
 
 def _from_v1(body: dict[str, Any]) -> dict[str, Any]:
     """A version-1 manifest in today's layout (module docstring, "Versions")."""
-    if isinstance(body.get("config"), list):
-        body["phase_configs"] = body.pop("config")
     if isinstance(body.get("status"), Mapping):  # a simulation: every phase was done
         body["status"] = "done"
     if "cpu_limit" in body and "cpu_limit_method" not in body:
@@ -243,6 +255,8 @@ class _Malformed(ValueError):
 
 
 def _manifest(body: Mapping[str, Any]) -> Manifest:
+    if isinstance(body.get("config"), list):
+        body = {**body, "phase_configs": body["config"], "config": None}
     warmup = body.get("warmup")
     rest = {k: v for k, v in body.items() if k not in _MANIFEST_FIELDS and k != "warmup"}
     phases = _list(body, "phases", "phases")
@@ -302,7 +316,7 @@ def _phase(entry: Any, where: str) -> PhaseEntry:
         harness_cpu=_object(entry, "harness_cpu", at),
         loaders=_object(entry, "loaders", at),
         clocks=_object(entry, "clocks", at) if entry.get("clocks") is not None else None,
-        unaccounted=_whole(entry, "unaccounted", at) or 0,
+        unaccounted=_whole(entry, "unaccounted", at),
         verdicts=tuple(_objects(entry, "verdicts", at)),
         verdict=_text(entry, "verdict", at),
         extra=rest,

@@ -517,14 +517,15 @@ def phase_facts(window: Window, measured: Mapping[str, Any], **harness: Any) -> 
     )
 
 
-def summary_lines(phases: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Plain words for the terminal and the report: which phases not to trust, and why."""
+def summary_lines(phases: Iterable[tuple[str, Iterable[Mapping[str, Any]]]]) -> list[str]:
+    """Plain words for the terminal and the report: which phases not to trust, and why;
+    ``phases`` are (label, its checks as ``judge`` wrote them)."""
     lines = []
-    for p in phases:
-        checks = [c for c in p.get("verdicts") or [] if c.get("level") in (WARN, FAIL)]
-        for c in checks:
-            lines.append(
-                f"{p.get('scenario')} {p.get('strategy')} rep {p.get('replication')}: "
-                f"{c['name']} {c['level']}: {c['figure']}. {c['why'][:1].upper()}{c['why'][1:]}."
-            )
+    for label, verdicts in phases:
+        for c in verdicts:
+            if c.get("level") in (WARN, FAIL):
+                lines.append(
+                    f"{label}: {c['name']} {c['level']}: {c['figure']}. "
+                    f"{c['why'][:1].upper()}{c['why'][1:]}."
+                )
     return lines

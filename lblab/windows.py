@@ -58,21 +58,6 @@ class Window:
             return None
 
 
-def manifest_windows(manifest: Any) -> dict[tuple[str, str, int], Window]:
-    """(scenario, strategy, replication) -> measured window, from a run's manifest
-    (``phases[].window``); empty for runs written before windows."""
-    out = {}
-    phases = manifest.get("phases") if isinstance(manifest, dict) else None
-    for entry in phases if isinstance(phases, list) else []:
-        if not isinstance(entry, dict):
-            continue
-        window = Window.from_dict(entry.get("window"))
-        scenario, strategy = entry.get("scenario"), entry.get("strategy")
-        if window and isinstance(scenario, str) and isinstance(strategy, str):
-            out[(scenario, strategy, int(entry.get("replication") or 0))] = window
-    return out
-
-
 def phase_window(
     load_start: float, last_answer: float, warmup: float, duration: float | None
 ) -> Window:

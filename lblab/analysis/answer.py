@@ -52,6 +52,7 @@ from lblab.analysis.summary_csv import write_summary_csv
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.files import write_bytes_atomically
+from lblab.manifest import Manifest
 
 WINNERS_FILE = "winners.json"
 SCHEMA_VERSION = 1
@@ -304,12 +305,11 @@ def scenarios_to_settle(cells: Iterable[Cell]) -> list[str]:
     return list(dict.fromkeys(c.scenario for c in cells if c.scenario in chosen))
 
 
-def equivalence_of(manifest: Mapping[str, Any]) -> float:
+def equivalence_of(manifest: Manifest) -> float:
     """The run's equivalence margin (``run.equivalence``; the default for older runs and
     simulated ones)."""
-    config = manifest.get("config")
-    run = config.get("run") if isinstance(config, dict) else None
-    value = run.get("equivalence") if isinstance(run, dict) else None
+    run = manifest.config.get("run")
+    value = run.get("equivalence") if isinstance(run, Mapping) else None
     return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_MARGIN
 
 
@@ -319,7 +319,7 @@ class RunAnswer:
 
     cells: list[Cell]
     units: pd.DataFrame
-    manifest: Mapping[str, Any]
+    manifest: Manifest
     equivalence: float
 
 

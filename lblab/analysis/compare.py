@@ -54,6 +54,7 @@ from lblab.analysis.stats import welch_diff
 from lblab.analysis.twin_report import TWIN_JSON
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
+from lblab.manifest import Manifest
 from lblab.verdicts import FAIL
 
 LEVEL = 0.95
@@ -72,7 +73,7 @@ class RunSide:
     simulated: bool
     facts: dict[str, str]
     config: dict[str, str]
-    manifest: dict[str, Any] = field(repr=False)
+    manifest: Manifest = field(repr=False)
     units: pd.DataFrame = field(repr=False)
     checks: dict[tuple[str, str], Checks] = field(repr=False)
     winners: list[dict[str, Any]] = field(repr=False)
@@ -193,15 +194,14 @@ def flatten(value: Any, prefix: str = "") -> dict[str, str]:
     return {prefix: json.dumps(value, sort_keys=True)}
 
 
-def config_keys(manifest: Mapping[str, Any]) -> dict[str, str]:
+def config_keys(manifest: Manifest) -> dict[str, str]:
     """The config as flat keys; a simulated run's per-phase configs become one value set each.
 
-    A live manifest holds one config; a simulated one a list, one per phase (strategy,
+    A live run has one config; a simulated one one per phase (``phase_configs``: strategy,
     scenario, replication). Each key then shows the distinct values over the phases, so
     two runs are compared setting by setting, not phase by phase.
     """
-    config = manifest.get("config")
-    phases = config if isinstance(config, list) else [config] if config is not None else []
+    phases = manifest.phase_configs or [manifest.config]
     values: dict[str, set[str]] = {}
     for phase in phases:
         for key, text in flatten(phase).items():
@@ -214,7 +214,7 @@ def config_keys(manifest: Mapping[str, Any]) -> dict[str, str]:
 def make_side(
     label: str,
     path: Path,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     units: pd.DataFrame,
     winners: list[dict[str, Any]] | None,
 ) -> RunSide:
@@ -228,8 +228,8 @@ def make_side(
     return RunSide(
         label=label,
         path=path,
-        run_id=str(manifest.get("run_id") or path.name),
-        simulated=bool(manifest.get("simulated", False)),
+        run_id=manifest.run_id,
+        simulated=manifest.simulated,
         facts=run_facts(manifest),
         config=config_keys(manifest),
         manifest=manifest,

@@ -35,6 +35,7 @@ from typing import Any
 
 from lblab.config import parse_duration
 from lblab.errors import ConfigError
+from lblab.manifest import Manifest, PhaseEntry
 from lblab.verdicts import FAIL, WARN
 
 MODEL, USERS, RATE, SHAPES, OPTIONS = (
@@ -101,24 +102,17 @@ def _options(value: Any) -> str:
     return ", ".join(f"{k}={_text(v)}" for k, v in sorted(options.items())) or "defaults"
 
 
-def conditions(manifest: Mapping[str, Any], strategy: str, scenario: str) -> dict[str, str]:
+def conditions(manifest: Manifest, strategy: str, scenario: str) -> dict[str, str]:
     """What the cell (``strategy`` x ``scenario``) was offered and had, as label -> text;
     a label the manifest does not give is left out."""
-    if manifest.get("simulated"):
+    if manifest.simulated:
         return _simulated(manifest, strategy, scenario)
     return _live(manifest, strategy, scenario)
 
 
-def _live(manifest: Mapping[str, Any], strategy: str, scenario: str) -> dict[str, str]:
-    config = _dict(manifest.get("config"))
-    entry = next(
-        (
-            _dict(s)
-            for s in manifest.get("scenarios") or []
-            if isinstance(s, Mapping) and s.get("name") == scenario
-        ),
-        {},
-    )
+def _live(manifest: Manifest, strategy: str, scenario: str) -> dict[str, str]:
+    config = manifest.config
+    entry = manifest.scenario(scenario)
     load = {**_dict(config.get("load")), **_dict(entry.get("load"))}
     out: dict[str, Any] = {MODEL: load.get("model")}
     if load.get("model") == "open":
@@ -148,22 +142,22 @@ def _live(manifest: Mapping[str, Any], strategy: str, scenario: str) -> dict[str
     fallback = _seconds(load.get("duration_s", run.get("duration")))
     lengths = sorted(
         {
-            float(p["duration_s"])
-            for p in manifest.get("phases") or []
-            if isinstance(p, Mapping)
-            and (p.get("strategy"), p.get("scenario")) == (strategy, scenario)
-            and isinstance(p.get("duration_s"), int | float)
+            p.duration_s
+            for p in manifest.phases
+            if (p.strategy, p.scenario) == (strategy, scenario) and p.duration_s is not None
         }
     ) or ([] if fallback is None else [fallback])
     out["phase length"] = " | ".join(f"{v:g} s" for v in lengths) or None
     warmup = _seconds(
-        load.get("warmup_s", _dict(manifest.get("warmup")).get("seconds", run.get("warmup")))
+        load.get(
+            "warmup_s", manifest.warmup_s if manifest.warmup_s is not None else run.get("warmup")
+        )
     )
     out["warm-up"] = None if warmup is None else f"{warmup:g} s"
     cells = [_dict(c) for c in entry.get("cells") or []]
     if cells:
         out[SHAPES] = _shapes([(c.get("package_bytes"), c.get("work_bytes")) for c in cells])
-    testbed = _dict(manifest.get("testbed"))
+    testbed = manifest.testbed
     layout = _dict(testbed.get("cpu_layout"))
     servers = _dict(testbed.get("servers"))
     quotas = _dict(layout.get("quotas")) or {
@@ -186,10 +180,10 @@ def _live(manifest: Mapping[str, Any], strategy: str, scenario: str) -> dict[str
     if layout:
         cpus = ",".join(str(c) for c in layout.get("server_cpus") or [])
         out["server CPUs"] = f"{cpus or 'all'} ({layout.get('method')})"
-    host = _dict(manifest.get("host"))
+    host = manifest.host
     testbed_config = _dict(config.get("testbed"))
     out |= {
-        "CPU limit": manifest.get("cpu_limit_method") or manifest.get("cpu_limit"),
+        "CPU limit": manifest.cpu_limit_method,
         "host CPUs": f"{host['cpus']} on {host.get('hostname', '?')}" if host.get("cpus") else None,
         "testbed": testbed.get("kind") or testbed_config.get("kind"),
         "balancer arguments": testbed_config.get("balancer_args"),
@@ -201,14 +195,13 @@ def _live(manifest: Mapping[str, Any], strategy: str, scenario: str) -> dict[str
     return {k: _text(v) for k, v in out.items() if v is not None}
 
 
-def _simulated(manifest: Mapping[str, Any], strategy: str, scenario: str) -> dict[str, str]:
+def _simulated(manifest: Manifest, strategy: str, scenario: str) -> dict[str, str]:
     """Each label's values over the cell's replications (one config each), joined."""
-    configs = manifest.get("config")
     values: dict[str, set[str]] = {}
-    for c in configs if isinstance(configs, list) else []:
-        if (_dict(c).get("strategy"), _dict(c).get("scenario")) != (strategy, scenario):
+    for c in manifest.phase_configs:
+        if (c.get("strategy"), c.get("scenario")) != (strategy, scenario):
             continue
-        for label, text in _one_simulated(_dict(c)).items():
+        for label, text in _one_simulated(c).items():
             values.setdefault(label, set()).add(text)
     return {label: " | ".join(sorted(texts)) for label, texts in values.items()}
 
@@ -288,15 +281,14 @@ class Checks:
 NOT_CHECKED = Checks("n/a", 0, 0, 0)
 
 
-def cell_checks(manifest: Mapping[str, Any]) -> dict[tuple[str, str], Checks]:
+def cell_checks(manifest: Manifest) -> dict[tuple[str, str], Checks]:
     """(strategy, scenario) -> its phases' checks, from ``phases[].verdicts``."""
-    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for p in manifest.get("phases") or []:
-        if isinstance(p, Mapping) and p.get("verdicts"):
-            grouped.setdefault((str(p.get("strategy")), str(p.get("scenario"))), []).append(p)
+    grouped: dict[tuple[str, str], list[PhaseEntry]] = {}
+    for p in manifest.checked_phases():
+        grouped.setdefault((p.strategy, p.scenario), []).append(p)
     out = {}
     for cell, phases in grouped.items():
-        verdicts = [p.get("verdict") for p in phases]
+        verdicts = [p.verdict for p in phases]
         failed, warned = verdicts.count(FAIL), verdicts.count(WARN)
         fail_names = _names(phases, FAIL)
         out[cell] = Checks(
@@ -310,10 +302,6 @@ def cell_checks(manifest: Mapping[str, Any]) -> dict[tuple[str, str], Checks]:
     return out
 
 
-def _names(phases: list[Mapping[str, Any]], level: str) -> tuple[str, ...]:
+def _names(phases: list[PhaseEntry], level: str) -> tuple[str, ...]:
     """The checks at ``level`` in any of ``phases``, each once, in the order they run."""
-    return tuple(
-        dict.fromkeys(
-            str(c.get("name")) for p in phases for c in p["verdicts"] if c.get("level") == level
-        )
-    )
+    return tuple(dict.fromkeys(str(c.get("name")) for p in phases for c in p.checks_at(level)))

@@ -24,16 +24,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lblab.config import load_json_object
 from lblab.errors import ConfigError
+from lblab.manifest import Manifest, load
 from lblab.results import MANIFEST, SCHEMAS, missing_columns, with_defaults
-from lblab.windows import INSIDE, WINDOW_COLUMN, Window, manifest_windows
+from lblab.windows import INSIDE, WINDOW_COLUMN, Window
 
 if TYPE_CHECKING:  # pandas loads with the first table read, so opening a bad run fails fast
     import pandas as pd
@@ -56,20 +56,20 @@ class Run:
     """One results directory and its manifest."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.path.name)
+        return self.manifest.run_id
 
     @property
     def simulated(self) -> bool:
-        return bool(self.manifest.get("simulated", False))
+        return self.manifest.simulated
 
     def windows(self) -> dict[tuple[str, str, str, int], Window]:
         """Measured window of each (run_id, scenario, strategy, replication) the manifest
         records (``lblab/windows.py``); empty for runs written before windows."""
-        return {(self.run_id, *key): w for key, w in manifest_windows(self.manifest).items()}
+        return {(self.run_id, *key): w for key, w in self.manifest.windows().items()}
 
     def table_files(self, table: str) -> list[Path]:
         """The consolidated table file, or the part files of an unconsolidated run."""
@@ -88,10 +88,10 @@ def open_run(path: str | Path) -> Run:
             "or `lblab simulate` (results/<run-id>/)"
         )
     manifest_path = p / MANIFEST
-    manifest: dict[str, Any] = {}
+    manifest = Manifest(run_id=p.name)
     if manifest_path.exists():
         try:
-            manifest = load_json_object(manifest_path, "manifest")
+            manifest = load(manifest_path)
         except ConfigError as exc:
             raise ResultsError(str(exc)) from None
     run = Run(p, manifest)

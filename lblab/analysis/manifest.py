@@ -1,9 +1,9 @@
 """The headline facts of a run's manifest: what ran, on what, and how CPU was limited.
 
-Live runs (``loadtests/runner.py``) and simulated runs (``simulator/output.py``) write
-differently shaped manifests; this module reads the facts both can give and skips what a
-manifest lacks, so the report and the overview notebook show one small table either way.
-The whole manifest is still shown verbatim below it in the report.
+Live runs (``loadtests/runner.py``) and simulated runs (``simulator/output.py``) record
+different facts in their manifest (``lblab/manifest.py``); this module reads what either
+gives and skips what a manifest lacks, so the report and the overview notebook show one
+small table either way. The whole manifest is still shown verbatim below it in the report.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from lblab.manifest import Manifest
 
-def _when(value: Any) -> str | None:
-    """Epoch seconds as ``2026-11-21 06:39:52 UTC``; strings are shown as given."""
-    if isinstance(value, int | float):
-        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
-    return str(value) if value else None
+
+def _when(value: float | None) -> str | None:
+    """Epoch seconds as ``2026-11-21 06:39:52 UTC``."""
+    return None if value is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
 
 
 def _seconds(value: Any) -> str | None:
@@ -28,10 +28,10 @@ def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _live_servers(manifest: Mapping[str, Any]) -> str | None:
+def _live_servers(manifest: Manifest) -> str | None:
     """``s1: 0.25 CPU (cgroup), ...`` from the started testbed, else from the config."""
-    started = _dict(_dict(manifest.get("testbed")).get("servers"))
-    configured = _dict(manifest.get("config")).get("servers")
+    started = _dict(manifest.testbed.get("servers"))
+    configured = manifest.config.get("servers")
     parts = []
     if started:
         for sid, facts in started.items():
@@ -69,13 +69,12 @@ def _isolation(layout: Mapping[str, Any]) -> str | None:
     return text
 
 
-def _simulated_servers(manifest: Mapping[str, Any]) -> str | None:
+def _simulated_servers(manifest: Manifest) -> str | None:
     """``3 x exp:10ms, 1 worker`` from the first simulated config."""
-    configs = manifest.get("config")
-    if not isinstance(configs, list) or not configs:
+    if not manifest.phase_configs:
         return None
     parts = []
-    for group in _dict(configs[0]).get("servers") or []:
+    for group in manifest.phase_configs[0].get("servers") or []:
         g = _dict(group)
         workers = g.get("workers", 1)
         speed = g.get("speed", 1.0)
@@ -84,31 +83,31 @@ def _simulated_servers(manifest: Mapping[str, Any]) -> str | None:
     return "; ".join(parts) or None
 
 
-def run_facts(manifest: Mapping[str, Any]) -> dict[str, str]:
+def run_facts(manifest: Manifest) -> dict[str, str]:
     """Ordered label -> text of the facts this manifest gives (missing ones are left out)."""
-    simulated = bool(manifest.get("simulated"))
-    config = _dict(manifest.get("config"))
+    simulated = manifest.simulated
+    config = manifest.config
     run = _dict(config.get("run"))
     load = _dict(config.get("load"))
-    host = _dict(manifest.get("host"))
-    software = _dict(manifest.get("software"))
-    testbed = _dict(manifest.get("testbed"))
+    host = manifest.host
+    software = manifest.software
+    testbed = manifest.testbed
     facts: dict[str, Any] = {
-        "run": manifest.get("run_id"),
+        "run": manifest.run_id,
         "kind": "simulated (SimPy model, not a measurement)" if simulated else "live measurement",
-        "preset": _dict(manifest.get("config_given")).get("preset"),
-        "status": manifest.get("status") if isinstance(manifest.get("status"), str) else None,
-        "started": None if simulated else _when(manifest.get("started")),
-        "ended": None if simulated else _when(manifest.get("ended")),
+        "preset": manifest.config_given.get("preset"),
+        "status": manifest.status,
+        "started": None if simulated else _when(manifest.started),
+        "ended": None if simulated else _when(manifest.ended),
         "phase length": run.get("duration"),
-        "warm-up (excluded)": _seconds(_dict(manifest.get("warmup")).get("seconds")),
+        "warm-up (excluded)": _seconds(manifest.warmup_s),
         "load": (
             f"{load.get('model')}, {load.get('users')} users"
             if load.get("model") == "closed"
             else (f"{load.get('model')}, {load.get('rate')} req/s" if load.get("model") else None)
         ),
         "servers": _simulated_servers(manifest) if simulated else _live_servers(manifest),
-        "CPU limit method": manifest.get("cpu_limit_method") or manifest.get("cpu_limit"),
+        "CPU limit method": manifest.cpu_limit_method,
         "CPU isolation": _isolation(_dict(testbed.get("cpu_layout"))),
         "testbed": testbed.get("kind") or _dict(config.get("testbed")).get("kind"),
         "host": ", ".join(

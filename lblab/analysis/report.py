@@ -39,6 +39,7 @@ from lblab.analysis.validity import validity_section
 from lblab.analysis.views import open_view
 from lblab.analysis.winners import unresolved_reasons, verdict, winner_frame
 from lblab.files import make_folder, write_bytes_atomically
+from lblab.manifest import Manifest
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,7 @@ def build_report(run_dir: str | Path) -> Path:
         chart.figure.set_layout_engine("none")
         write_bytes_atomically(chart_dir / f"{chart.slug}.svg", _image(chart.figure, "svg"))
         shown.append(Shown(chart.slug, chart.title, chart.caption, chart.section, png))
-    run_id = str(view.manifest.get("run_id") or view.path.name)
+    run_id = view.manifest.run_id
     split = balancer_split(open_results(view.path))
     page = _page(
         run_id, view.manifest, view.summary, view.cells, shown, twin_section(view.path), split
@@ -247,7 +248,7 @@ def _folded(title: str, frame: pd.DataFrame, name: str) -> str:
 
 def _page(
     run_id: str,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     summary: Summary,
     cells: list[dict[str, Any]],
     figures: list[Shown],
@@ -335,8 +336,9 @@ def _page(
             "replications",
         ),
         '<h2 id="manifest">Manifest</h2>',
-        "<details><summary>manifest.json as written by the run</summary>",
-        f"<pre>{esc(json.dumps(manifest, indent=2, sort_keys=True, default=str))}</pre></details>",
+        "<details><summary>manifest.json as read (lblab/manifest.py)</summary>",
+        f"<pre>{esc(json.dumps(manifest.to_json(), indent=2, sort_keys=True, default=str))}"
+        "</pre></details>",
         "</body></html>",
     ]
     return "\n".join(parts)
@@ -358,7 +360,7 @@ def _balancers(split: pd.DataFrame) -> str:
     )
 
 
-def _lede(manifest: dict[str, Any], summary: Summary) -> str:
+def _lede(manifest: Manifest, summary: Summary) -> str:
     """One line under the title: what kind of run, how large, when."""
     facts = run_facts(manifest)
     bits = [
@@ -372,7 +374,7 @@ def _lede(manifest: dict[str, Any], summary: Summary) -> str:
     return ", ".join(b for b in bits if b) + "."
 
 
-def _facts(manifest: dict[str, Any], summary: Summary) -> str:
+def _facts(manifest: Manifest, summary: Summary) -> str:
     """What ran, on what, and how CPU was limited, plus what the analysis saw."""
     facts = run_facts(manifest)
     facts["strategies"] = ", ".join(summary.strategies) or "none"

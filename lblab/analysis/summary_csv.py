@@ -5,29 +5,22 @@ left out of the answer)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from lblab.analysis.metrics import HEADLINE
 from lblab.files import write_bytes_atomically
+from lblab.manifest import Manifest
 
 SUMMARY_CSV = "summary.csv"
 COLUMNS = ["scenario", "strategy", "replication", "requests", "ok", "window_s", *HEADLINE]
 
 
-def write_summary_csv(run_dir: Path, units: pd.DataFrame, manifest: Mapping[str, Any]) -> Path:
+def write_summary_csv(run_dir: Path, units: pd.DataFrame, manifest: Manifest) -> Path:
     """Write ``summary.csv`` (atomically); returns its path."""
     frame = units.reindex(columns=COLUMNS).copy()
-    verdicts = {
-        (str(p.get("scenario")), str(p.get("strategy")), int(p.get("replication") or 0)): p.get(
-            "verdict", "n/a"
-        )
-        for p in manifest.get("phases") or []
-        if isinstance(p, dict)
-    }
+    verdicts = {p.cell: p.verdict or "n/a" for p in manifest.phases}
     frame["verdict"] = [
         verdicts.get((str(c), str(s), int(r)), "n/a")
         for c, s, r in zip(frame["scenario"], frame["strategy"], frame["replication"], strict=True)

@@ -11,14 +11,13 @@ come from ``lblab run`` / ``lblab simulate``. The tables go through
 from __future__ import annotations
 
 import argparse
-import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lblab.manifest import Manifest, save
 from lblab.results import ERROR_KINDS, MANIFEST, consolidate, to_arrow, write_part
 from lblab.strategy_names import THESIS_FIVE
 
@@ -113,18 +112,17 @@ def write_synthetic_run(
                 write_part(run_dir, "picks", key, to_arrow("picks", picks))
                 t0 += unit_seconds + 1.0
     consolidate(run_dir)
-    manifest = {
-        "run_id": run_id,
-        "synthetic": True,
-        "simulated": simulated,
-        "cpu_limit": "none",
-        "seed": seed,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000)),
-        "strategies": list(strategies),
-        "scenarios": list(scenarios),
-        "replications": replications,
-    }
-    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    manifest = Manifest(
+        run_id=run_id,
+        simulated=simulated,
+        status="done",
+        cpu_limit_method="none",
+        started=1_700_000_000.0,
+        strategies=tuple(strategies),
+        scenarios=tuple({"name": s} for s in scenarios),
+        extra={"synthetic": True, "seed": seed, "replications": replications},
+    )
+    save(run_dir / MANIFEST, manifest)
     return run_dir
 
 

@@ -14,13 +14,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from lblab.analysis.load import open_results
 from lblab.analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, server_metrics, unit_metrics
 from lblab.errors import ConfigError
+from lblab.manifest import Manifest
 from lblab.windows import Window, cpu_per_request_us
 
 SMALL_CELL, LARGE_CELL, VARIATION, LIGHT = "sp+sr", "sp+lr", "variation", "light"
@@ -74,9 +74,8 @@ def tables_from_frames(
     return RunTables(units, servers, large, tuple(small), phases)
 
 
-def _server_sizes(manifest: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
-    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
-    servers = config.get("servers") if isinstance(config, dict) else None
+def _server_sizes(manifest: Manifest) -> tuple[str, tuple[str, ...]]:
+    servers = manifest.config.get("servers")
     quotas = {
         str(s["id"]): float(s.get("cpu_quota") or 0.0)
         for s in servers or []
@@ -92,22 +91,20 @@ def _server_sizes(manifest: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
     return large, tuple(s for s in quotas if s != large)
 
 
-def _phase_facts(manifest: Mapping[str, Any], picks: pd.DataFrame) -> pd.DataFrame:
+def _phase_facts(manifest: Manifest, picks: pd.DataFrame) -> pd.DataFrame:
     """Per unit: balancer CPU per request and failed checks (manifest), idle picks."""
     rows = []
-    for p in manifest.get("phases") or []:
-        if not isinstance(p, dict) or p.get("status") != "done":
+    for p in manifest.phases:
+        if p.status != "done":
             continue
-        window = Window.from_dict(p.get("window"))
-        balancer = (p.get("harness_cpu") or {}).get("balancer") or []
-        n = p.get("requests_in_window") or 0
+        cores = p.balancer_cores
         us = (
-            cpu_per_request_us(float(sum(balancer)), window.seconds, n)
-            if window is not None and balancer
+            cpu_per_request_us(cores, p.window.seconds, p.requests_in_window or 0)
+            if p.window is not None and cores is not None
             else math.nan
         )
-        failed = [v["name"] for v in p.get("verdicts") or [] if v.get("level") == "fail"]
-        rows.append((p["strategy"], p["scenario"], int(p["replication"]), us, failed))
+        failed = [v["name"] for v in p.checks_at("fail")]
+        rows.append((p.strategy, p.scenario, p.replication, us, failed))
     facts = pd.DataFrame(
         rows, columns=["strategy", "scenario", "replication", "balancer_us", "failed_checks"]
     )

@@ -9,53 +9,43 @@ beside the answer: which phases' numbers should not be trusted, and why.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.manifest import Manifest, PhaseEntry
 from lblab.verdicts import FAIL, WARN, summary_lines
 
 _COLOURS = {"pass": "#e8f4e8", "warn": "#fff3cd", "fail": "#f8d7da", "n/a": "#f3f3f3"}
 
 
-def _phases(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-    phases = manifest.get("phases")
-    if not isinstance(phases, list):
-        return []
-    return [p for p in phases if isinstance(p, dict) and p.get("verdicts")]
-
-
-def verdict_table(manifest: Mapping[str, Any]) -> pd.DataFrame:
+def verdict_table(manifest: Manifest) -> pd.DataFrame:
     """One row per checked phase, one column per check: ``level: figure``."""
     rows = []
-    for p in _phases(manifest):
-        row: dict[str, Any] = {
-            "phase": f"{p.get('scenario')} {p.get('strategy')} rep {p.get('replication')}",
-            "verdict": p.get("verdict", "n/a"),
-        }
-        for check in p["verdicts"]:
+    for p in manifest.checked_phases():
+        row: dict[str, Any] = {"phase": p.label, "verdict": _verdict(p)}
+        for check in p.verdicts:
             row[check["name"]] = f"{check['level']}: {check['figure']}"
         rows.append(row)
     return pd.DataFrame(rows).set_index("phase") if rows else pd.DataFrame()
 
 
-def failed_phases(manifest: Mapping[str, Any]) -> list[tuple[str, str, int, str]]:
+def failed_phases(manifest: Manifest) -> list[tuple[str, str, int, str]]:
     """(scenario, strategy, replication, why) of every phase that failed a check; the
     answer (``analysis/answer.py``) leaves them out of its pairs."""
     return [
         (
-            str(p.get("scenario")),
-            str(p.get("strategy")),
-            int(p.get("replication") or 0),
-            "; ".join(
-                f"{c['name']} fail: {c['figure']}" for c in p["verdicts"] if c.get("level") == FAIL
-            ),
+            *p.cell,
+            "; ".join(f"{c['name']} fail: {c['figure']}" for c in p.checks_at(FAIL)),
         )
-        for p in _phases(manifest)
-        if p.get("verdict") == FAIL
+        for p in manifest.checked_phases()
+        if p.verdict == FAIL
     ]
+
+
+def _verdict(p: PhaseEntry) -> str:
+    return p.verdict or "n/a"
 
 
 def _worst(levels: list[str]) -> str:
@@ -65,37 +55,33 @@ def _worst(levels: list[str]) -> str:
     return "n/a"
 
 
-def _flagged(p: Mapping[str, Any], level: str) -> list[str]:
-    return [str(c["name"]) for c in p["verdicts"] if c.get("level") == level]
+def _flagged(p: PhaseEntry, level: str) -> list[str]:
+    return [str(c["name"]) for c in p.checks_at(level)]
 
 
-def _phase_name(p: Mapping[str, Any]) -> str:
-    return f"{p.get('scenario')} {p.get('strategy')} rep {p.get('replication')}"
-
-
-def _grid(phases: list[dict[str, Any]]) -> str:
+def _grid(phases: list[PhaseEntry]) -> str:
     """Scenario rows x strategy columns; each cell the verdict of its replications.
 
     A cell names the checks that failed or warned, so the reader sees at a glance which
     numbers of the winner table and the charts to distrust.
     """
     esc = html.escape
-    scenarios = order_scenarios({str(p.get("scenario")) for p in phases})
-    strategies = order_strategies({str(p.get("strategy")) for p in phases})
-    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    scenarios = order_scenarios({p.scenario for p in phases})
+    strategies = order_strategies({p.strategy for p in phases})
+    cells: dict[tuple[str, str], list[PhaseEntry]] = {}
     for p in phases:
-        cells.setdefault((str(p.get("scenario")), str(p.get("strategy"))), []).append(p)
+        cells.setdefault((p.scenario, p.strategy), []).append(p)
     rows = []
     for scenario in scenarios:
         tds = []
         for strategy in strategies:
             reps = cells.get((scenario, strategy), [])
-            level = _worst([str(p.get("verdict", "n/a")) for p in reps])
+            level = _worst([_verdict(p) for p in reps])
             words = []
             for p in reps:
                 flagged = _flagged(p, FAIL) or _flagged(p, WARN)
-                text = str(p.get("verdict", "n/a")) + (f": {', '.join(flagged)}" if flagged else "")
-                words.append(f"rep {p.get('replication')} {text}" if len(reps) > 1 else text)
+                text = _verdict(p) + (f": {', '.join(flagged)}" if flagged else "")
+                words.append(f"rep {p.replication} {text}" if len(reps) > 1 else text)
             tds.append(
                 f'<td class="{esc(level)}" style="background:{_COLOURS.get(level, "#fff")}">'
                 f"{'<br>'.join(esc(w) for w in words) or '-'}</td>"
@@ -105,7 +91,7 @@ def _grid(phases: list[dict[str, Any]]) -> str:
     return f'<table class="validity-grid"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
-def validity_section(manifest: Mapping[str, Any]) -> str:
+def validity_section(manifest: Manifest) -> str:
     """The report's "Can these numbers be trusted?" section (HTML).
 
     First the phases not to trust (failed a check) and those to read with care (a check
@@ -113,29 +99,21 @@ def validity_section(manifest: Mapping[str, Any]) -> str:
     every phase are folded below.
     """
     esc = html.escape
-    phases = _phases(manifest)
+    phases = manifest.checked_phases()
     head = '<h2 id="validity">Can these numbers be trusted?</h2>'
     if not phases:
         return (
             head + "<p>This run carries no validity checks (a simulated run, or one written "
             "before lblab checked its runs).</p>"
         )
-    levels = [p.get("verdict") for p in phases]
+    levels = [p.verdict for p in phases]
     n_fail, n_warn = levels.count(FAIL), levels.count(WARN)
     words = (
         f"{len(phases)} phases checked: {len(phases) - n_fail - n_warn} pass, {n_warn} warn, "
         f"{n_fail} fail."
     )
-    failed = [
-        f"{_phase_name(p)} ({', '.join(_flagged(p, FAIL))})"
-        for p in phases
-        if p.get("verdict") == FAIL
-    ]
-    warned = [
-        f"{_phase_name(p)} ({', '.join(_flagged(p, WARN))})"
-        for p in phases
-        if p.get("verdict") == WARN
-    ]
+    failed = [f"{p.label} ({', '.join(_flagged(p, FAIL))})" for p in phases if p.verdict == FAIL]
+    warned = [f"{p.label} ({', '.join(_flagged(p, WARN))})" for p in phases if p.verdict == WARN]
     answer = [f'<p class="verdict">{esc(words)} ']
     if failed:
         answer.append(
@@ -156,7 +134,7 @@ def validity_section(manifest: Mapping[str, Any]) -> str:
         )
         cells.append(f"<tr><th>{esc(str(phase))}</th>{tds}</tr>")
     header = "".join(f"<th>{esc(str(c))}</th>" for c in ["phase", *table.columns])
-    lines = summary_lines(phases)
+    lines = summary_lines((p.label, p.verdicts) for p in phases)
     reasons = (
         f"<details><summary>Why each check warned or failed ({len(lines)})</summary><ul>"
         + "".join(f"<li>{esc(line)}</li>" for line in lines)

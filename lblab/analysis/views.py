@@ -24,6 +24,7 @@ from lblab.analysis.load import open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import METRICS, Summary, summarize
 from lblab.analysis.winners import verdict, winner_frame
+from lblab.manifest import Manifest
 
 
 @dataclass
@@ -31,14 +32,14 @@ class RunView:
     """A results directory, summarized once: every frame the charts take, and its answer."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     summary: Summary
     cells: list[dict[str, Any]]
     """The answer's cells (``winners.json``, ``analysis/answer.py``)."""
 
     @property
     def simulated(self) -> bool:
-        return bool(self.manifest.get("simulated"))
+        return self.manifest.simulated
 
     @property
     def winners(self) -> pd.DataFrame:

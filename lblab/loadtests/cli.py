@@ -154,9 +154,11 @@ def register(app: typer.Typer) -> None:
         """
         from rich.console import Console
 
-        from lblab.config import load_json_object, load_toml
+        from lblab.config import load_toml
         from lblab.loadtests import run_folders, runconfig
         from lblab.loadtests.presets import load_preset
+        from lblab.manifest import ManifestFile
+        from lblab.manifest import load as load_manifest
 
         console = Console(stderr=True)
         flags = flags_layer(
@@ -183,27 +185,26 @@ def register(app: typer.Typer) -> None:
                     f"{flag}: {manifest_path} does not exist; --out must name a run directory "
                     "that `lblab run` wrote"
                 )
-            data = load_json_object(manifest_path, "run manifest")
-            if data.get("simulated") is True:
+            recorded = load_manifest(manifest_path)
+            if recorded.simulated:
                 raise ConfigError(
                     f"{flag}: {run_dir} is a simulated run; it has nothing to continue or "
                     "collect: run its file again (the same seeds give the same tables)"
                 )
-            if not isinstance(data.get("config"), dict) or not isinstance(data.get("phases"), list):
-                raise ConfigError(
-                    f"{flag}: {manifest_path} has no config and phases; it was not written by "
-                    "`lblab run`"
-                )
-            if (data.get("config_given") or {}).get("command") == "ui":
+            if recorded.config_given.get("command") == "ui":
                 raise ConfigError(
                     f"{flag}: {run_dir} was recorded by `lblab ui` (its phases are swarms, not "
                     f"a plan); rebuild its report with `lblab report {run_dir}`"
                 )
-            cfg = runconfig.resolve(None, data["config"], {})
+            if not recorded.config:
+                raise ConfigError(
+                    f"{flag}: {manifest_path} has no config; it was not written by `lblab run`"
+                )
+            cfg = runconfig.resolve(None, dict(recorded.config), {})
             verb = "resuming" if resume else "collecting"
             console.print(f"{verb} {run_dir} (its own config; other flags are ignored)")
         else:
-            data = None
+            recorded = None
             file_layer = load_toml(Path(config)) if config else None
             preset_name = preset or (file_layer or {}).get("preset") or "quick"
             cfg = runconfig.resolve(load_preset(preset_name), file_layer, flags)
@@ -233,14 +234,14 @@ def register(app: typer.Typer) -> None:
                 console.print(layout.describe())
         # The config is checked: only now the heavy parts load.
         from lblab.loadtests import summary
-        from lblab.loadtests.runner import EXIT_PHASE_FAILED, Manifest, Runner, new_manifest
+        from lblab.loadtests.runner import EXIT_PHASE_FAILED, Runner, new_manifest
         from lblab.procs import ProcessFailed
 
-        if data is None:
+        if recorded is None:
             manifest = new_manifest(run_dir, cfg, given)
             manifest.save()
         else:
-            manifest = Manifest(run_dir / "manifest.json", data)
+            manifest = ManifestFile(manifest_path, recorded)
         console.print(f"run directory: {run_dir}")
         try:
             runner = Runner(cfg, run_dir, manifest)

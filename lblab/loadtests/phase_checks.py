@@ -8,16 +8,16 @@ picks) and what the runner measured of its own processes and of the machine's CP
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from lblab.loadtests.runconfig import LoadConfig, RunConfig
+from lblab.manifest import PhaseEntry
 from lblab.verdicts import judge, phase_facts
-from lblab.windows import Window
 
 
 def phase_checks(
-    entry: Mapping[str, Any],
+    entry: PhaseEntry,
     config: RunConfig,
     load: LoadConfig,
     cpu_servers: Sequence[str],
@@ -27,11 +27,10 @@ def phase_checks(
     """The manifest's ``verdicts`` and ``verdict`` of a phase; ``cpu_servers`` names the
     server of each CPU sample inside its window; ``harness_cores`` is what the harness
     may use without taking it from the servers (None: not known)."""
-    window = Window.from_dict(entry.get("window"))
+    window = entry.window
     if window is None:
         return {"verdicts": [], "verdict": "n/a"}
-    measured = entry.get("measured") or {}
-    harness = entry.get("harness_cpu") or {}
+    harness = entry.harness_cpu
     servers = [s.id for s in config.servers]
     samples = {s: 0 for s in servers}
     for server in cpu_servers:
@@ -45,10 +44,10 @@ def phase_checks(
     harness_cpu = disturbance.get("harness") or {}
     facts = phase_facts(
         window,
-        measured,
-        unaccounted=int(entry.get("unaccounted") or 0),
+        entry.measured,
+        unaccounted=entry.unaccounted or 0,
         generator_cores=harness.get("locust") or None,
-        balancer_cores=sum(harness["balancer"]) if harness.get("balancer") else None,
+        balancer_cores=entry.balancer_cores,
         agents_cores=sum(harness["agents"]) if harness.get("agents") else None,
         cores_left=harness_cores,
         samples_per_s={s: n / window.seconds for s, n in samples.items()}
@@ -60,8 +59,8 @@ def phase_checks(
         interarrival_ms=1000.0 * generators / load.rate
         if load.model == "open" and load.rate
         else None,
-        loaders=max(1, len(entry.get("loaders") or {})),
-        clocks=entry.get("clocks"),
+        loaders=max(1, len(entry.loaders)),
+        clocks=entry.clocks,
         server_cpus=servers_cpu.get("cpus"),
         servers_isolated=bool(disturbance.get("isolated")),
         outside_cores=servers_cpu.get("outside_cores"),

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import json
 import os
 import platform
 import random
@@ -63,7 +62,7 @@ from lblab.analysis.answer import (
     settled,
 )
 from lblab.errors import WriteFailed
-from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes, write_bytes_atomically
+from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes
 from lblab.loadtests import loadgen
 from lblab.loadtests.clocks import read_clocks
 from lblab.loadtests.collect import WindowSource
@@ -81,6 +80,7 @@ from lblab.loadtests.records import (
 )
 from lblab.loadtests.runconfig import RunConfig
 from lblab.loadtests.timeline import Timeline
+from lblab.manifest import Manifest, ManifestFile, PhaseEntry
 from lblab.results import MANIFEST, consolidate, drop_consolidated, to_arrow, write_part
 from lblab.verdicts import request_facts
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window
@@ -141,18 +141,17 @@ def plan_block(
     return phases
 
 
-def phase_entry(config: RunConfig, p: Phase, duration: float | None = None) -> dict[str, Any]:
+def phase_entry(config: RunConfig, p: Phase, duration: float | None = None) -> PhaseEntry:
     """A phase as the manifest plans it, before it runs (``duration_s``: its measured
     length, the run's unless an adaptive run lengthened its scenario)."""
-    return {
-        "key": p.key,
-        "scenario": p.scenario,
-        "strategy": p.strategy,
-        "replication": p.replication,
-        "seed": config.seed + p.index,
-        "duration_s": config.duration if duration is None else duration,
-        "status": "pending",
-    }
+    return PhaseEntry(
+        key=p.key,
+        scenario=p.scenario,
+        strategy=p.strategy,
+        replication=p.replication,
+        seed=config.seed + p.index,
+        duration_s=config.duration if duration is None else duration,
+    )
 
 
 def lengthened(duration: float, ok_in_window: Sequence[int], most: float) -> float:
@@ -166,32 +165,13 @@ def lengthened(duration: float, ok_in_window: Sequence[int], most: float) -> flo
     return round(min(max(wanted, duration), most), 1)
 
 
-class Manifest:
-    """``manifest.json``, rewritten atomically on every change."""
-
-    def __init__(self, path: Path, data: dict[str, Any]) -> None:
-        self.path, self.data = path, data
-
-    def save(self) -> None:
-        write_bytes_atomically(self.path, json.dumps(self.data, indent=2, default=str).encode())
-
-    def phase(self, p: Phase) -> dict[str, Any]:
-        return self.data["phases"][p.index]
-
-    def update_phase(self, p: Phase, **fields: Any) -> None:
-        self.phase(p).update(fields)
-        self.save()
-
-
-def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Manifest:
-    phases = plan(config)
-    data = {
-        "run_id": run_dir.name,
-        "simulated": False,
-        "status": "running",
-        "config_given": given,
-        "config": config.raw,
-        "scenarios": [
+def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> ManifestFile:
+    manifest = Manifest(
+        run_id=run_dir.name,
+        status="running",
+        config_given=given,
+        config=config.raw,
+        scenarios=tuple(
             {
                 "name": s.name,
                 "cells": [
@@ -201,28 +181,29 @@ def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Man
                 "load": _load_dict(config, s.name),
             }
             for s in config.scenarios
-        ],
-        "order": (
-            "blocks (replications) of every scenario x strategy; within a block, each "
-            "scenario's strategies in a seeded random order (random.Random('<seed>-block-<n>'))"
         ),
-        "adaptive": _adaptive_facts(config),
-        "strategy_switch": "PUT /strategy on a running balancer (fresh strategy state)",
-        "warmup": {"seconds": config.warmup, "rows": "kept, marked warmup=true"},
-        "window": {
-            "definition": "first request + warmup to the end of the load (lblab/windows.py)",
-            "rows": "every table has window = before | inside | after",
-            "cpu_sample_interval_s": config.testbed.agent_interval,
+        adaptive=_adaptive_facts(config),
+        warmup_s=config.warmup,
+        software=software_versions(),
+        host=host_facts(),
+        started=time.time(),
+        phases=tuple(phase_entry(config, p) for p in plan(config)),
+        extra={
+            "order": (
+                "blocks (replications) of every scenario x strategy; within a block, each "
+                "scenario's strategies in a seeded random order "
+                "(random.Random('<seed>-block-<n>'))"
+            ),
+            "strategy_switch": "PUT /strategy on a running balancer (fresh strategy state)",
+            "window": {
+                "definition": "first request + warmup to the end of the load (lblab/windows.py)",
+                "rows": "every table has window = before | inside | after",
+                "cpu_sample_interval_s": config.testbed.agent_interval,
+            },
+            "seeds": {"run": config.seed, "phase": "seed + phase index"},
         },
-        "software": software_versions(),
-        "host": host_facts(),
-        "seeds": {"run": config.seed, "phase": "seed + phase index"},
-        "started": time.time(),
-        "ended": None,
-        "attempts": [],
-        "phases": [phase_entry(config, p) for p in phases],
-    }
-    return Manifest(run_dir / MANIFEST, data)
+    )
+    return ManifestFile(run_dir / MANIFEST, manifest)
 
 
 def _adaptive_facts(config: RunConfig) -> dict[str, Any] | None:
@@ -290,12 +271,12 @@ class PhaseFailed(RuntimeError):
 
 
 class Runner:
-    def __init__(self, config: RunConfig, run_dir: Path, manifest: Manifest) -> None:
+    def __init__(self, config: RunConfig, run_dir: Path, manifest: ManifestFile) -> None:
         self.config, self.run_dir, self.manifest = config, run_dir, manifest
         # The manifest is the plan: an adaptive run appends blocks to it as it goes.
         self.phases = [
-            Phase(i, p["scenario"], p["strategy"], int(p["replication"]))
-            for i, p in enumerate(manifest.data["phases"])
+            Phase(i, p.scenario, p.strategy, p.replication)
+            for i, p in enumerate(manifest.manifest.phases)
         ]
         self.testbed: LocalTestbed | ExternalTestbed = make_testbed(config, run_dir)
         self.picks = WindowSource(run_dir / "raw", "picks*.jsonl")
@@ -313,11 +294,11 @@ class Runner:
         reserve = Reserve(self.run_dir)
         reserve.hold()  # room for the last manifest, should the disk fill up
         failure: WriteFailed | None = None
-        todo = [p for p in self.phases if m.phase(p)["status"] != "done"]
+        todo = [p for p in self.phases if m.phase(p.index).status != "done"]
         if todo:
             drop_consolidated(self.run_dir)
-        m.data["attempts"].append({"started": time.time(), "phases_to_run": len(todo)})
-        m.data["status"] = "running"
+        m.add_attempt(started=time.time(), phases_to_run=len(todo))
+        m.set(status="running")
         m.save()
         code = EXIT_OK
         current: Phase | None = None
@@ -328,8 +309,8 @@ class Runner:
                 progress.skip(len(self.phases) - len(todo))
                 if todo:
                     self.testbed.start(todo[0].strategy)
-                    m.data["testbed"] = self.testbed.facts()
-                    m.data["cpu_limit_method"] = m.data["testbed"]["cpu_limit_method"]
+                    facts = self.testbed.facts()
+                    m.set(testbed=facts, cpu_limit_method=facts["cpu_limit_method"])
                     m.save()
                 while todo:
                     for phase in todo:
@@ -346,11 +327,11 @@ class Runner:
         except KeyboardInterrupt:
             code = EXIT_INTERRUPTED
             if current is not None:
-                m.phase(current).update(status="interrupted", end=time.time())
+                m.set_phase(current.index, status="interrupted", end=time.time())
         except WriteFailed as exc:
             failure = exc
             if current is not None:
-                m.phase(current).update(status="failed", error=str(exc), end=time.time())
+                m.set_phase(current.index, status="failed", error=str(exc), end=time.time())
         except BaseException:
             code = EXIT_PHASE_FAILED  # e.g. the testbed did not start; the caller reports it
             raise
@@ -367,17 +348,18 @@ class Runner:
                 except WriteFailed as exc:
                     failure = failure or exc
                 reserve.release()  # the last manifest has its room
-                m.data["ended"] = time.time()
-                m.data["attempts"][-1]["ended"] = m.data["ended"]
+                ended = time.time()
+                m.end_attempt(ended=ended)
                 if failure is not None:
                     code = EXIT_WRITE_FAILED
-                    m.data["attempts"][-1]["error"] = str(failure)
-                m.data["status"] = {
+                    m.end_attempt(error=str(failure))
+                status = {
                     EXIT_OK: "done",
                     EXIT_PHASE_FAILED: "failed",
                     EXIT_WRITE_FAILED: "failed",
                     EXIT_INTERRUPTED: "interrupted",
                 }[code]
+                m.set(ended=ended, status=status)
                 m.save()
             signal.signal(signal.SIGTERM, previous_sigterm)
         if failure is not None:
@@ -390,7 +372,7 @@ class Runner:
         block would not fit in the budget. The block runs only the scenarios still open
         (``scenarios_to_settle``). The decision is in the manifest."""
         cfg, m = self.config, self.manifest
-        adaptive = m.data.get("adaptive")
+        adaptive = m.manifest.adaptive
         blocks = max(p.replication for p in self.phases)
         if not adaptive or blocks < cfg.replications:
             return []
@@ -413,18 +395,22 @@ class Runner:
             )
         else:
             decision = f"add a block of {', '.join(scenarios)}"
-        adaptive["decisions"].append(
-            {"after_block": blocks, "open_pairs": open_pairs, "decision": decision,
-             "phase_seconds": round(spent, 1)}
-        )  # fmt: skip
+        made: dict[str, Any] = {
+            "after_block": blocks,
+            "open_pairs": open_pairs,
+            "decision": decision,
+            "phase_seconds": round(spent, 1),
+        }
         progress.note(f"after block {blocks}: {open_pairs} pairs open; {decision}")
-        if not decision.startswith("add a block"):
-            m.save()
-            return []
-        block = plan_block(cfg, blocks + 1, len(self.phases), scenarios)
-        adaptive["decisions"][-1]["phase_lengths_s"] = {s: lengths[s] for s in scenarios}
-        m.data["phases"] += [phase_entry(cfg, p, lengths[p.scenario]) for p in block]
+        adding = decision.startswith("add a block")
+        block = plan_block(cfg, blocks + 1, len(self.phases), scenarios) if adding else []
+        if adding:
+            made["phase_lengths_s"] = {s: lengths[s] for s in scenarios}
+            m.add_phases([phase_entry(cfg, p, lengths[p.scenario]) for p in block])
+        m.set(adaptive={**adaptive, "decisions": [*adaptive["decisions"], made]})
         m.save()
+        if not adding:
+            return []
         self.phases += block
         progress.add_phases(len(block))
         return block
@@ -436,12 +422,12 @@ class Runner:
         for scenario in self.config.scenarios:
             block = max(p.replication for p in self.phases if p.scenario == scenario.name)
             last = [
-                self.manifest.phase(p)
+                self.manifest.phase(p.index)
                 for p in self.phases
                 if p.replication == block and p.scenario == scenario.name
             ]
-            duration = float(last[0].get("duration_s") or self.config.duration)
-            counts = [int(e.get("ok_in_window") or 0) for e in last if e["status"] == "done"]
+            duration = last[0].duration_s or self.config.duration
+            counts = [e.ok_in_window or 0 for e in last if e.status == "done"]
             most = self.config.duration * LONGEST_GROWTH
             out[scenario.name] = lengthened(duration, counts, most) if counts else duration
         return out
@@ -453,16 +439,15 @@ class Runner:
         scenario took beyond its measured length so far (warm-up, start-up, answers),
         its next length, and a share of the time between phases (``spent``: the
         seconds of phases so far, ``_phase_seconds``)."""
-        ran = [(p, self.manifest.phase(p)) for p in self.phases]
-        ran = [(p, e) for p, e in ran if e.get("start") and e.get("end")]
+        ran = [(p, e, end - start) for p, e, start, end in self._ran()]
         if not ran:
             return 0.0
-        between = (spent - sum(e["end"] - e["start"] for _, e in ran)) / len(ran)
+        between = (spent - sum(took for _, _, took in ran)) / len(ran)
         total = 0.0
         for scenario in scenarios:
             beyond = [
-                e["end"] - e["start"] - float(e.get("duration_s") or self.config.duration)
-                for p, e in ran
+                took - (e.duration_s or self.config.duration)
+                for p, e, took in ran
                 if p.scenario == scenario
             ]
             per_phase = sum(beyond) / len(beyond) if beyond else 0.0
@@ -476,13 +461,17 @@ class Runner:
     def _phase_seconds(self) -> float:
         """Seconds from the first phase's start to the last one's end, over the phases
         that ran (the part of the run the budget counts)."""
-        ran = [self.manifest.phase(p) for p in self.phases]
-        ran = [e for e in ran if e.get("start") and e.get("end")]
-        return max(e["end"] for e in ran) - min(e["start"] for e in ran) if ran else 0.0
+        ran = [(start, end) for _, _, start, end in self._ran()]
+        return max(end for _, end in ran) - min(start for start, _ in ran) if ran else 0.0
+
+    def _ran(self) -> list[tuple[Phase, PhaseEntry, float, float]]:
+        """The phases that started and ended: each with its entry, start and end."""
+        entries = [(p, self.manifest.phase(p.index)) for p in self.phases]
+        return [(p, e, e.start, e.end) for p, e in entries if e.start and e.end]
 
     def _settle_flushes(self) -> None:
         """Wait until the last phase's picks and CPU samples are surely written."""
-        ends = [self.manifest.phase(p).get("end") or 0.0 for p in self.phases]
+        ends = [self.manifest.phase(p.index).end or 0.0 for p in self.phases]
         time.sleep(max(0.0, max(ends, default=0.0) + FLUSH_GRACE_S - time.time()))
 
     def check_room(self) -> None:
@@ -499,12 +488,12 @@ class Runner:
             )
 
     def _bytes_per_phase(self) -> int:
-        done = sum(self.manifest.phase(p)["status"] == "done" for p in self.phases)
+        done = sum(self.manifest.phase(p.index).status == "done" for p in self.phases)
         return max(MIN_PHASE_BYTES, folder_bytes(self.run_dir) // max(done, 1))
 
     def _stopped_by(self, failure: WriteFailed) -> WriteFailed:
         """The run's last word on a failed write: what failed, what is kept, what to do."""
-        left = sum(self.manifest.phase(p)["status"] != "done" for p in self.phases)
+        left = sum(self.manifest.phase(p.index).status != "done" for p in self.phases)
         done = len(self.phases) - left
         what = (
             f"free about {human_bytes(self._bytes_per_phase() * left)} there, then"
@@ -524,7 +513,7 @@ class Runner:
         load = cfg.loads[phase.scenario]
         # A rerun after an interruption starts clean: no records or parts of the last
         # try, and a folder of its own that nothing of the last try can write into.
-        attempt = new_attempt(len(m.data["attempts"]))
+        attempt = new_attempt(len(m.manifest.attempts))
         records = phase_folder(self.run_dir, phase.key, attempt)
         shutil.rmtree(records.parent, ignore_errors=True)
         for table in ("requests", "picks", "cpu"):
@@ -550,7 +539,9 @@ class Runner:
         expected = loadgen.expected_seconds(spec, load)
         progress.start_phase(phase.label, expected)
         start = time.time()
-        m.update_phase(phase, status="running", attempt=attempt, start=start, end=None, error=None)
+        m.update_phase(
+            phase.index, status="running", attempt=attempt, start=start, end=None, error=None
+        )
         status, error = "done", None
         timeline = Timeline(
             [e for e in cfg.timeline if e.applies_to(phase.scenario)],
@@ -597,13 +588,14 @@ class Runner:
         end = time.time()
         self.probe.sample()
         facts = self._merge_records(phase, start)
-        window = Window.from_dict(facts.get("window"))
-        if window is not None:
-            facts["harness_cpu"] = self.probe.cores(window)
+        if facts.get("window") is not None:
+            facts["harness_cpu"] = self.probe.cores(facts["window"])
         # With workers elsewhere, this host may hold none of the records until --collect.
         if not facts["requests"] and status == "done" and not cfg.expect_workers:
             status, error = "failed", "no requests were recorded"
-        m.update_phase(phase, status=status, error=error, end=end, **facts, timeline=timeline.log)
+        m.update_phase(
+            phase.index, status=status, error=error, end=end, **facts, timeline=timeline.log
+        )
         progress.end_phase(
             status, facts["requests"], facts["failures"], facts.get("ok_per_s_window")
         )
@@ -612,10 +604,10 @@ class Runner:
     def phase_config(self, phase: Phase) -> RunConfig:
         """The config a phase ran with: the run's, with the phase's own length (an
         adaptive run may lengthen a scenario; ``lblab ui`` gives each swarm its own)."""
-        duration = self.manifest.phase(phase).get("duration_s")
+        duration = self.manifest.phase(phase.index).duration_s
         if duration is None or duration == self.config.duration:
             return self.config
-        return replace(self.config, duration=float(duration))
+        return replace(self.config, duration=duration)
 
     def _balancer_addresses(self) -> tuple[str, ...]:
         """Every balancer node's ``HOST:PORT`` when there are several (the users spread
@@ -639,7 +631,9 @@ class Runner:
     def _merge_records(self, phase: Phase, start: float) -> dict[str, Any]:
         """Write the phase's requests part from every records chunk in its folder (all
         writers, all hosts delivered so far); returns the manifest's facts about them."""
-        records = phase_folder(self.run_dir, phase.key, self.manifest.phase(phase)["attempt"])
+        attempt = self.manifest.phase(phase.index).attempt
+        assert attempt is not None, "a phase's records are merged after it started"
+        records = phase_folder(self.run_dir, phase.key, attempt)
         table = read_records(records)
         requests = table.num_rows
         load_start = pc.min(table["t_sent"]).as_py() if requests else start
@@ -660,7 +654,7 @@ class Runner:
             ok_inside = measured["ok_in_window"]
             window_facts = {
                 "measured": measured,
-                "window": window.to_dict(),
+                "window": window,
                 "requests_in_window": measured["requests_in_window"],
                 "ok_in_window": ok_inside,
                 "ok_per_s_window": ok_inside / window.seconds if window.seconds > 0 else None,
@@ -683,19 +677,19 @@ class Runner:
         parts from ``raw/`` (now holding what other hosts wrote) and the tables."""
         m = self.manifest
         for p in self.phases:
-            entry = m.phase(p)
-            if entry["status"] not in ("done", "failed"):
+            entry = m.phase(p.index)
+            if entry.status not in ("done", "failed") or entry.start is None:
                 continue
-            facts = self._merge_records(p, entry["start"])
-            if not facts["requests"] and entry["status"] == "done":
+            facts = self._merge_records(p, entry.start)
+            if not facts["requests"] and entry.status == "done":
                 facts.update(status="failed", error="no requests were recorded on any loader")
-            m.update_phase(p, **facts)
+            m.update_phase(p.index, **facts)
         self._collect(float("inf"), force=True)
         consolidate(self.run_dir)
-        failed = any(m.phase(p)["status"] == "failed" for p in self.phases)
-        if failed and m.data["status"] == "done":
-            m.data["status"] = "failed"
-        m.data["collected"] = time.time()
+        failed = any(m.phase(p.index).status == "failed" for p in self.phases)
+        if failed and m.manifest.status == "done":
+            m.set(status="failed")
+        m.set(collected=time.time())
         m.save()
         return EXIT_PHASE_FAILED if failed else EXIT_OK
 
@@ -725,8 +719,10 @@ class Runner:
         self.cpu.poll()
         parts = self.run_dir / "parts"
         for p in self.phases:
-            entry = self.manifest.phase(p)
-            if entry["status"] not in ("done", "failed") or entry["end"] > before:
+            entry = self.manifest.phase(p.index)
+            if entry.status not in ("done", "failed") or entry.start is None or entry.end is None:
+                continue
+            if entry.end > before:
                 continue
             if (
                 not force
@@ -742,10 +738,10 @@ class Runner:
                 ("cpu", self.cpu, ("t", "server", "cpu_percent")),
             ):
                 rows: list[dict[str, Any]] = [
-                    {c: r.get(c) for c in cols} for r in source.window(entry["start"], entry["end"])
+                    {c: r.get(c) for c in cols} for r in source.window(entry.start, entry.end)
                 ]
                 counts[table] = len(rows)
-                window = Window.from_dict(entry.get("window"))
+                window = entry.window
                 if rows and window is not None:
                     interval = cfg.testbed.agent_interval if table == "cpu" else 0.0
                     keys = {
@@ -768,7 +764,7 @@ class Runner:
                 self.testbed.harness_cores(),
             )
             self.manifest.update_phase(
-                p, picks=counts["picks"], cpu_samples=counts["cpu"], **checks
+                p.index, picks=counts["picks"], cpu_samples=counts["cpu"], **checks
             )
 
 

@@ -10,16 +10,16 @@ definition as the report's (``lblab/windows.py``).
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from lblab.errors import ConfigError, WriteFailed
+from lblab.manifest import Manifest, load
 from lblab.results import MANIFEST
 from lblab.verdicts import summary_lines
-from lblab.windows import INSIDE, WINDOW_COLUMN, Window, manifest_windows
+from lblab.windows import INSIDE, WINDOW_COLUMN
 
 
 def summary_rows(run_dir: Path) -> list[dict[str, object]]:
@@ -32,7 +32,8 @@ def summary_rows(run_dir: Path) -> list[dict[str, object]]:
         df = df[df[WINDOW_COLUMN] == INSIDE]
     elif "warmup" in df:
         df = df[~df["warmup"].fillna(False).astype(bool)]
-    windows = _windows(run_dir)
+    manifest = _manifest(run_dir)
+    windows = manifest.windows() if manifest is not None else {}
     rows = []
     for (strategy, scenario), g in df.groupby(["strategy", "scenario"], sort=False):
         span = 0.0
@@ -54,11 +55,13 @@ def summary_rows(run_dir: Path) -> list[dict[str, object]]:
     return rows
 
 
-def _windows(run_dir: Path) -> dict[tuple[str, str, int], Window]:
+def _manifest(run_dir: Path) -> Manifest | None:
+    """The run's manifest, or None when it cannot be read: the summary then goes by the
+    requests alone (the report says why the manifest could not be read)."""
     try:
-        return manifest_windows(json.loads((run_dir / MANIFEST).read_text()))
-    except (OSError, ValueError):
-        return {}
+        return load(run_dir / MANIFEST)
+    except ConfigError:
+        return None
 
 
 def print_summary(run_dir: Path, console: Console) -> None:
@@ -80,19 +83,16 @@ def print_summary(run_dir: Path, console: Console) -> None:
 
 def print_checks(run_dir: Path, console: Console) -> None:
     """The run's validity checks in a few lines: which phases not to trust, and why."""
-    try:
-        phases = json.loads((run_dir / MANIFEST).read_text()).get("phases") or []
-    except (OSError, ValueError):
-        return
-    checked = [p for p in phases if isinstance(p, dict) and p.get("verdicts")]
+    manifest = _manifest(run_dir)
+    checked = manifest.checked_phases() if manifest is not None else []
     if not checked:
         return
-    levels = [p.get("verdict") for p in checked]
+    levels = [p.verdict for p in checked]
     console.print(
         f"checks: {len(checked)} phases, {levels.count('fail')} fail, "
         f"{levels.count('warn')} warn (report: 'Can these numbers be trusted?')"
     )
-    for line in summary_lines(checked):
+    for line in summary_lines((p.label, p.verdicts) for p in checked):
         console.print(f"  {line}", highlight=False, style="yellow")
 
 

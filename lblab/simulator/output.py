@@ -1,16 +1,16 @@
 """Writing simulated runs in the results contract (``lblab/results.py``).
 
 Each replication lands as its own part files, then ``consolidate`` merges them, so a
-simulated run directory reads exactly like a measured one; its manifest says
-``"simulated": true`` and carries the full config and seeds.
+simulated run directory reads exactly like a measured one; its manifest
+(``lblab/manifest.py``) says ``"simulated": true`` and carries each phase's config and
+seed.
 """
 
 from __future__ import annotations
 
-import json
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lblab import __version__
+from lblab.manifest import Manifest, PhaseEntry, save
 from lblab.results import MANIFEST, consolidate, write_part
 from lblab.simulator.config import EPOCH
 from lblab.simulator.run import SimResult
@@ -41,21 +42,25 @@ def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.
 
 def _phase(
     key: str, scenario: str, strategy: str, replication: int, requests: pa.Table, window: Window
-) -> dict[str, Any]:
+) -> PhaseEntry:
     measured = request_facts(requests, window)
     ok_inside = measured["ok_in_window"]
-    return {
-        "key": key,
-        "scenario": scenario,
-        "strategy": strategy,
-        "replication": replication,
-        "window": window.to_dict(),
-        "requests_in_window": measured["requests_in_window"],
-        "ok_in_window": ok_inside,
-        "ok_per_s_window": throughput(ok_inside, window),
-        "measured": measured,
-        **judge(phase_facts(window, measured)),
-    }
+    checks = judge(phase_facts(window, measured))
+    return PhaseEntry(
+        key=key,
+        scenario=scenario,
+        strategy=strategy,
+        replication=replication,
+        status="done",
+        window=window,
+        requests=requests.num_rows,
+        requests_in_window=measured["requests_in_window"],
+        ok_in_window=ok_inside,
+        ok_per_s_window=throughput(ok_inside, window),
+        measured=measured,
+        verdicts=tuple(checks["verdicts"]),
+        verdict=checks["verdict"],
+    )
 
 
 def _software() -> dict[str, str]:
@@ -73,7 +78,7 @@ def _software() -> dict[str, str]:
 def write_run(
     run_dir: Path,
     results: Sequence[SimResult],
-    extra: dict[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
     windows: Sequence[Window] | None = None,
 ) -> dict[str, int]:
     """Write every result's tables and the manifest; returns rows per table.
@@ -96,34 +101,33 @@ def write_run(
         write_part(run_dir, "cpu", key, _labelled(r.cpu, "t", window, c.report_period))
         phases.append(_phase(key, c.scenario, c.strategy, c.replication, requests, window))
     counts = consolidate(run_dir)
-    first = results[0].config
-    manifest = {
-        "run_id": first.run_id,
-        "simulated": True,
-        "config": [r.config.describe() for r in results],
-        "scenarios": sorted({r.config.scenario for r in results}),
-        "strategies": sorted({r.config.strategy for r in results}),
-        "seeds": {f"{r.config.strategy}/r{r.config.replication}": r.config.seed for r in results},
-        "software": _software(),
-        "host": {"machine": platform.machine(), "system": platform.system()},
-        "cpu_limit": "simulated",
-        "start": EPOCH,
-        "end": EPOCH + max(r.sim_seconds for r in results),
-        "status": {
-            f"{r.config.scenario}/{r.config.strategy}/r{r.config.replication}": "ok"
-            for r in results
+    manifest = Manifest(
+        run_id=results[0].config.run_id,
+        simulated=True,
+        status="done",
+        phase_configs=tuple(r.config.describe() for r in results),
+        scenarios=tuple({"name": s} for s in sorted({r.config.scenario for r in results})),
+        strategies=tuple(sorted({r.config.strategy for r in results})),
+        software=_software(),
+        host={"machine": platform.machine(), "system": platform.system()},
+        cpu_limit_method="simulated",
+        phases=tuple(phases),
+        extra={
+            "seeds": {
+                f"{r.config.strategy}/r{r.config.replication}": r.config.seed for r in results
+            },
+            "start": EPOCH,
+            "end": EPOCH + max(r.sim_seconds for r in results),
+            "rows": counts,
+            "wall_seconds": {
+                f"{r.config.strategy}/r{r.config.replication}": round(r.wall_seconds, 3)
+                for r in results
+            },
+            "pool_counters": {
+                f"{r.config.strategy}/r{r.config.replication}": r.counters for r in results
+            },
+            "written_at": time.time(),
         },
-        "rows": counts,
-        "wall_seconds": {
-            f"{r.config.strategy}/r{r.config.replication}": round(r.wall_seconds, 3)
-            for r in results
-        },
-        "pool_counters": {
-            f"{r.config.strategy}/r{r.config.replication}": r.counters for r in results
-        },
-        "written_at": time.time(),
-        "phases": phases,
-        **(extra or {}),
-    }
-    (run_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    )
+    save(run_dir / MANIFEST, manifest.updated(**extra) if extra else manifest)
     return counts

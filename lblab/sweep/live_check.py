@@ -48,9 +48,9 @@ import pyarrow.parquet as pq
 
 from lblab.analysis.load import ResultsError, parquet_errors
 from lblab.analysis.sweep_map import metric_column, winners
-from lblab.config import load_json_object
 from lblab.files import make_folder, write_bytes_atomically
 from lblab.loadtests.toml_writer import dumps_toml
+from lblab.manifest import load
 from lblab.procs import dies_with_this_process, lblab_command
 from lblab.results import MANIFEST, SWEEP_LIVE_TABLE, write_table_atomically
 from lblab.simulator.config import config_from_mapping
@@ -262,8 +262,7 @@ def check_cell(folder: Path, cell: Cell, seconds: float) -> list[dict[str, Any]]
     sending = count / float(spec["load"]["rate"])
     _run_live(config_path, run_dir, folder / "run.log", 2 * (sending + SETTLE_S))
     requests = pq.read_table(run_dir / "requests.parquet")
-    manifest = load_json_object(run_dir / MANIFEST, "live check's run manifest")
-    verdicts = {p.get("strategy"): p.get("verdict") for p in manifest.get("phases", [])}
+    verdicts = {p.strategy: p.verdict for p in load(run_dir / MANIFEST).phases}
     servers = [s["id"] for s in spec["servers"]]
     rows = []
     for strategy in (cell.best, cell.runner_up):

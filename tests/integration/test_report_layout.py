@@ -53,6 +53,7 @@ def _phases() -> list[dict[str, Any]]:
                 checks = [_check("generator", "pass"), _check("machine", level)]
                 phases.append(
                     {
+                        "key": f"r{rep}-{scenario}-{strategy}",
                         "scenario": scenario,
                         "strategy": strategy,
                         "replication": rep,

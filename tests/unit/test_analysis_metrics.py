@@ -20,6 +20,7 @@ from lblab.analysis.load import ResultsError, open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, server_metrics, summarize
 from lblab.analysis.winners import verdict
+from lblab.manifest import from_json
 from lblab.results import consolidate, to_arrow, write_part
 
 KEYS = ("run_id", "scenario", "strategy", "replication")
@@ -207,11 +208,17 @@ def test_run_facts_of_live_and_simulated_manifests() -> None:
         },
         "cpu_limit_method": "cgroup",
     }
-    facts = run_facts(live)
+    facts = run_facts(from_json(live))
     assert facts["servers"] == "s1: 0.25 CPU (cgroup)"
     assert facts["started"] == "1970-01-01 00:00:00 UTC"
     assert facts["warm-up (excluded)"] == "2 s" and facts["load"] == "closed, 50 users"
     sim = run_facts(
-        {"simulated": True, "config": [{"servers": [{"count": 3, "service": "exp:10ms"}]}]}
+        from_json(
+            {
+                "run_id": "s1",
+                "simulated": True,
+                "config": [{"servers": [{"count": 3, "service": "exp:10ms"}]}],
+            }
+        )
     )
     assert sim["kind"].startswith("simulated") and sim["servers"].startswith("3 x exp:10ms")

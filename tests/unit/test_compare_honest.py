@@ -22,6 +22,7 @@ from lblab.analysis.compare_report import render_html
 from lblab.analysis.compare_terminal import print_report
 from lblab.analysis.compare_words import headline, what_changed
 from lblab.analysis.synthetic import write_synthetic_run
+from lblab.manifest import from_json
 
 STRATEGIES = ("r", "rr", "wrr")
 SCENARIOS = ("sp+sr", "mp+mr")
@@ -61,6 +62,7 @@ def phase(scenario: str, strategy: str, replication: int, **levels: str) -> dict
     ]
     worst = "fail" if "fail" in levels.values() else "warn" if "warn" in levels.values() else "pass"
     return {
+        "key": f"r{replication}-{scenario}-{strategy}",
         "scenario": scenario,
         "strategy": strategy,
         "replication": replication,
@@ -96,7 +98,7 @@ def side(
     manifest: dict[str, Any],
     winners: list[dict[str, Any]] | None = None,
 ) -> RunSide:
-    return make_side(label, Path(label), manifest, units(throughput), winners)
+    return make_side(label, Path(label), from_json(manifest), units(throughput), winners)
 
 
 def grid(*means: float) -> dict[tuple[str, str], float]:

@@ -3,6 +3,8 @@ experiment's processes (``lblab/loadtests/probe.py``): the pure computation."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from lblab.loadtests.phase_checks import phase_checks
@@ -15,6 +17,8 @@ from lblab.loadtests.probe import (
     parse_proc_stat,
 )
 from lblab.loadtests.runconfig import resolve
+from lblab.manifest import PhaseEntry
+from lblab.windows import Window
 
 # Two snapshots 2 s apart at USER_HZ = 100: user nice system idle iowait irq softirq
 # steal guest guest_nice. CPU 0 (the harness's): 120 busy ticks (0.6 cores), 10 steal,
@@ -111,15 +115,24 @@ def test_own_cpu_of_a_process_sampled_once_at_the_window_start_is_nothing() -> N
     assert own_cpu([samples((10.0, 4.0, SERVERS))], 10.0, 12.0) == {}
 
 
+def _phase(harness_cpu: dict[str, Any]) -> PhaseEntry:
+    """A phase of 100 requests, all ok, in a 2 s window, with what the probe measured."""
+    return PhaseEntry(
+        key="r1-000-sp_sr-rr",
+        scenario="sp+sr",
+        strategy="rr",
+        replication=1,
+        window=Window(100.0, 102.0),
+        measured={"requests_in_window": 100, "ok_in_window": 100},
+        harness_cpu=harness_cpu,
+    )
+
+
 def test_phase_checks_judge_the_servers_cpus_and_not_an_external_testbeds() -> None:
     own = {SERVERS: 1.4, HARNESS: 1.0}
     before, after = parse_proc_stat(BEFORE), parse_proc_stat(AFTER)
     measured = disturbance(before, after, 2.0, own, HARNESS, hz=100)
-    entry = {
-        "window": {"start": 100.0, "end": 102.0},
-        "measured": {"requests_in_window": 100, "ok_in_window": 100},
-        "harness_cpu": {"locust": [0.2], "balancer": [0.1], "disturbance": measured},
-    }
+    entry = _phase({"locust": [0.2], "balancer": [0.1], "disturbance": measured})
     local = resolve(load_preset("tiny"), {}, {})
     external = resolve(
         load_preset("tiny"),
@@ -144,11 +157,7 @@ def test_others_on_the_harness_cpus_are_a_disturbance_too() -> None:
     measured = disturbance(
         parse_proc_stat(BEFORE), parse_proc_stat(AFTER), 2.0, own, HARNESS, hz=100
     )
-    entry = {
-        "window": {"start": 100.0, "end": 102.0},
-        "measured": {"requests_in_window": 100, "ok_in_window": 100},
-        "harness_cpu": {"locust": [0.1], "balancer": [0.05], "disturbance": measured},
-    }
+    entry = _phase({"locust": [0.1], "balancer": [0.05], "disturbance": measured})
     config = resolve(load_preset("tiny"), {}, {})
     load = config.loads[config.scenarios[0].name]
     checks = phase_checks(entry, config, load, [], 100, 1.0)["verdicts"]

@@ -52,6 +52,17 @@ def test_a_manifest_reads_back_as_written(tmp_path: Path) -> None:
     assert load(tmp_path / "manifest.json") == written
 
 
+def test_a_simulated_manifest_keeps_its_phase_configs_under_config(tmp_path: Path) -> None:
+    """The file's ``config`` is a list for a simulation (as readers outside lblab know
+    it); the type holds it in ``phase_configs``, and ``config`` means the live one only."""
+    sim = Manifest(run_id="sim", simulated=True, status="done", phase_configs=({"seed": 1},))
+    with_testbed = sim.updated(testbed={"kind": "simulated"}, twin=True)
+    assert with_testbed.testbed == {"kind": "simulated"} and with_testbed.extra == {"twin": True}
+    save(tmp_path / "manifest.json", with_testbed)
+    assert json.loads((tmp_path / "manifest.json").read_text())["config"] == [{"seed": 1}]
+    assert load(tmp_path / "manifest.json") == with_testbed
+
+
 def test_a_phase_update_keeps_the_rest_and_types_what_it_knows(tmp_path: Path) -> None:
     file = ManifestFile(tmp_path / "manifest.json", _manifest())
     file.update_phase(0, status="failed", window={"start": 1.0, "end": 3.0}, cpu_samples=7)

@@ -5,28 +5,36 @@ from __future__ import annotations
 
 from typing import Any
 
+from lblab.manifest import Manifest, from_json
 from lblab.simulator.twin.compare import harness_flags, summary
 from lblab.simulator.twin.scale import too_short
 
 
-def _phase(strategy: str, *checks: tuple[str, str]) -> dict[str, Any]:
+def _phase(strategy: str, replication: int, *checks: tuple[str, str]) -> dict[str, Any]:
     verdicts = [{"name": n, "level": lvl, "figure": "-", "why": "-"} for n, lvl in checks]
-    return {"strategy": strategy, "scenario": "sp+sr", "verdicts": verdicts}
+    return {
+        "key": f"r{replication}-{strategy}",
+        "strategy": strategy,
+        "scenario": "sp+sr",
+        "replication": replication,
+        "verdicts": verdicts,
+    }
 
 
 def test_only_the_harness_checks_that_warned_or_failed_count_once_per_cell() -> None:
     manifest = {
+        "run_id": "r",
         "phases": [
-            _phase("wrr", ("machine", "fail"), ("generator", "pass"), ("steady state", "warn")),
-            _phase("wrr", ("machine", "fail"), ("balancer", "warn")),  # replication 2
-            _phase("rr", ("machine", "pass"), ("warm-up", "fail"), ("generator", "n/a")),
-        ]
+            _phase("wrr", 1, ("machine", "fail"), ("generator", "pass"), ("steady state", "warn")),
+            _phase("wrr", 2, ("machine", "fail"), ("balancer", "warn")),
+            _phase("rr", 1, ("machine", "pass"), ("warm-up", "fail"), ("generator", "n/a")),
+        ],
     }
-    assert harness_flags(manifest) == {
+    assert harness_flags(from_json(manifest)) == {
         ("wrr", "sp+sr"): ["balancer warn", "machine fail"],
         ("rr", "sp+sr"): [],  # steady state and warm-up are not the harness's CPU
     }
-    assert harness_flags({}) == {}
+    assert harness_flags(Manifest(run_id="r")) == {}
 
 
 def _cell(strategy: str, error: float, flags: list[str]) -> dict[str, Any]:

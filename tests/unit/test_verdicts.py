@@ -115,16 +115,7 @@ def test_each_check_fires(change: dict, check: str, level: str) -> None:
     assert levels(facts)[check] == level
     line = next(
         ln
-        for ln in summary_lines(
-            [
-                {
-                    "scenario": "x",
-                    "strategy": "rr",
-                    "replication": 1,
-                    "verdicts": [c.to_dict() for c in evaluate(facts)],
-                }
-            ]
-        )
+        for ln in summary_lines([("x rr rep 1", [c.to_dict() for c in evaluate(facts)])])
         if check in ln
     )
     assert line.startswith(f"x rr rep 1: {check} {level}:")

@@ -20,6 +20,7 @@ from lblab.loadtests.webui.banner import (
     with_script,
 )
 from lblab.loadtests.webui.choices import FIELDS, UI_SCENARIOS, Swarm, parse_swarm
+from lblab.manifest import PhaseEntry
 from tests.run_fixture import run_lblab
 
 DEFAULTS = {f.dest: f.default for f in FIELDS}
@@ -160,10 +161,16 @@ def test_a_refusal_shows_until_dismissed_by_its_own_key() -> None:
 
 def test_between_swarms_the_banner_says_where_each_phase_went_and_the_report() -> None:
     notes = [note(0, "rr"), note(1, "lc"), note(2, "p2c")]
+    cell = {"scenario": "sp+sr", "replication": 1}
     manifest = [
-        {"key": "r1-000-sp+sr-rr", "status": "done", "requests": 812, "failures": 3},
-        {"key": "r1-001-sp+sr-lc", "status": "failed", "error": "no requests were recorded"},
-    ]
+        PhaseEntry(
+            key="r1-000-sp+sr-rr", strategy="rr", **cell, status="done", requests=812, failures=3
+        ),
+        PhaseEntry(
+            key="r1-001-sp+sr-lc", strategy="lc", **cell, status="failed",
+            error="no requests were recorded",
+        ),
+    ]  # fmt: skip
     shown = lines(notes=notes, manifest_phases=manifest)
     assert shown[0][:2] == ("idle", "No test running")
     assert shown[1:] == [

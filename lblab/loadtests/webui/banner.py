@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lblab.manifest import PhaseEntry
+
 SCRIPT_URL = "lblab/banner.js"  # relative, as Locust's own assets, under its base path
 STATUS_URL = "lblab/status"
 
@@ -67,7 +69,7 @@ def page_lines(
     refusal: Refusal | None,
     run_dir: str,
     notes: Sequence[Mapping[str, Any]],
-    manifest_phases: Sequence[Mapping[str, Any]],
+    manifest_phases: Sequence[PhaseEntry],
 ) -> list[dict[str, str]]:
     """The banner's lines.
 
@@ -113,18 +115,18 @@ def page_lines(
 
 
 def _results(
-    run_dir: str, notes: Sequence[Mapping[str, Any]], manifest_phases: Sequence[Mapping[str, Any]]
+    run_dir: str, notes: Sequence[Mapping[str, Any]], manifest_phases: Sequence[PhaseEntry]
 ) -> list[Line]:
     """Where this session's phases went, and when the report is written."""
-    recorded = {p["key"]: p for p in manifest_phases}
+    recorded = {p.key: p for p in manifest_phases}
     lines = [Line("results", "Results", f"run folder {run_dir}")]
     for note in notes:
-        entry = recorded.get(note["key"], {})
+        entry = recorded.get(note["key"])
         label = strategy_label(note["strategy"], note["strategy_options"])
-        if entry.get("status") == "done":
-            state = f"{entry['requests']} requests ({entry['failures']} failed) recorded"
-        elif entry.get("status") == "failed":
-            state = f"failed: {entry.get('error')}"
+        if entry is not None and entry.status == "done":
+            state = f"{entry.requests} requests ({entry.failures} failed) recorded"
+        elif entry is not None and entry.status == "failed":
+            state = f"failed: {entry.error}"
         else:
             state = "its rows are being written"
         lines.append(Line("results", f"phase {note['key']}", f"{label}: {state}"))

@@ -96,16 +96,19 @@ def register(app: typer.Typer) -> None:
             "flags": {"web_port": web_port, "warmup": warmup, "out": out},
         }
         manifest = new_manifest(run_dir, cfg, given)
-        manifest.data.update(
-            phases=[],
-            order="as started in Locust's web UI (lblab ui): one phase per swarm and per "
-            "switch of strategy or users while one runs",
-            strategy_switch="PUT /strategy from the web UI's form (fresh strategy state)",
+        manifest.set(
+            phases=(),
+            extra={
+                **manifest.manifest.extra,
+                "order": "as started in Locust's web UI (lblab ui): one phase per swarm and "
+                "per switch of strategy or users while one runs",
+                "strategy_switch": "PUT /strategy from the web UI's form (fresh strategy state)",
+            },
         )
         manifest.save()
         console.print(f"run directory: {run_dir}")
         code = serve(cfg, run_dir, manifest, web_port, console)
-        if not any(p.get("requests") for p in manifest.data["phases"]):
+        if not any(p.requests for p in manifest.manifest.phases):
             console.print("no swarm recorded a request: no report")
             raise typer.Exit(code)
         try:

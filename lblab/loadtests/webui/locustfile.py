@@ -46,6 +46,8 @@ from lblab.loadtests.runner import Phase
 from lblab.loadtests.webui import banner, choices
 from lblab.loadtests.webui.choices import Swarm
 from lblab.loadtests.webui.protocol import UiSession, phase_notes
+from lblab.manifest import PhaseEntry, load
+from lblab.results import MANIFEST
 from lblab.scenarios import builtin_scenario
 
 __all__ = ["ClosedLoopUser", "OpenLoopUser"]
@@ -93,16 +95,16 @@ class SwarmPhases:
         """``GET lblab/status``: the banner's lines. The manifest (the ``lblab ui``
         process's, atomically replaced) is read only between swarms, when the results
         line shows."""
-        manifest: list[dict[str, Any]] = []
+        phases: tuple[PhaseEntry, ...] = ()
         if self.entry is None and self.notes:
-            manifest = json.loads((self.run_dir / "manifest.json").read_text())["phases"]
+            phases = load(self.run_dir / MANIFEST).phases
         lines = banner.page_lines(
             running=self.entry,
             stopping=self.env.runner.state == STATE_STOPPING,
             refusal=self.refusal,
             run_dir=str(self.run_dir),
             notes=self.notes,
-            manifest_phases=manifest,
+            manifest_phases=phases,
         )
         return jsonify(lines)
 

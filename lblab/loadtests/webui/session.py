@@ -35,7 +35,6 @@ from lblab.loadtests.runner import (
     EXIT_PHASE_FAILED,
     FLUSH_GRACE_S,
     TICK_S,
-    Manifest,
     Phase,
     Runner,
     _ignoring_interrupts,
@@ -43,9 +42,9 @@ from lblab.loadtests.runner import (
 )
 from lblab.loadtests.webui.banner import describe_load
 from lblab.loadtests.webui.protocol import UiSession, phase_notes
+from lblab.manifest import ManifestFile, PhaseEntry
 from lblab.procs import Child, ProcessFailed
 from lblab.results import consolidate
-from lblab.windows import Window
 
 UI_LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 READY_TIMEOUT_S = 60.0  # Locust's start-up: 2-5 s, more on a busy machine
@@ -59,7 +58,7 @@ class UiFailed(RuntimeError):
 class UiRunner(Runner):
     """The runner's phase bookkeeping for phases that the web UI starts and stops."""
 
-    def __init__(self, config: RunConfig, run_dir: Path, manifest: Manifest) -> None:
+    def __init__(self, config: RunConfig, run_dir: Path, manifest: ManifestFile) -> None:
         super().__init__(config, run_dir, manifest)
         self.phases = []
         self._configs: dict[int, RunConfig] = {}
@@ -101,20 +100,20 @@ class UiRunner(Runner):
     def _add(self, note: dict[str, Any]) -> str:
         phase = Phase(note["index"], note["scenario"], note["strategy"], note["replication"])
         self.phases.append(phase)
-        self.manifest.data["phases"].append(
-            {
-                "key": phase.key,
-                "attempt": note["attempt"],
-                "scenario": phase.scenario,
-                "strategy": phase.strategy,
-                "strategy_options": note["strategy_options"],
-                "replication": phase.replication,
-                "seed": note["seed"],
-                "load": note["load"],
-                "status": "running",
-                "start": note["start"],
-                "end": None,
-            }
+        self.manifest.add_phases(
+            [
+                PhaseEntry(
+                    key=phase.key,
+                    attempt=note["attempt"],
+                    scenario=phase.scenario,
+                    strategy=phase.strategy,
+                    replication=phase.replication,
+                    seed=note["seed"],
+                    status="running",
+                    start=note["start"],
+                    extra={"strategy_options": note["strategy_options"], "load": note["load"]},
+                )
+            ]
         )
         self.manifest.save()
         how = describe_load(note["load"])
@@ -133,12 +132,11 @@ class UiRunner(Runner):
             loads={**self.config.loads, phase.scenario: load},
         )
         facts = self._merge_records(phase, note["start"])
-        window = Window.from_dict(facts.get("window"))
-        if window is not None:
-            facts["harness_cpu"] = self.probe.cores(window)
+        if facts.get("window") is not None:
+            facts["harness_cpu"] = self.probe.cores(facts["window"])
         ok = facts["requests"] > 0
         self.manifest.update_phase(
-            phase,
+            phase.index,
             status="done" if ok else "failed",
             error=None if ok else "no requests were recorded (stopped before any answer)",
             end=end,
@@ -188,7 +186,9 @@ def wait_ready(child: Child, url: str, timeout: float = READY_TIMEOUT_S) -> None
     )
 
 
-def serve(config: RunConfig, run_dir: Path, manifest: Manifest, port: int, console: Console) -> int:
+def serve(
+    config: RunConfig, run_dir: Path, manifest: ManifestFile, port: int, console: Console
+) -> int:
     """Run the session until Ctrl-C or SIGTERM (exit 0) or until a part fails (exit 1)."""
     import signal
 
@@ -197,13 +197,13 @@ def serve(config: RunConfig, run_dir: Path, manifest: Manifest, port: int, conso
     assert isinstance(testbed, LocalTestbed)
     code = EXIT_OK
     url = f"http://127.0.0.1:{port}/"
-    manifest.data["attempts"].append({"started": time.time(), "phases_to_run": None})
+    manifest.add_attempt(started=time.time(), phases_to_run=None)
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         console.print("starting the testbed (servers, agents, balancer) ...")
         testbed.start(config.strategies[0])
-        manifest.data["testbed"] = testbed.facts()
-        manifest.data["cpu_limit_method"] = manifest.data["testbed"]["cpu_limit_method"]
+        facts = testbed.facts()
+        manifest.set(testbed=facts, cpu_limit_method=facts["cpu_limit_method"])
         manifest.save()
         assert testbed.balancer is not None
         session = UiSession(
@@ -253,9 +253,9 @@ def serve(config: RunConfig, run_dir: Path, manifest: Manifest, port: int, conso
             testbed.stop()
             runner.collect_all()
             consolidate(run_dir)
-            manifest.data["ended"] = time.time()
-            manifest.data["attempts"][-1]["ended"] = manifest.data["ended"]
-            manifest.data["status"] = "done" if code == EXIT_OK else "failed"
+            ended = time.time()
+            manifest.end_attempt(ended=ended)
+            manifest.set(ended=ended, status="done" if code == EXIT_OK else "failed")
             manifest.save()
         signal.signal(signal.SIGTERM, previous_sigterm)
     return code

@@ -15,13 +15,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lblab.errors import ConfigError
 from lblab.pages import FORMAT_HELP, check_format, stamped, this_command
 from lblab.stamp import take
+
+if TYPE_CHECKING:  # the command line imports this module; the manifest brings numpy
+    from lblab.manifest import Manifest
 
 PRESET = "thesis-claims"
 MARKDOWN, JSON_FILE = "thesis-claims.md", "thesis-claims.json"
@@ -68,8 +71,8 @@ def run_live(preset: str, config: Path | None, run_dir: Path) -> None:
         typer.echo(f"lblab run exited {code} (a phase failed); judging what it measured", err=True)
 
 
-def _title(manifest: dict[str, Any], run_dir: Path) -> str:
-    host = manifest.get("host") or {}
+def _title(manifest: Manifest, run_dir: Path) -> str:
+    host = manifest.host
     load = host.get("load_average") or []
     facts = f"{host.get('cpus', '?')} cores" + (f", load average {load[0]:.1f}" if load else "")
     return f"Thesis claims (Bilusyak 2023) on {run_dir.name} ({facts} at the start)"

@@ -15,13 +15,14 @@ summary lists the misses where the harness held apart.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from lblab.analysis.stats import beyond, kendall_tau
+from lblab.manifest import Manifest
 from lblab.simulator.twin.measure import FIGURES
 from lblab.simulator.twin.testbed import Testbed
 from lblab.verdicts import FAIL, WARN
@@ -194,14 +195,13 @@ def _median_halfwidth(cells: list[dict[str, Any]]) -> float | None:
     return round(float(np.median(widths)), 4) if widths else None
 
 
-def harness_flags(manifest: Mapping[str, Any]) -> dict[tuple[str, str], list[str]]:
+def harness_flags(manifest: Manifest) -> dict[tuple[str, str], list[str]]:
     """Per (strategy, scenario): the harness checks that warned or failed in any of its
     phases, as "machine fail" (sorted, each once); empty where the harness held."""
     flags: dict[tuple[str, str], set[str]] = {}
-    for phase in manifest.get("phases") or []:
-        key = (str(phase.get("strategy")), str(phase.get("scenario")))
-        found = flags.setdefault(key, set())
-        for check in phase.get("verdicts") or []:
+    for phase in manifest.phases:
+        found = flags.setdefault((phase.strategy, phase.scenario), set())
+        for check in phase.verdicts:
             if check.get("name") in HARNESS_CHECKS and check.get("level") in (WARN, FAIL):
                 found.add(f"{check['name']} {check['level']}")
     return {key: sorted(found) for key, found in flags.items()}

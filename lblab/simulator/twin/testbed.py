@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from lblab.errors import ConfigError
+from lblab.manifest import Manifest
 from lblab.servers.cpulimit import quota_for
 from lblab.simulator.workload import Cell
 
@@ -62,14 +62,14 @@ class Testbed:
     """Live servers do work outside their slot; a simulated run's servers do none."""
 
 
-def live_testbed(manifest: Mapping[str, Any]) -> Testbed:
+def live_testbed(manifest: Manifest) -> Testbed:
     """A live run's testbed: its config, with the quotas and workers its servers ran with."""
     from lblab.loadtests.runconfig import build
 
-    config = build(manifest["config"])
-    facts = manifest.get("testbed", {}).get("servers", {})
+    config = build(dict(manifest.config))
+    facts = manifest.testbed.get("servers", {})
     # The quotas the servers ran with: scaled to fit their CPUs (loadtests/isolation.py).
-    running = (manifest.get("testbed", {}).get("cpu_layout") or {}).get("quotas") or {}
+    running = (manifest.testbed.get("cpu_layout") or {}).get("quotas") or {}
     servers = []
     for spec in config.servers:
         started = facts.get(spec.id, {})
@@ -117,10 +117,10 @@ def live_testbed(manifest: Mapping[str, Any]) -> Testbed:
     )
 
 
-def simulated_testbed(manifest: Mapping[str, Any]) -> Testbed:
+def simulated_testbed(manifest: Manifest) -> Testbed:
     """A simulated run's testbed, from its phases' SimConfigs (the first one's servers)."""
-    configs = manifest.get("config")
-    if not isinstance(configs, list) or not configs:
+    configs = manifest.phase_configs
+    if not configs:
         raise ConfigError("the simulated run's manifest has no config list; re-run lblab simulate")
     first = configs[0]
     servers: list[TwinServer] = []
