@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S
+from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT, DRAIN_TIMEOUT_S
 
 
 def register(app: typer.Typer) -> None:
@@ -28,7 +29,8 @@ def server(
         "cgroup, duty-cycle.",
     ),
     max_inflight: int = typer.Option(
-        32, help="Requests admitted at once (queued + in service); more are REJECTED."
+        DEFAULT_MAX_INFLIGHT,
+        help="Requests admitted at once (queued + in service); more are REJECTED.",
     ),
     workers: int = typer.Option(
         1, help="Concurrent service slots (threads, FIFO queue); 1 serves strictly in order."
@@ -42,7 +44,8 @@ def server(
         "mean, the simulator's exp: service; seeded by --id).",
     ),
     drain_timeout: float = typer.Option(
-        8.0, help="On SIGTERM, seconds to let in-flight requests finish before exiting."
+        DRAIN_TIMEOUT_S,
+        help="On SIGTERM, seconds to let in-flight requests finish before exiting.",
     ),
     setup_timeout: float = typer.Option(
         SETUP_TIMEOUT_S, help="Seconds a connection may take to send its SETUP before it is closed."

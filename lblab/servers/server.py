@@ -21,6 +21,7 @@ from lblab.config import check_id, check_range
 from lblab.errors import ConfigError
 from lblab.procs import announce_ready, stop_on_signals
 from lblab.servers.cpulimit import CpuLimit, LimitMethod, apply_cpu_limit
+from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT, DRAIN_TIMEOUT_S
 from lblab.servers.protocol import ServerConnection
 from lblab.servers.service import DELAY_DISTS, WorkService
 from lblab.servers.slowdown import read_slowdown
@@ -46,11 +47,11 @@ class ServerConfig:
     host: str = "127.0.0.1"
     cpu_quota: float | None = None
     cpu_limit: LimitMethod = LimitMethod.AUTO
-    max_inflight: int = 32
+    max_inflight: int = DEFAULT_MAX_INFLIGHT
     workers: int = 1
     delay_ms: float = 0.0
     delay_dist: str = "fixed"
-    drain_timeout_s: float = 8.0
+    drain_timeout_s: float = DRAIN_TIMEOUT_S
     setup_timeout_s: float = SETUP_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
     max_pending_setup: int = MAX_PENDING_SETUP

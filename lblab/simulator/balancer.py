@@ -140,19 +140,33 @@ class SimBalancer(Generic[Request]):
             self.lifecycles[req.balancer].end(req, False, "timeout", now)
             yield req
 
-    def connection_lost(self, balancer: int, server: int, now: float) -> list[Request]:
-        """Balancer ``balancer`` lost its connection to ``server`` (killed): every request
-        it had there ends as a ``connection`` failure (yielded for the clients' errors),
-        then the pool marks the server down, in the router's and the node's order."""
+    def connection_lost(
+        self, balancer: int, server: int, now: float, *, drained: bool = False
+    ) -> Iterator[tuple[Request, bool]]:
+        """Balancer ``balancer`` lost its connection to ``server``, in the node's order.
+
+        Killed: every request it had there ends as a ``connection`` failure. Drained
+        (the server said CONNECTION_CLOSE first: it finished what it accepted), the
+        pool hears it is draining, and a request not answered was never processed: it is
+        replayed when the lifecycle allows, else it fails. Yields ``(request,
+        replayed)`` one at a time, and the caller routes a replayed request before it
+        asks for the next (the router re-dispatches each as it walks its streams); when
+        the walk ends the pool marks the server down."""
+        pool = self.pools[balancer]
+        backend = pool.views[server].id
+        if drained:
+            pool.set_state(backend, Health.DRAINING, now)
         at = self.at_server[balancer][server]
         lost = list(at.values())
         at.clear()
         lifecycle = self.lifecycles[balancer]
         for req in lost:
-            lifecycle.end(req, False, "connection", now)
-        pool = self.pools[balancer]
-        pool.set_state(pool.views[server].id, Health.DOWN, now)
-        return lost
+            if drained and lifecycle.replay(req, now):
+                yield req, True
+            else:
+                lifecycle.end(req, False, "connection", now)
+                yield req, False
+        pool.set_state(backend, Health.DOWN, now)
 
     def connection_back(self, balancer: int, server: int, now: float) -> None:
         """Balancer ``balancer`` reconnected to ``server``: it is up in that pool again."""

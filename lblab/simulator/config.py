@@ -37,6 +37,7 @@ from lblab.config import (
     parse_int,
 )
 from lblab.errors import ConfigError
+from lblab.servers.defaults import DRAIN_TIMEOUT_S
 from lblab.simulator.service import ServiceModel, parse_service
 from lblab.simulator.workload import (
     Arrivals,
@@ -67,7 +68,7 @@ PROBE_COST_S = 40e-6
 process's CPU (user + system from ``/proc/PID/stat``) per probe answered: decoding,
 answering and the socket calls, all on the event loop."""
 
-SIMULATED_ACTIONS = ("kill", "restart", "slow")
+SIMULATED_ACTIONS = ("kill", "drain", "restart", "slow")
 """The timeline events the simulator runs (``ServerEvent``); a live run has more."""
 
 EPOCH = 1_700_000_000.0
@@ -112,7 +113,8 @@ class ServerGroup:
 class ServerEvent:
     """A live run's timeline event, in the simulator (``simulator.run``): at ``at``
     simulated seconds, ``kill`` the server (its balancers lose their connections and
-    reconnect with the live backoff), ``restart`` it, or ``slow`` it (every service time
+    reconnect with the live backoff), ``drain`` it (SIGTERM: it refuses new requests,
+    finishes the others and exits), ``restart`` it, or ``slow`` it (every service time
     times ``factor`` plus ``add_ms`` from then on; 1 and 0 undo it)."""
 
     at: float
@@ -177,6 +179,8 @@ class SimConfig:
     """The servers' names in order (empty: ``s1`` .. ``sN``), as a run's [[servers]] ids."""
     timeline: tuple[ServerEvent, ...] = ()
     """Events on the servers, as a live run's [[timeline]] (``SIMULATED_ACTIONS``)."""
+    drain_timeout: float = DRAIN_TIMEOUT_S
+    """How long a draining server finishes its requests before it exits anyway."""
 
     def __post_init__(self) -> None:
         from lblab.balancer.strategies.options import build_config

@@ -13,7 +13,8 @@ manifest (``simulator/output.write_run``), so the report, the notebooks and ``lb
 compare`` read it as they read a measured run.
 
 From the file: the servers (``[[servers]]`` ids in order, ``[weights]``, ``cpu_quota``
-as a cgroup quota, ``workers``, ``max_inflight`` as the most queued plus in service,
+as a cgroup quota, ``workers``, ``max_inflight`` as the most queued plus in service (the
+live server's default unless given),
 ``delay_ms`` as a one-way delay), their service model (``[testbed] service``, a spec
 ``lblab calibrate`` fits; default ``DEFAULT_SIMULATED_SERVICE``), the load of each
 scenario (closed users and their think time, open arrivals constant or Poisson, a
@@ -22,8 +23,8 @@ the agent interval and the number of balancers. A phase sends for warm-up plus
 duration; its measured window is a live phase's: the first send plus the warm-up to the
 end of the load (``lblab/windows.py``).
 
-The timeline's ``kill``, ``restart`` and ``slow`` (with its ``duration``) run as
-``simulator/run.py`` describes; the other actions (``drain``, ``add``, ``remove``,
+The timeline's ``kill``, ``drain``, ``restart`` and ``slow`` (with its ``duration``)
+run as ``simulator/run.py`` describes; the other actions (``add``, ``remove``,
 ``pause``, ``resume``) are refused before the run starts. Not simulated (yet) either:
 the start-up of a restarted server (it takes requests at once), Locust's spawn rate
 (every user starts at once), a think time's spread (uniform between its two bounds
@@ -41,6 +42,7 @@ from lblab.errors import ConfigError
 from lblab.loadtests.runconfig import DEFAULT_SIMULATED_SERVICE, LoadConfig, RunConfig
 from lblab.loadtests.runner import Phase, plan
 from lblab.loadtests.timeline import undo
+from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT
 from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerEvent, ServerGroup, SimConfig
 from lblab.simulator.output import write_run
 from lblab.simulator.run import SimResult, simulate
@@ -64,7 +66,7 @@ def server_groups(config: RunConfig) -> tuple[ServerGroup, ...]:
                 service=service,
                 workers=spec.workers or 1,
                 weight=config.weights.get(spec.id, 1.0),
-                capacity=spec.max_inflight,
+                capacity=spec.max_inflight or DEFAULT_MAX_INFLIGHT,
                 cpu_quota=quota if quota is not None and quota < 1 else None,
                 delay=None if spec.delay_ms is None else spec.delay_ms / 1000.0,
             )

@@ -18,8 +18,9 @@ next request to start; on a server with a free worker it costs only idle time.
 
 A live run's timeline acts on the server: ``kill`` loses what it queued and served (each
 attempt carries the server's ``epoch`` when it started, so a completion of a killed
-server's attempt is dropped), ``restart`` takes requests again, ``slow`` scales every
-service time from then on (``simulator.slowdown.Slowed``).
+server's attempt is dropped), ``drain`` marks it refusing new work (the driver refuses
+and ends it), ``restart`` takes requests again, ``slow`` scales every service time from
+then on (``simulator.slowdown.Slowed``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class SimServer:
         "busy",
         "capacity",
         "completed",
+        "draining",
         "id",
         "index",
         "queue",
@@ -105,6 +107,8 @@ class SimServer:
         self._stolen = 0.0
         """CPU seconds probes took from the work, added to the next service time."""
         self.alive = True
+        self.draining = False
+        """Refuses new requests and exits once empty (the driver's ``drain``)."""
         self._epoch = 0
 
     @property
@@ -127,6 +131,15 @@ class SimServer:
         self._model = Slowed(self._normal, factor, add_s) if slowed else self._normal
         self._mean_s = self._model.mean_s * self._scale
 
+    @property
+    def epoch(self) -> int:
+        """How many times it was killed (a new process starts a new epoch)."""
+        return self._epoch
+
+    def drain(self) -> None:
+        """SIGTERM: refuse new requests from now on, finish the ones taken."""
+        self.draining = True
+
     def kill(self) -> None:
         """The process dies: what it queued and served is lost (the balancer fails it)."""
         now = self._env._now
@@ -136,6 +149,7 @@ class SimServer:
         self.queue.clear()
         self._stolen = 0.0
         self.alive = False
+        self.draining = False
         self._epoch += 1
 
     def restart(self) -> None:

@@ -50,8 +50,11 @@ connection: its requests there end as ``connection`` failures, the server goes d
 its pool, and it reconnects with the live balancer's jittered backoff (its own random
 stream per balancer), up again at the first attempt that finds the server restarted.
 Requests on their way to a killed server are dropped there (their balancer fails them),
-and so are probes (lost, not timed out). ``restart`` takes requests again; ``slow``
-scales every service time from then on.
+and so are probes (lost, not timed out). ``drain`` is SIGTERM to a live server: it
+refuses new requests (REJECTED: replayed elsewhere), finishes what it took, then exits
+(at the latest ``drain_timeout`` later) with CONNECTION_CLOSE, so its balancers replay
+what it never answered. ``restart`` takes requests again; ``slow`` scales every service
+time from then on.
 
 An agent samples every server each ``report_period``: utilisation (busy fraction of the
 workers, the cpu table's ``cpu_percent``) and qps; strategies that use agent reports get
@@ -391,12 +394,14 @@ class Simulation:
         if not req.done:  # not timed out on the way
             self._route(req)
 
-    def _route(self, req: _Request) -> None:
+    def _route(self, req: _Request, unrouted: int = NO_BACKEND) -> None:
+        """Dispatch ``req``; with no eligible backend the client gets ``unrouted`` (the
+        balancer's own REJECTED, docs/DESIGN.md "Wire contract"; a replay after a lost
+        connection: that loss)."""
         now = self.env._now
         view = self.balancer.route(req, now)
         if view is None:
-            # No eligible backend: the balancer answers REJECTED at once (docs/DESIGN.md, "Wire contract").
-            self._reply(req, False, NO_BACKEND)
+            self._reply(req, False, unrouted)
             return
         i = req.server = view.index  # the pool's list is the servers' list
         if self._probes:
@@ -414,10 +419,10 @@ class Simulation:
 
     def _server_arrive(self, server: SimServer, req: _Request) -> None:
         if not server.alive:
-            return  # killed while it travelled: its balancer fails it (``_on_lost``)
+            return  # gone while it travelled: its balancer fails or replays it (``_on_lost``)
         if self._probes:
             req.rif = server.load
-        if not server.offer(req):
+        if server.draining or not server.offer(req):
             self._refused[server.index] += 1
             self._to_balancer(server, req, False, None)
             return
@@ -446,6 +451,8 @@ class Simulation:
                 est_wait_ms=server.est_wait_ms(),
             )
         self._to_balancer(server, req, True, report)
+        if server.draining and not server.load:
+            self._exit(server)
 
     def _to_balancer(
         self, server: SimServer, req: _Request, ok: bool, report: LoadReport | None
@@ -518,17 +525,45 @@ class Simulation:
         if event.action == "kill":
             if server.alive:
                 server.kill()
-                at(self.env, self._delay[i], self._on_lost, i)
+                at(self.env, self._delay[i], self._on_lost, (i, False))
+        elif event.action == "drain":
+            if server.alive and not server.draining:
+                server.drain()
+                if not server.load:
+                    self._exit(server)
+                else:
+                    at(self.env, self.cfg.drain_timeout, self._on_drain_deadline, (i, server.epoch))
         elif event.action == "restart":
             server.restart()
         else:
             server.slow(event.factor, event.add_ms / 1000.0)
 
-    def _on_lost(self, i: int) -> None:
+    def _on_drain_deadline(self, drain: tuple[int, int]) -> None:
+        i, epoch = drain
+        server = self.servers[i]
+        if server.draining and server.epoch == epoch:  # still the drain that set it
+            self._exit(server)
+
+    def _exit(self, server: SimServer) -> None:
+        """A draining server has finished (or its deadline passed): it says CONNECTION_CLOSE
+        and exits; its balancers see the close a server delay later."""
+        server.kill()
+        at(self.env, self._delay[server.index], self._on_lost, (server.index, True))
+
+    def _on_lost(self, lost: tuple[int, bool]) -> None:
         """Every balancer sees server ``i``'s connection close (module docstring)."""
+        i, drained = lost
         now = self.env._now
         for b in range(self._balancers):
-            for req in self.balancer.connection_lost(b, i, now):
+            failed = []
+            for req, replayed in self.balancer.connection_lost(b, i, now, drained=drained):
+                if replayed:
+                    self._route(req, _CONNECTION)
+                else:
+                    failed.append(req)
+            # The errors go out once the pool has the server down: a client that sends
+            # again at once (no delay, no think time) must not be sent to it.
+            for req in failed:
                 self._reply(req, False, _CONNECTION)
             self._reconnect_later((b, i, 0))
 

@@ -1,7 +1,7 @@
 """One request lifecycle, two drivers: the live router and the simulator's balancer.
 
 The same script of events (requests arriving, backends answering ok or REJECTED, time
-passing past deadlines, a backend's connection lost and back) goes through the router (with fake connections and a fake
+passing past deadlines, a backend's connection lost, drained or back) goes through the router (with fake connections and a fake
 clock, as in ``test_router.py``) and through ``simulator.balancer.SimBalancer`` (as
 ``simulator/run.py`` drives it). Both run a real ``Pool`` with a real strategy, seeded
 alike; the pool writes down every call the lifecycle makes. The two lists must be the
@@ -147,8 +147,16 @@ class LiveDriver:
         self.router.backend_lost(self.backends[backend], "killed", now)
         self.pool.set_state(backend, Health.DOWN, now)
 
+    def drain(self, backend: str, now: float) -> None:
+        """The backend says CONNECTION_CLOSE (the node marks it draining), then closes:
+        the router replays what it never answered."""
+        self.pool.set_state(backend, Health.DRAINING, now)
+        self.backends[backend].draining = True
+        self.lose(backend, now)
+
     def back(self, backend: str, now: float) -> None:
         self.connections.lost.discard(backend)
+        self.backends[backend].draining = False
         self.pool.set_state(backend, Health.UP, now)
 
     def live(self) -> list[int]:
@@ -181,8 +189,14 @@ class SimDriver:
         for _ in self.balancer.expire(now):
             pass
 
-    def lose(self, backend: str, now: float) -> None:
-        self.balancer.connection_lost(0, BACKENDS.index(backend), now)
+    def lose(self, backend: str, now: float, drained: bool = False) -> None:
+        lost = self.balancer.connection_lost(0, BACKENDS.index(backend), now, drained=drained)
+        for req, replayed in lost:
+            if replayed:
+                self.balancer.route(req, now)
+
+    def drain(self, backend: str, now: float) -> None:
+        self.lose(backend, now, drained=True)
 
     def back(self, backend: str, now: float) -> None:
         self.balancer.connection_back(0, BACKENDS.index(backend), now)
@@ -196,7 +210,7 @@ class Step:
     """One event of a script: ``kind`` at ``dt`` seconds after the previous one;
     ``pick`` chooses which live request an answer is for (its index, modulo)."""
 
-    kind: str  # "arrive" | "ok" | "reject" | "wait" | "lose" | "back"
+    kind: str  # "arrive" | "ok" | "reject" | "wait" | "lose" | "drain" | "back"
     dt: float = 0.0
     pick: int = 0
 
@@ -219,7 +233,7 @@ def run_script(strategy: str, steps: Sequence[Step]) -> tuple[LiveDriver, SimDri
         elif step.kind == "wait":
             for driver in (live, sim):
                 driver.expire(now)
-        elif step.kind in ("lose", "back"):
+        elif step.kind in ("lose", "drain", "back"):
             backend = BACKENDS[step.pick % len(BACKENDS)]
             for driver in (live, sim):
                 getattr(driver, step.kind)(backend, now)
@@ -230,7 +244,9 @@ def run_script(strategy: str, steps: Sequence[Step]) -> tuple[LiveDriver, SimDri
 STEPS = st.lists(
     st.builds(
         Step,
-        kind=st.sampled_from(["arrive", "arrive", "ok", "ok", "reject", "wait", "lose", "back"]),
+        kind=st.sampled_from(
+            ["arrive", "arrive", "ok", "ok", "reject", "wait", "lose", "drain", "back"]
+        ),
         dt=st.sampled_from([0.0, 0.001, 0.0135, 0.25, 1.0, 2.5]),
         pick=st.integers(0, 50),
     ),
@@ -310,6 +326,28 @@ def test_a_lost_connection_fails_its_requests_in_dispatch_order_on_both_drivers(
     assert failed == [3, 2]
     dispatched = [(c[2], c[1]) for c in sim.pool.calls if c[0] == "dispatch"]
     assert dispatched[-2] == (5, "b1")  # not b3 while its connection is down
+
+
+def test_a_drained_connection_replays_what_it_never_answered_on_both_drivers() -> None:
+    steps = [
+        Step("arrive"),  # 1 -> b1
+        Step("arrive"),  # 2 -> b2
+        Step("arrive"),  # 3 -> b3
+        Step("arrive"),  # 4 -> b1
+        Step("drain", dt=0.01, pick=0),  # b1 closes: 1 and 4 replayed elsewhere
+    ]
+    live, sim = run_script("rr", steps)
+    assert live.pool.calls == sim.pool.calls
+    tail = [(c[0], c[1], c[2]) for c in sim.pool.calls[-6:]]
+    assert tail == [
+        ("complete", "b1", 1),
+        ("pick", 1, 1),
+        ("dispatch", "b2", 1),
+        ("complete", "b1", 4),
+        ("pick", 4, 1),
+        ("dispatch", "b3", 4),
+    ]
+    assert sorted(sim.live()) == [1, 2, 3, 4]
 
 
 def test_each_attempt_is_timed_from_its_own_dispatch() -> None:

@@ -72,6 +72,21 @@ def test_a_phase_update_keeps_the_rest_and_types_what_it_knows(tmp_path: Path) -
     assert phase.requests == 900
 
 
+def test_a_run_file_records_its_attempts_and_new_phases(tmp_path: Path) -> None:
+    """What the runner does across a run: an attempt, a block added, the end; only
+    ``save`` (and ``update_phase``) writes, so a handler on a full disk can wait."""
+    file = ManifestFile(tmp_path / "manifest.json", Manifest(run_id="r", status="running"))
+    file.add_attempt(started=1.0, phases_to_run=1)
+    file.add_phases([PhaseEntry(key="k", scenario="sp+sr", strategy="rr", replication=2)])
+    file.end_attempt(ended=2.0)
+    file.set(status="done", ended=2.0)
+    assert not (tmp_path / "manifest.json").exists()
+    file.save()
+    m = load(tmp_path / "manifest.json")
+    assert m.attempts == ({"started": 1.0, "phases_to_run": 1, "ended": 2.0},)
+    assert m.status == "done" and [p.cell for p in m.phases] == [("sp+sr", "rr", 2)]
+
+
 def test_a_manifest_without_a_version_reads_as_version_1(tmp_path: Path) -> None:
     """A simulated run written before the contract: its configs list, scenario names,
     per-phase status map and ``cpu_limit`` land in the fields that mean them."""

@@ -389,7 +389,32 @@ def test_probes_to_a_killed_server_are_lost_not_timed_out():
 
 
 def test_a_timeline_names_the_runs_servers_and_simulated_actions():
-    with pytest.raises(ConfigError, match="'drain' is not simulated"):
-        ServerEvent(1.0, "drain", "s1")
+    with pytest.raises(ConfigError, match="'pause' is not simulated"):
+        ServerEvent(1.0, "pause", "s1")
     with pytest.raises(ConfigError, match="'s9' is not one of the servers"):
         replace(small(), timeline=(ServerEvent(1.0, "kill", "s9"),))
+
+
+def test_a_drained_server_refuses_new_work_finishes_the_rest_and_loses_nothing():
+    cfg = config_from_mapping(
+        {"strategy": "rr", "servers": 3, "service": "exp:5ms", "users": 20, "think": "5ms",
+         "duration": "5s", "server_delay": "1ms"}
+    )  # fmt: skip
+    sim = Simulation(replace(cfg, timeline=(ServerEvent(1.0, "drain", "s2"),
+                                            ServerEvent(3.0, "restart", "s2"))))  # fmt: skip
+    result = sim.run()
+    t = result.requests.to_pandas()
+    t["t"] = t["t_sent"] - EPOCH
+    assert t["ok"].all()  # refused or unanswered requests went elsewhere
+    assert (t["attempts"] > 1).any()
+    assert not t.loc[t["t"].between(1.01, 3.0), "server"].eq("s2").any()
+    assert t.loc[t["t"] > 3.0, "server"].eq("s2").any()
+    assert result.counters["s2"]["faults"] == 0  # a drain is no fault of the server
+
+
+def test_a_drain_that_outlasts_its_deadline_ends_with_the_server():
+    cfg = small(strategy="rr", servers=2, service="fixed:400ms", rate=20, duration="3s")
+    _, t = _timed(replace(cfg, drain_timeout=0.5), ServerEvent(0.5, "drain", "s1"))
+    s1 = t[t["server"] == "s1"]
+    assert not s1.loc[s1["t"] > 1.01].shape[0]  # exited by 1.0 s
+    assert t["ok"].all()  # the unanswered ones were replayed on s2
