@@ -31,12 +31,16 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lblab.config import load_json_object
 from lblab.errors import ConfigError, ManifestError
 from lblab.files import write_bytes_atomically
-from lblab.windows import Window
+from lblab.verdicts import request_facts
+from lblab.windows import Window, throughput
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SCHEMA_VERSION = 2
 FIRST_VERSION = 1
@@ -171,6 +175,21 @@ class Manifest:
         if self.phase_configs:
             data["config"] = data.pop("phase_configs")
         return data
+
+
+def measured_fields(requests: pa.Table, window: Window) -> dict[str, Any]:
+    """A phase's ``window`` fields from its request rows, labelled by that window: what
+    the runner and the simulator both record (``ok_per_s_window`` None for an empty
+    window, which has no rate)."""
+    measured = request_facts(requests, window)
+    ok = measured["ok_in_window"]
+    return {
+        "window": window,
+        "measured": measured,
+        "requests_in_window": measured["requests_in_window"],
+        "ok_in_window": ok,
+        "ok_per_s_window": throughput(ok, window) if window.seconds > 0 else None,
+    }
 
 
 def _json_fields(value: PhaseEntry | Manifest) -> dict[str, Any]:

@@ -80,9 +80,8 @@ from lblab.loadtests.records import (
 )
 from lblab.loadtests.runconfig import RunConfig
 from lblab.loadtests.timeline import Timeline
-from lblab.manifest import Manifest, ManifestFile, PhaseEntry
+from lblab.manifest import Manifest, ManifestFile, PhaseEntry, measured_fields
 from lblab.results import MANIFEST, consolidate, drop_consolidated, to_arrow, write_part
-from lblab.verdicts import request_facts
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window
 
 EXIT_OK, EXIT_PHASE_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -650,15 +649,7 @@ class Runner:
             )
             labelled = self._label(table, phase, window)
             write_part(self.run_dir, "requests", phase.key, labelled)
-            measured = request_facts(labelled, window)
-            ok_inside = measured["ok_in_window"]
-            window_facts = {
-                "measured": measured,
-                "window": window,
-                "requests_in_window": measured["requests_in_window"],
-                "ok_in_window": ok_inside,
-                "ok_per_s_window": ok_inside / window.seconds if window.seconds > 0 else None,
-            }
+            window_facts = measured_fields(labelled, window)
         loaders = pc.value_counts(table["loader"].fill_null("unknown")).to_pylist()
         return {
             "load_start": load_start,

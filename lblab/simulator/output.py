@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lblab import __version__
-from lblab.manifest import Manifest, PhaseEntry, save
+from lblab.manifest import Manifest, PhaseEntry, measured_fields, save
 from lblab.results import MANIFEST, consolidate, write_part
 from lblab.simulator.config import EPOCH
 from lblab.simulator.run import SimResult
-from lblab.verdicts import judge, phase_facts, request_facts
-from lblab.windows import WINDOW_COLUMN, Window, throughput, with_window
+from lblab.verdicts import judge, phase_facts
+from lblab.windows import WINDOW_COLUMN, Window, with_window
 
 
 def _whole(requests: pa.Table) -> Window:
@@ -43,24 +43,16 @@ def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.
 def _phase(
     key: str, scenario: str, strategy: str, replication: int, requests: pa.Table, window: Window
 ) -> PhaseEntry:
-    measured = request_facts(requests, window)
-    ok_inside = measured["ok_in_window"]
-    checks = judge(phase_facts(window, measured))
-    return PhaseEntry(
+    facts = measured_fields(requests, window)
+    entry = PhaseEntry(
         key=key,
         scenario=scenario,
         strategy=strategy,
         replication=replication,
         status="done",
-        window=window,
         requests=requests.num_rows,
-        requests_in_window=measured["requests_in_window"],
-        ok_in_window=ok_inside,
-        ok_per_s_window=throughput(ok_inside, window),
-        measured=measured,
-        verdicts=tuple(checks["verdicts"]),
-        verdict=checks["verdict"],
     )
+    return entry.updated(**facts, **judge(phase_facts(window, facts["measured"])))
 
 
 def _software() -> dict[str, str]:
