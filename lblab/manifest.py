@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from lblab.config import load_json_object
 from lblab.errors import ConfigError, ManifestError
 from lblab.files import write_bytes_atomically
-from lblab.verdicts import request_facts
+from lblab.verdicts import Check, request_facts
 from lblab.windows import Window, throughput
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ class PhaseEntry:
     clocks: Mapping[str, Any] | None = None
     unaccounted: int | None = None
     """Requests the writers counted without a row (None: not counted, as in a simulation)."""
-    verdicts: tuple[Mapping[str, Any], ...] = ()
+    verdicts: tuple[Check, ...] = ()
     verdict: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -106,9 +106,9 @@ class PhaseEntry:
         used = self.harness_cpu.get("balancer")
         return float(sum(used)) if used else None
 
-    def checks_at(self, level: str) -> list[Mapping[str, Any]]:
+    def checks_at(self, level: str) -> list[Check]:
         """Its checks at ``level`` (``pass``, ``warn``, ``fail``, ``n/a``), in order."""
-        return [c for c in self.verdicts if c.get("level") == level]
+        return [c for c in self.verdicts if c.level == level]
 
     def updated(self, **facts: Any) -> PhaseEntry:
         """This entry with ``facts`` set: a typed field by its name (a ``Window`` or its
@@ -208,6 +208,8 @@ def _plain(value: Any) -> Any:
         return value.to_dict()
     if isinstance(value, PhaseEntry):
         return value.to_json()
+    if isinstance(value, Check):
+        return value.to_dict()
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
@@ -336,12 +338,23 @@ def _phase(entry: Any, where: str) -> PhaseEntry:
         loaders=_object(entry, "loaders", at),
         clocks=_object(entry, "clocks", at) if entry.get("clocks") is not None else None,
         unaccounted=_whole(entry, "unaccounted", at),
-        verdicts=tuple(_objects(entry, "verdicts", at)),
+        verdicts=tuple(
+            _check(c, f"{at}verdicts[{i}].") for i, c in enumerate(_list(entry, "verdicts", at))
+        ),
         verdict=_text(entry, "verdict", at),
         extra=rest,
     )
 
 
+def _check(item: Any, at: str) -> Check:
+    if isinstance(item, Check):
+        return item
+    if not isinstance(item, Mapping):
+        raise _Malformed(f"{at[:-1]} is a {type(item).__name__}, not an object")
+    return Check(*(_text(item, name, at, required=True) for name in _CHECK_FIELDS))
+
+
+_CHECK_FIELDS = tuple(f.name for f in fields(Check))
 _PHASE_FIELDS = frozenset(f.name for f in fields(PhaseEntry)) - {"extra"}
 _MANIFEST_FIELDS = frozenset(f.name for f in fields(Manifest)) - {"extra", "warmup_s"}
 

@@ -517,15 +517,12 @@ def phase_facts(window: Window, measured: Mapping[str, Any], **harness: Any) -> 
     )
 
 
-def summary_lines(phases: Iterable[tuple[str, Iterable[Mapping[str, Any]]]]) -> list[str]:
+def summary_lines(phases: Iterable[tuple[str, Iterable[Check]]]) -> list[str]:
     """Plain words for the terminal and the report: which phases not to trust, and why;
-    ``phases`` are (label, its checks as ``judge`` wrote them)."""
-    lines = []
-    for label, verdicts in phases:
-        for c in verdicts:
-            if c.get("level") in (WARN, FAIL):
-                lines.append(
-                    f"{label}: {c['name']} {c['level']}: {c['figure']}. "
-                    f"{c['why'][:1].upper()}{c['why'][1:]}."
-                )
-    return lines
+    ``phases`` are (label, its checks)."""
+    return [
+        f"{label}: {c.name} {c.level}: {c.figure}. {c.why[:1].upper()}{c.why[1:]}."
+        for label, checks in phases
+        for c in checks
+        if c.level in (WARN, FAIL)
+    ]

@@ -304,4 +304,4 @@ def cell_checks(manifest: Manifest) -> dict[tuple[str, str], Checks]:
 
 def _names(phases: list[PhaseEntry], level: str) -> tuple[str, ...]:
     """The checks at ``level`` in any of ``phases``, each once, in the order they run."""
-    return tuple(dict.fromkeys(str(c.get("name")) for p in phases for c in p.checks_at(level)))
+    return tuple(dict.fromkeys(c.name for p in phases for c in p.checks_at(level)))

@@ -103,7 +103,7 @@ def _phase_facts(manifest: Manifest, picks: pd.DataFrame) -> pd.DataFrame:
             if p.window is not None and cores is not None
             else math.nan
         )
-        failed = [v["name"] for v in p.checks_at("fail")]
+        failed = [v.name for v in p.checks_at("fail")]
         rows.append((p.strategy, p.scenario, p.replication, us, failed))
     facts = pd.DataFrame(
         rows, columns=["strategy", "scenario", "replication", "balancer_us", "failed_checks"]

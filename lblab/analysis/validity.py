@@ -26,7 +26,7 @@ def verdict_table(manifest: Manifest) -> pd.DataFrame:
     for p in manifest.checked_phases():
         row: dict[str, Any] = {"phase": p.label, "verdict": _verdict(p)}
         for check in p.verdicts:
-            row[check["name"]] = f"{check['level']}: {check['figure']}"
+            row[check.name] = f"{check.level}: {check.figure}"
         rows.append(row)
     return pd.DataFrame(rows).set_index("phase") if rows else pd.DataFrame()
 
@@ -37,7 +37,7 @@ def failed_phases(manifest: Manifest) -> list[tuple[str, str, int, str]]:
     return [
         (
             *p.cell,
-            "; ".join(f"{c['name']} fail: {c['figure']}" for c in p.checks_at(FAIL)),
+            "; ".join(f"{c.name} fail: {c.figure}" for c in p.checks_at(FAIL)),
         )
         for p in manifest.checked_phases()
         if p.verdict == FAIL
@@ -56,7 +56,7 @@ def _worst(levels: list[str]) -> str:
 
 
 def _flagged(p: PhaseEntry, level: str) -> list[str]:
-    return [str(c["name"]) for c in p.checks_at(level)]
+    return [c.name for c in p.checks_at(level)]
 
 
 def _grid(phases: list[PhaseEntry]) -> str:

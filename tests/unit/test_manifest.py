@@ -19,6 +19,7 @@ from lblab.manifest import (
     load,
     save,
 )
+from lblab.verdicts import Check
 from lblab.windows import Window
 
 
@@ -30,7 +31,8 @@ def _manifest() -> Manifest:
         window=Window(101.0, 111.0), requests=900, failures=3, requests_in_window=800,
         ok_in_window=798, ok_per_s_window=79.8, measured={"ok_in_window": 798},
         harness_cpu={"balancer": [0.2]}, loaders={"host-a": 900}, clocks={"workers": {}},
-        unaccounted=1, verdicts=({"name": "generator", "level": "pass"},), verdict="pass",
+        unaccounted=1, verdicts=(Check("generator", "pass", "5% of a core", "kept up"),),
+        verdict="pass",
         extra={"timeline": [], "picks": 40},
     )  # fmt: skip
     return Manifest(
@@ -122,6 +124,11 @@ def test_a_manifest_without_a_run_id_takes_its_folders_name(tmp_path: Path) -> N
             '{"run_id": "r", "phases": [{"key": "k", "scenario": "s", "strategy": "rr", '
             '"replication": 1, "window": {"start": "x"}}]}',
             "phases[0].window is",
+        ),
+        (
+            '{"run_id": "r", "phases": [{"key": "k", "scenario": "s", "strategy": "rr", '
+            '"replication": 1, "verdicts": [{"name": "generator"}]}]}',
+            "phases[0].verdicts[0].level is missing",
         ),
     ],
 )

@@ -202,8 +202,8 @@ def harness_flags(manifest: Manifest) -> dict[tuple[str, str], list[str]]:
     for phase in manifest.phases:
         found = flags.setdefault((phase.strategy, phase.scenario), set())
         for check in phase.verdicts:
-            if check.get("name") in HARNESS_CHECKS and check.get("level") in (WARN, FAIL):
-                found.add(f"{check['name']} {check['level']}")
+            if check.name in HARNESS_CHECKS and check.level in (WARN, FAIL):
+                found.add(f"{check.name} {check.level}")
     return {key: sorted(found) for key, found in flags.items()}
 
 
