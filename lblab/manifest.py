@@ -280,7 +280,7 @@ def _manifest(body: Mapping[str, Any]) -> Manifest:
         body = {**body, "phase_configs": body["config"], "config": None}
     warmup = body.get("warmup")
     rest = {k: v for k, v in body.items() if k not in _MANIFEST_FIELDS and k != "warmup"}
-    phases = _list(body, "phases", "phases")
+    phases = _list(body, "phases", "")
     return Manifest(
         run_id=_text(body, "run_id", "", required=True),
         simulated=_flag(body, "simulated", ""),

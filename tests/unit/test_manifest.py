@@ -117,7 +117,7 @@ def test_a_manifest_without_a_run_id_takes_its_folders_name(tmp_path: Path) -> N
         ('{"run_id": "r", "schema_version": "2"}', "unknown schema_version '2'"),
         ("{run_id: r", "not valid JSON"),
         ("[1, 2]", "not an object"),
-        ('{"run_id": "r", "phases": "none"}', "phases is a str, not a list"),
+        ('{"run_id": "r", "phases": "none"}', "json: phases is a str, not a list"),
         ('{"run_id": "r", "phases": [{"key": "k"}]}', "phases[0].scenario is missing"),
         ('{"run_id": "r", "status": "fine"}', "status is 'fine', not one of running"),
         (
