@@ -278,7 +278,7 @@ class _Malformed(ValueError):
 def _manifest(body: Mapping[str, Any]) -> Manifest:
     if isinstance(body.get("config"), list):
         body = {**body, "phase_configs": body["config"], "config": None}
-    warmup = body.get("warmup")
+    warmup = _object(body, "warmup", "")
     rest = {k: v for k, v in body.items() if k not in _MANIFEST_FIELDS and k != "warmup"}
     phases = _list(body, "phases", "")
     return Manifest(
@@ -290,7 +290,7 @@ def _manifest(body: Mapping[str, Any]) -> Manifest:
         phase_configs=tuple(_objects(body, "phase_configs", "")),
         scenarios=tuple(_objects(body, "scenarios", "")),
         strategies=tuple(str(s) for s in _list(body, "strategies", "")),
-        warmup_s=_number(warmup, "seconds", "warmup.") if isinstance(warmup, Mapping) else None,
+        warmup_s=_number(warmup, "seconds", "warmup."),
         software=_object(body, "software", ""),
         host=_object(body, "host", ""),
         testbed=_object(body, "testbed", ""),
@@ -400,7 +400,8 @@ def _whole(data: Mapping[str, Any], name: str, at: str, required: bool = False) 
     value = _present(data, name, at, required)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole:
         raise _Malformed(f"{at}{name} is {value!r}, not a whole number")
     return int(value)
 

@@ -120,6 +120,12 @@ def test_a_manifest_without_a_run_id_takes_its_folders_name(tmp_path: Path) -> N
         ('{"run_id": "r", "phases": "none"}', "json: phases is a str, not a list"),
         ('{"run_id": "r", "phases": [{"key": "k"}]}', "phases[0].scenario is missing"),
         ('{"run_id": "r", "status": "fine"}', "status is 'fine', not one of running"),
+        ('{"run_id": "r", "warmup": {"seconds": "2s"}}', "warmup.seconds is '2s', not a number"),
+        (
+            '{"run_id": "r", "phases": [{"key": "k", "scenario": "s", "strategy": "rr", '
+            '"replication": NaN}]}',
+            "phases[0].replication is nan, not a whole number",
+        ),
         (
             '{"run_id": "r", "phases": [{"key": "k", "scenario": "s", "strategy": "rr", '
             '"replication": 1, "window": {"start": "x"}}]}',
