@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from lblab.config import load_json_object
 from lblab.errors import ConfigError, ManifestError
 from lblab.files import write_bytes_atomically
+from lblab.scenarios import Cell
 from lblab.verdicts import Check, request_facts
 from lblab.windows import Window, throughput
 
@@ -120,6 +121,27 @@ class PhaseEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ScenarioEntry:
+    """A scenario the run ran: its name and, for a live run, its request shapes and its
+    load (``LoadConfig.facts()`` with ``count``, ``duration_s`` and ``warmup_s``)."""
+
+    name: str
+    cells: tuple[Cell, ...] = ()
+    load: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.cells:
+            out["cells"] = [
+                {"name": c.name, "package_bytes": c.package_bytes, "work_bytes": c.work_bytes}
+                for c in self.cells
+            ]
+        if self.load:
+            out["load"] = _plain(self.load)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Manifest:
     """A run: what was asked and resolved, on what it ran, and each phase."""
 
@@ -132,8 +154,8 @@ class Manifest:
     """A live run's experiment as resolved (``RunConfig.raw``); empty for a simulation."""
     phase_configs: tuple[Mapping[str, Any], ...] = ()
     """A simulated run's ``SimConfig.describe()`` of each phase, in phase order."""
-    scenarios: tuple[Mapping[str, Any], ...] = ()
-    """Each scenario run, in order: ``name``, and for a live run its ``cells`` and ``load``."""
+    scenarios: tuple[ScenarioEntry, ...] = ()
+    """Each scenario run, in the run's order."""
     strategies: tuple[str, ...] = ()
     warmup_s: float | None = None
     software: Mapping[str, Any] = field(default_factory=dict)
@@ -149,9 +171,9 @@ class Manifest:
     phases: tuple[PhaseEntry, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def scenario(self, name: str) -> Mapping[str, Any]:
-        """The scenario entry named ``name`` (empty when the run has none)."""
-        return next((s for s in self.scenarios if s.get("name") == name), {})
+    def scenario(self, name: str) -> ScenarioEntry | None:
+        """The scenario entry named ``name`` (None when the run has none)."""
+        return next((s for s in self.scenarios if s.name == name), None)
 
     def windows(self) -> dict[tuple[str, str, int], Window]:
         """(scenario, strategy, replication) -> measured window, for every phase that has
@@ -206,7 +228,7 @@ def _json_fields(value: PhaseEntry | Manifest) -> dict[str, Any]:
 def _plain(value: Any) -> Any:
     if isinstance(value, Window):
         return value.to_dict()
-    if isinstance(value, PhaseEntry):
+    if isinstance(value, PhaseEntry | ScenarioEntry):
         return value.to_json()
     if isinstance(value, Check):
         return value.to_dict()
@@ -288,7 +310,9 @@ def _manifest(body: Mapping[str, Any]) -> Manifest:
         config_given=_object(body, "config_given", ""),
         config=_object(body, "config", ""),
         phase_configs=tuple(_objects(body, "phase_configs", "")),
-        scenarios=tuple(_objects(body, "scenarios", "")),
+        scenarios=tuple(
+            _scenario(s, f"scenarios[{i}].") for i, s in enumerate(_list(body, "scenarios", ""))
+        ),
         strategies=tuple(str(s) for s in _list(body, "strategies", "")),
         warmup_s=_number(warmup, "seconds", "warmup."),
         software=_object(body, "software", ""),
@@ -344,6 +368,23 @@ def _phase(entry: Any, where: str) -> PhaseEntry:
         verdict=_text(entry, "verdict", at),
         extra=rest,
     )
+
+
+def _scenario(item: Any, at: str) -> ScenarioEntry:
+    if isinstance(item, ScenarioEntry):
+        return item
+    if not isinstance(item, Mapping):
+        raise _Malformed(f"{at[:-1]} is a {type(item).__name__}, not an object")
+    cells = []
+    for j, c in enumerate(_objects(item, "cells", at)):
+        where = f"{at}cells[{j}]."
+        sizes = (_whole(c, "package_bytes", where, True), _whole(c, "work_bytes", where, True))
+        try:
+            cells.append(Cell(_text(c, "name", where, required=True), *sizes))
+        except ConfigError as exc:
+            raise _Malformed(f"{where[:-1]}: {exc}") from None
+    load = _object(item, "load", at)
+    return ScenarioEntry(name=_text(item, "name", at, required=True), cells=tuple(cells), load=load)
 
 
 def _check(item: Any, at: str) -> Check:

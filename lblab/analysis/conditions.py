@@ -113,7 +113,7 @@ def conditions(manifest: Manifest, strategy: str, scenario: str) -> dict[str, st
 def _live(manifest: Manifest, strategy: str, scenario: str) -> dict[str, str]:
     config = manifest.config
     entry = manifest.scenario(scenario)
-    load = {**_dict(config.get("load")), **_dict(entry.get("load"))}
+    load = {**_dict(config.get("load")), **(entry.load if entry is not None else {})}
     out: dict[str, Any] = {MODEL: load.get("model")}
     if load.get("model") == "open":
         out |= {RATE: load.get("rate"), "arrival": load.get("arrival")}
@@ -154,9 +154,8 @@ def _live(manifest: Manifest, strategy: str, scenario: str) -> dict[str, str]:
         )
     )
     out["warm-up"] = None if warmup is None else f"{warmup:g} s"
-    cells = [_dict(c) for c in entry.get("cells") or []]
-    if cells:
-        out[SHAPES] = _shapes([(c.get("package_bytes"), c.get("work_bytes")) for c in cells])
+    if entry is not None and entry.cells:
+        out[SHAPES] = _shapes([(c.package_bytes, c.work_bytes) for c in entry.cells])
     testbed = manifest.testbed
     layout = _dict(testbed.get("cpu_layout"))
     servers = _dict(testbed.get("servers"))

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from lblab.manifest import Manifest, save
+from lblab.manifest import Manifest, ScenarioEntry, save
 from lblab.results import ERROR_KINDS, MANIFEST, consolidate, to_arrow, write_part
 from lblab.strategy_names import THESIS_FIVE
 
@@ -119,7 +119,7 @@ def write_synthetic_run(
         cpu_limit_method="none",
         started=1_700_000_000.0,
         strategies=tuple(strategies),
-        scenarios=tuple({"name": s} for s in scenarios),
+        scenarios=tuple(ScenarioEntry(name=s) for s in scenarios),
         extra={"synthetic": True, "seed": seed, "replications": replications},
     )
     save(run_dir / MANIFEST, manifest)

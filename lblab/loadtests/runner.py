@@ -80,7 +80,7 @@ from lblab.loadtests.records import (
 )
 from lblab.loadtests.runconfig import RunConfig
 from lblab.loadtests.timeline import Timeline
-from lblab.manifest import Manifest, ManifestFile, PhaseEntry, measured_fields
+from lblab.manifest import Manifest, ManifestFile, PhaseEntry, ScenarioEntry, measured_fields
 from lblab.results import MANIFEST, consolidate, drop_consolidated, to_arrow, write_part
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window
 
@@ -171,14 +171,7 @@ def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Man
         config_given=given,
         config=config.raw,
         scenarios=tuple(
-            {
-                "name": s.name,
-                "cells": [
-                    {"name": c.name, "package_bytes": c.package_bytes, "work_bytes": c.work_bytes}
-                    for c in s.cells
-                ],
-                "load": _load_dict(config, s.name),
-            }
+            ScenarioEntry(name=s.name, cells=s.cells, load=_load_dict(config, s.name))
             for s in config.scenarios
         ),
         adaptive=_adaptive_facts(config),

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lblab import __version__
-from lblab.manifest import Manifest, PhaseEntry, measured_fields, save
+from lblab.manifest import Manifest, PhaseEntry, ScenarioEntry, measured_fields, save
 from lblab.results import MANIFEST, consolidate, write_part
 from lblab.simulator.config import EPOCH
 from lblab.simulator.run import SimResult
@@ -98,7 +98,9 @@ def write_run(
         simulated=True,
         status="done",
         phase_configs=tuple(r.config.describe() for r in results),
-        scenarios=tuple({"name": s} for s in sorted({r.config.scenario for r in results})),
+        scenarios=tuple(
+            ScenarioEntry(name=s) for s in sorted({r.config.scenario for r in results})
+        ),
         strategies=tuple(sorted({r.config.strategy for r in results})),
         software=_software(),
         host={"machine": platform.machine(), "system": platform.system()},

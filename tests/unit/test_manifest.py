@@ -15,10 +15,12 @@ from lblab.manifest import (
     Manifest,
     ManifestFile,
     PhaseEntry,
+    ScenarioEntry,
     from_json,
     load,
     save,
 )
+from lblab.scenarios import Cell
 from lblab.verdicts import Check
 from lblab.windows import Window
 
@@ -37,7 +39,10 @@ def _manifest() -> Manifest:
     )  # fmt: skip
     return Manifest(
         run_id="quick-1", simulated=False, status="done", config_given={"preset": "quick"},
-        config={"run": {"duration": "10s"}}, scenarios=({"name": "sp+sr", "cells": []},),
+        config={"run": {"duration": "10s"}},
+        scenarios=(
+            ScenarioEntry(name="sp+sr", cells=(Cell("sp+sr", 100, 10_000),), load={"users": 4}),
+        ),
         strategies=("rr",), warmup_s=2.0, software={"python": "3.11"}, host={"cpus": 2},
         testbed={"kind": "local"}, cpu_limit_method="cgroup", started=99.0, ended=120.0,
         collected=130.0, attempts=({"started": 99.0, "ended": 120.0},),
@@ -100,7 +105,7 @@ def test_a_manifest_without_a_version_reads_as_version_1(tmp_path: Path) -> None
     (tmp_path / "manifest.json").write_text(json.dumps(old))
     m = load(tmp_path / "manifest.json")
     assert m.config == {} and m.phase_configs == ({"strategy": "rr"},)
-    assert m.scenarios == ({"name": "sp+sr"},) and m.status == "done"
+    assert m.scenarios == (ScenarioEntry(name="sp+sr"),) and m.status == "done"
     assert m.cpu_limit_method == "simulated" and m.phases[0].status == "done"
 
 
@@ -121,6 +126,11 @@ def test_a_manifest_without_a_run_id_takes_its_folders_name(tmp_path: Path) -> N
         ('{"run_id": "r", "phases": [{"key": "k"}]}', "phases[0].scenario is missing"),
         ('{"run_id": "r", "status": "fine"}', "status is 'fine', not one of running"),
         ('{"run_id": "r", "warmup": {"seconds": "2s"}}', "warmup.seconds is '2s', not a number"),
+        (
+            '{"run_id": "r", "scenarios": [{"name": "s", "cells": [{"name": "c", '
+            '"package_bytes": -1, "work_bytes": 1}]}]}',
+            "scenarios[0].cells[0]: cell c: sizes must be 0 or more",
+        ),
         (
             '{"run_id": "r", "phases": [{"key": "k", "scenario": "s", "strategy": "rr", '
             '"replication": NaN}]}',
