@@ -13,7 +13,7 @@ its missing KEEPALIVE answers: silent for ``HUNG_AFTER_S`` it is ejected (counte
 the pool's backoff) and held DOWN for as long as the silence lasts, so no ejection can
 run out into a backend that still cannot answer; its in-flight requests end at
 ``--request-timeout``. Once it answers again it is UP when its ejection has run out,
-and slow start eases it back in. Silent for ``MAX_LIFETIME_MS`` its connection is
+and slow start eases it back in. Silent for ``SILENT_LOST_S`` its connection is
 closed and reopened.
 
 ``BackendConnection`` walks the backend's frames: PAYLOAD and ERROR go back to the
@@ -34,6 +34,7 @@ from typing import cast
 import orjson
 
 from lblab.backoff import RECONNECT_BASE_S, RECONNECT_MAX_S, jittered_backoff
+from lblab.balancer.health import HUNG_AFTER_S, SILENT_LOST_S
 from lblab.balancer.outbox import RoutedConnection
 from lblab.balancer.streams import ClientPort, ProbeStream, Stream
 from lblab.balancer.wiring import Wiring
@@ -55,12 +56,6 @@ log = logging.getLogger("lblab.balancer.backend")
 KEEPALIVE_MS = 1_000
 """Our KEEPALIVE interval toward backends: one 9-byte frame a second per backend is
 nothing, and it bounds how long a hung backend goes unnoticed."""
-HUNG_AFTER_S = 3.0
-"""A backend that has sent nothing for this long (two missed KEEPALIVE answers and
-more) is ejected as hung. A healthy lblab server answers within milliseconds even when
-saturated, because its work runs off the event loop."""
-MAX_LIFETIME_MS = 30_000
-"""A backend silent this long (6 missed keepalive answers) is treated as lost."""
 CONNECT_TIMEOUT_S = 3.0
 BACKEND_WRITE_HIGH_BYTES = 4 * 1024 * 1024
 """Pause the clients feeding a backend once this much is queued toward it: 4 MiB holds
@@ -115,7 +110,7 @@ class BackendConnection(RoutedConnection):
         reports, lease = wiring.events.setup_wants()
         setup = Setup(
             keepalive_ms=KEEPALIVE_MS,
-            max_lifetime_ms=MAX_LIFETIME_MS,
+            max_lifetime_ms=round(SILENT_LOST_S * 1000),
             metadata_mime=COMPOSITE_METADATA,
             data_mime=APPLICATION_JSON,
             data=orjson.dumps({"client": "lblab-balancer", "reports": list(reports)}),

@@ -25,6 +25,15 @@ from dataclasses import dataclass
 
 from lblab.errors import ConfigError
 
+HUNG_AFTER_S = 3.0
+"""A backend that has sent nothing for this long (two missed KEEPALIVE answers and
+more) is ejected as hung (``balancer/backend.py``; the simulator's balancers too). A
+healthy lblab server answers within milliseconds even when saturated, because its work
+runs off the event loop."""
+SILENT_LOST_S = 30.0
+"""A backend silent this long (six missed KEEPALIVE answers) is treated as lost: its
+connection is closed and reconnected."""
+
 SLOW_START_MIN_FACTOR = 0.1
 """Envoy's ``min_weight_percent`` default: a recovering backend gets at least 10 %."""
 

@@ -65,7 +65,7 @@ STOP_MESSAGE = "the balancer is stopping"
 """The CONNECTION_CLOSE message toward clients and backends."""
 LIFETIME_CHECK_S = 0.25
 """How often connections are checked against their peers' max lifetime, and backends
-for silence (``backend.HUNG_AFTER_S``)."""
+for silence (``health.HUNG_AFTER_S``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -168,8 +168,17 @@ class SimBalancer(Generic[Request]):
                 yield req, False
         pool.set_state(backend, Health.DOWN, now)
 
+    def hung(self, balancer: int, server: int, now: float) -> None:
+        """Balancer ``balancer`` has heard nothing from ``server`` for ``HUNG_AFTER_S``:
+        ejected and held down until it answers (``BalancerNode.backend_hung``)."""
+        pool = self.pools[balancer]
+        backend = pool.views[server].id
+        pool.set_state(backend, Health.EJECTED, now)
+        pool.set_state(backend, Health.DOWN, now)
+
     def connection_back(self, balancer: int, server: int, now: float) -> None:
-        """Balancer ``balancer`` reconnected to ``server``: it is up in that pool again."""
+        """Balancer ``balancer`` reconnected to ``server``, or a hung one answers again:
+        it is up in that pool again."""
         pool = self.pools[balancer]
         pool.set_state(pool.views[server].id, Health.UP, now)
 

@@ -68,7 +68,7 @@ PROBE_COST_S = 40e-6
 process's CPU (user + system from ``/proc/PID/stat``) per probe answered: decoding,
 answering and the socket calls, all on the event loop."""
 
-SIMULATED_ACTIONS = ("kill", "drain", "restart", "slow")
+SIMULATED_ACTIONS = ("kill", "drain", "restart", "slow", "pause", "resume")
 """The timeline events the simulator runs (``ServerEvent``); a live run has more."""
 
 EPOCH = 1_700_000_000.0
@@ -114,8 +114,9 @@ class ServerEvent:
     """A live run's timeline event, in the simulator (``simulator.run``): at ``at``
     simulated seconds, ``kill`` the server (its balancers lose their connections and
     reconnect with the live backoff), ``drain`` it (SIGTERM: it refuses new requests,
-    finishes the others and exits), ``restart`` it, or ``slow`` it (every service time
-    times ``factor`` plus ``add_ms`` from then on; 1 and 0 undo it)."""
+    finishes the others and exits), ``restart`` it, ``slow`` it (every service time
+    times ``factor`` plus ``add_ms`` from then on; 1 and 0 undo it), ``pause`` it
+    (SIGSTOP: alive, connected and silent) or ``resume`` it."""
 
     at: float
     action: str

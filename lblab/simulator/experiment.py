@@ -23,9 +23,9 @@ the agent interval and the number of balancers. A phase sends for warm-up plus
 duration; its measured window is a live phase's: the first send plus the warm-up to the
 end of the load (``lblab/windows.py``).
 
-The timeline's ``kill``, ``drain``, ``restart`` and ``slow`` (with its ``duration``)
-run as ``simulator/run.py`` describes; the other actions (``add``, ``remove``,
-``pause``, ``resume``) are refused before the run starts. Not simulated (yet) either:
+The timeline's ``kill``, ``drain``, ``restart``, ``slow`` and ``pause`` (these two
+with their ``duration``) and ``resume`` run as ``simulator/run.py`` describes; ``add``
+and ``remove`` (a pool that changes its members) are refused before the run starts. Not simulated (yet) either:
 the start-up of a restarted server (it takes requests at once), Locust's spawn rate
 (every user starts at once), a think time's spread (uniform between its two bounds
 live, its mean here), and adaptive blocks: the run's ``replications`` blocks run, and

@@ -19,8 +19,9 @@ next request to start; on a server with a free worker it costs only idle time.
 A live run's timeline acts on the server: ``kill`` loses what it queued and served (each
 attempt carries the server's ``epoch`` when it started, so a completion of a killed
 server's attempt is dropped), ``drain`` marks it refusing new work (the driver refuses
-and ends it), ``restart`` takes requests again, ``slow`` scales every service time from
-then on (``simulator.slowdown.Slowed``).
+and ends it), ``pause`` freezes it (the attempts in service keep their remaining time,
+arrivals queue) until ``resume``, ``restart`` takes requests again, ``slow`` scales
+every service time from then on (``simulator.slowdown.Slowed``).
 """
 
 from __future__ import annotations
@@ -58,12 +59,15 @@ class SimServer:
         "_done",
         "_env",
         "_epoch",
+        "_frozen",
+        "_held",
         "_last_t",
         "_mean_s",
         "_model",
         "_normal",
         "_rng",
         "_scale",
+        "_serving",
         "_stolen",
         "alive",
         "busy",
@@ -72,6 +76,7 @@ class SimServer:
         "draining",
         "id",
         "index",
+        "paused",
         "queue",
         "workers",
     )
@@ -109,16 +114,23 @@ class SimServer:
         self.alive = True
         self.draining = False
         """Refuses new requests and exits once empty (the driver's ``drain``)."""
+        self.paused = False
+        """SIGSTOP: nothing runs; arrivals queue (``pause``)."""
         self._epoch = 0
+        self._serving: dict[Job, float] = {}
+        """In-service attempts and when each finishes (what a pause freezes)."""
+        self._frozen: list[tuple[Job, float]] = []
+        self._held = 0
+        """Workers a pause holds (busy, but taking no CPU: not in ``busy``)."""
 
     @property
     def load(self) -> int:
         """Requests at the server: queued plus in service."""
-        return self.busy + len(self.queue)
+        return self.busy + self._held + len(self.queue)
 
     def est_wait_ms(self) -> float:
         """The server's estimate of the work ahead of a new request (mean service based)."""
-        return (self.busy + len(self.queue)) * self._mean_s * 1000.0 / self.workers
+        return self.load * self._mean_s * 1000.0 / self.workers
 
     def slow_window(self, start: float, end: float, seconds: float) -> None:
         """Serve requests that start in ``[start, end)`` in ``seconds`` (``simulator.slowdown``)."""
@@ -133,8 +145,37 @@ class SimServer:
 
     @property
     def epoch(self) -> int:
-        """How many times it was killed (a new process starts a new epoch)."""
+        """Changes at every kill and pause: a completion timer of an earlier epoch is void."""
         return self._epoch
+
+    def pause(self) -> None:
+        """SIGSTOP: the attempts in service stop where they are (their remaining time is
+        kept), and arrivals queue; the workers take no CPU meanwhile."""
+        now = self._env._now
+        self._area += self.busy * (now - self._last_t)
+        self._last_t = now
+        self._held, self.busy = self.busy, 0
+        self._frozen = [(job, due - now) for job, due in self._serving.items()]
+        self._serving.clear()
+        self.paused = True
+        self._epoch += 1
+
+    def resume(self) -> None:
+        """SIGCONT: the frozen attempts run on for what they had left, then the queue."""
+        if not self.paused:
+            return
+        env = self._env
+        now = env._now
+        self._last_t = now
+        self.busy, self._held = self._held, 0
+        self.paused = False
+        for job, left in self._frozen:
+            job.epoch = self._epoch
+            self._serving[job] = now + left
+            at(env, left, self._finish, job)
+        self._frozen = []
+        while self.queue and self.busy < self.workers:
+            self._start(self.queue.popleft())
 
     def drain(self) -> None:
         """SIGTERM: refuse new requests from now on, finish the ones taken."""
@@ -145,11 +186,13 @@ class SimServer:
         now = self._env._now
         self._area += self.busy * (now - self._last_t)
         self._last_t = now
-        self.busy = 0
+        self.busy = self._held = 0
         self.queue.clear()
+        self._serving.clear()
+        self._frozen = []
         self._stolen = 0.0
         self.alive = False
-        self.draining = False
+        self.draining = self.paused = False
         self._epoch += 1
 
     def restart(self) -> None:
@@ -158,6 +201,11 @@ class SimServer:
 
     def offer(self, job: Job) -> bool:
         """Queue or start ``job``; False (and nothing done) if the server is at capacity."""
+        if self.paused:
+            if self.capacity is not None and self.load >= self.capacity:
+                return False
+            self.queue.append(job)
+            return True
         if self.busy < self.workers:
             if self.capacity is not None and self.busy >= self.capacity:
                 return False
@@ -193,11 +241,13 @@ class SimServer:
             self._stolen = 0.0
         job.service_s = s
         job.epoch = self._epoch
+        self._serving[job] = now + s
         at(env, s, self._finish, job)
 
     def _finish(self, job: Job) -> None:
         if job.epoch != self._epoch:
-            return  # served by a process that was killed since
+            return  # its timer is void: the process was killed, or paused, since
+        del self._serving[job]
         now = self._env._now
         self._area += self.busy * (now - self._last_t)
         self._last_t = now

@@ -53,7 +53,11 @@ Requests on their way to a killed server are dropped there (their balancer fails
 and so are probes (lost, not timed out). ``drain`` is SIGTERM to a live server: it
 refuses new requests (REJECTED: replayed elsewhere), finishes what it took, then exits
 (at the latest ``drain_timeout`` later) with CONNECTION_CLOSE, so its balancers replay
-what it never answered. ``restart`` takes requests again; ``slow`` scales every service
+what it never answered. ``pause`` is SIGSTOP: the server keeps what it has and queues
+what arrives, silent; after ``HUNG_AFTER_S`` of silence its balancers eject it and hold
+it down, after ``SILENT_LOST_S`` they close the connection (its requests fail) and
+reconnect; ``resume`` lets it run on, and balancers that only held it down take it back
+once they hear from it. ``restart`` takes requests again; ``slow`` scales every service
 time from then on.
 
 An agent samples every server each ``report_period``: utilisation (busy fraction of the
@@ -78,6 +82,7 @@ import pyarrow as pa
 import simpy
 
 from lblab.backoff import RECONNECT_BASE_S, RECONNECT_MAX_S, jittered_backoff
+from lblab.balancer.health import HUNG_AFTER_S, SILENT_LOST_S
 from lblab.balancer.pool import COUNTER_NAMES, BackendCounters, BackendSpec, Pool
 from lblab.balancer.probes import PROBE_TIMEOUT_S
 from lblab.balancer.strategies.base import Interaction, RequestView, Strategy
@@ -494,6 +499,10 @@ class Simulation:
         if not server.alive:
             at(self.env, self._delay[i], self._on_probe_lost, (balancer, i))
             return
+        if server.paused:  # no answer: the prober gives it up at its deadline
+            at(self.env, max(PROBE_TIMEOUT_S - 2 * self._delay[i], 0.0), self._on_probe_timeout,
+               (balancer, i))  # fmt: skip
+            return
         server.charge(self._probe_cost)
         rif = server.load
         estimate = self._rif_latency[i].estimate(rif)
@@ -517,6 +526,10 @@ class Simulation:
         balancer, i = probe
         self.pools[balancer].probe_lost(self.names[i], timed_out=False)
 
+    def _on_probe_timeout(self, probe: tuple[int, int]) -> None:
+        balancer, i = probe
+        self.pools[balancer].probe_lost(self.names[i], timed_out=True)
+
     # ---- timeline ------------------------------------------------------------------
 
     def _on_event(self, event: ServerEvent) -> None:
@@ -535,8 +548,43 @@ class Simulation:
                     at(self.env, self.cfg.drain_timeout, self._on_drain_deadline, (i, server.epoch))
         elif event.action == "restart":
             server.restart()
+        elif event.action == "pause":
+            if server.alive and not server.paused:
+                server.pause()
+                silent = (i, server.epoch)
+                at(self.env, self._delay[i] + HUNG_AFTER_S, self._on_silent, silent)
+                at(self.env, self._delay[i] + SILENT_LOST_S, self._on_silent_too_long, silent)
+        elif event.action == "resume":
+            if server.paused:
+                server.resume()
+                at(self.env, self._delay[i], self._on_answering, i)
         else:
             server.slow(event.factor, event.add_ms / 1000.0)
+
+    def _on_silent(self, silent: tuple[int, int]) -> None:
+        """A paused server has been silent for ``HUNG_AFTER_S``: every balancer holds it
+        down as hung until it answers again."""
+        i, epoch = silent
+        server = self.servers[i]
+        if server.paused and server.epoch == epoch:
+            self._hung[i] = True
+            for b in range(self._balancers):
+                self.balancer.hung(b, i, self.env._now)
+
+    def _on_silent_too_long(self, silent: tuple[int, int]) -> None:
+        """Silent for ``SILENT_LOST_S``: the balancers close the connection (and fail what
+        was in flight) and reconnect, in vain while the server stays paused."""
+        i, epoch = silent
+        server = self.servers[i]
+        if server.paused and server.epoch == epoch:
+            self._hung[i] = False
+            self._on_lost((i, False))  # its backlog, served after a resume, finds no one
+
+    def _on_answering(self, i: int) -> None:
+        if self._hung[i]:
+            self._hung[i] = False
+            for b in range(self._balancers):
+                self.balancer.connection_back(b, i, self.env._now)
 
     def _on_drain_deadline(self, drain: tuple[int, int]) -> None:
         i, epoch = drain
@@ -574,7 +622,8 @@ class Simulation:
 
     def _on_reconnect(self, attempt: tuple[int, int, int]) -> None:
         b, i, failures = attempt
-        if self.servers[i].alive:
+        server = self.servers[i]
+        if server.alive and not server.paused:
             self.balancer.connection_back(b, i, self.env._now)
         elif self._finished < self._requests:
             self._reconnect_later((b, i, failures + 1))
@@ -658,6 +707,8 @@ class Simulation:
         wall0 = time.perf_counter()
         self._last_sample = [(0.0, 0, 0)] * len(self.servers)
         self._refused = [0] * len(self.servers)
+        self._hung = [False] * len(self.servers)
+        """Held down by its balancers for silence (``pause``), not yet answering again."""
         self._start_clients()
         at(self.env, self.cfg.report_period, self._sample)
         at(self.env, self.cfg.tick_period, self._tick)

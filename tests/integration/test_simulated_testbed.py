@@ -98,14 +98,14 @@ def test_a_simulated_run_is_not_resumed_and_has_no_twin(simulated_run, tmp_path)
 def test_the_simulated_testbed_refuses_what_it_does_not_model(tmp_path) -> None:
     config = tmp_path / "timeline.toml"
     config.write_text(
-        '[testbed]\nkind = "simulated"\n\n[[timeline]]\nat = 1\naction = "pause"\nserver = "s1"\n'
+        '[testbed]\nkind = "simulated"\n\n[[timeline]]\nat = 1\naction = "remove"\nserver = "s1"\n'
     )
-    out = lblab("run", "--config", str(config), "--out", str(tmp_path / "paused"))
+    out = lblab("run", "--config", str(config), "--out", str(tmp_path / "removed"))
     assert out.returncode == 2
-    assert "timeline: 'pause' is not simulated; the simulator runs kill, drain, restart, slow" in (
+    assert "timeline: 'remove' is not simulated; the simulator runs kill, drain, restart" in (
         out.stderr
     )
-    assert not (tmp_path / "paused").exists()
+    assert not (tmp_path / "removed").exists()
     bad = tmp_path / "service.toml"
     bad.write_text('[testbed]\nkind = "simulated"\nservice = "json:a=-1ms"\n')
     out = lblab("run", "--config", str(bad), "--out", str(tmp_path / "never"))

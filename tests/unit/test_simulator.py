@@ -389,8 +389,8 @@ def test_probes_to_a_killed_server_are_lost_not_timed_out():
 
 
 def test_a_timeline_names_the_runs_servers_and_simulated_actions():
-    with pytest.raises(ConfigError, match="'pause' is not simulated"):
-        ServerEvent(1.0, "pause", "s1")
+    with pytest.raises(ConfigError, match="'add' is not simulated"):
+        ServerEvent(1.0, "add", "s1")
     with pytest.raises(ConfigError, match="'s9' is not one of the servers"):
         replace(small(), timeline=(ServerEvent(1.0, "kill", "s9"),))
 
@@ -418,3 +418,32 @@ def test_a_drain_that_outlasts_its_deadline_ends_with_the_server():
     s1 = t[t["server"] == "s1"]
     assert not s1.loc[s1["t"] > 1.01].shape[0]  # exited by 1.0 s
     assert t["ok"].all()  # the unanswered ones were replayed on s2
+
+
+def test_a_paused_server_is_held_down_as_hung_and_answers_its_backlog_after_resume():
+    cfg = small(strategy="rr", servers=3, rate=200, duration="10s", server_delay="1ms")
+    result, t = _timed(cfg, ServerEvent(1.0, "pause", "s2"), ServerEvent(6.0, "resume", "s2"))
+    assert t["ok"].all()  # nothing failed: paused requests wait, then are answered
+    s2 = t[t["server"] == "s2"]
+    hung_at = 1.0 + 0.001 + 3.0  # the delay, then HUNG_AFTER_S of silence
+    assert not s2["t"].between(hung_at + 0.01, 6.0).any()  # ejected, held down
+    waited = s2[s2["t"].between(1.01, hung_at - 0.01)]
+    assert len(waited) > 50
+    assert ((waited["t"] + waited["latency_ms"] / 1000) >= 6.0).all()  # after the resume
+    assert s2["t"].between(6.1, 10.0).any()  # taken back once it answers
+    assert result.counters["s2"]["ejections"] == 1
+
+
+def test_a_pause_keeps_the_remaining_service_time():
+    cfg = small(strategy="rr", servers=1, service="fixed:1s", rate=1, requests=1)
+    _, t = _timed(cfg, ServerEvent(0.5, "pause", "s1"), ServerEvent(2.5, "resume", "s1"))
+    assert t["latency_ms"].tolist() == pytest.approx([3000.0])  # 0.5 s, paused 2 s, 0.5 s
+
+
+def test_a_pause_past_the_silence_limit_loses_the_connection():
+    cfg = small(strategy="rr", servers=2, rate=20, duration="40s", deadline="60s")
+    _, t = _timed(cfg, ServerEvent(1.0, "pause", "s1"), ServerEvent(35.0, "resume", "s1"))
+    failed = t[~t["ok"]]
+    assert set(failed["error_kind"]) == {"connection"} and set(failed["server"]) == {"s1"}
+    assert (failed["t"] + failed["latency_ms"] / 1000).round(3).eq(31.0).all()  # 1 s + 30 s
+    assert t.loc[t["server"] == "s1", "t"].between(35.0, 40.0).any()  # reconnected
