@@ -12,7 +12,7 @@ Registered in ``mkdocs.yml`` (``hooks:``). ``on_files`` adds, as generated files
 - ``reference/presets.md``: the preset files in ``loadtests/presets/``;
 - ``reference/results.md``: the results tables (``results.SCHEMAS``, the record
   columns, the window labels), failure kinds and origins, metrics, ``winners.json``;
-- ``reference/checks.md``: the validity checks (``verdicts`` docstring and thresholds);
+- ``reference/checks.md``: the validity checks (``lblab.validity``'s docstring and thresholds);
 - ``reference/strategies.md``: the registry, each strategy's options and docstring.
 
 Docstrings are reStructuredText-ish; ``rst_to_md`` turns what lblab's use (double
@@ -628,7 +628,7 @@ def results_page() -> str:
 
 
 def checks_page() -> str:
-    from lblab import verdicts
+    from lblab import validity
 
     out = [
         "# Validity checks",
@@ -636,16 +636,16 @@ def checks_page() -> str:
         GENERATED
         + "What to do when a check warns: [Read a run](../guides/read-a-run.md#the-checks).",
         "",
-        "## The checks (`lblab.verdicts`)",
+        "## The checks (`lblab.validity`)",
         "",
-        rst_to_md(verdicts.__doc__),
+        rst_to_md(validity.__doc__),
         "## Thresholds",
         "",
         "| constant | value | what |",
         "|---|---|---|",
-        *(f"| `{n}` | {v} | {_cell(d)} |" for n, v, d in constant_docs(verdicts)),
+        *(f"| `{n}` | {v} | {_cell(d)} |" for n, v, d in constant_docs(validity)),
         "",
-        f"Levels: {', '.join(f'`{x}`' for x in verdicts.LEVELS)}; a phase's `verdict` is "
+        f"Levels: {', '.join(f'`{x}`' for x in validity.LEVELS)}; a phase's `verdict` is "
         "the worst of its checks.",
         "",
     ]

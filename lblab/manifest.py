@@ -37,7 +37,7 @@ from lblab.config import load_json_object
 from lblab.errors import ConfigError, ManifestError
 from lblab.files import write_bytes_atomically
 from lblab.scenarios import Cell
-from lblab.verdicts import Check, request_facts
+from lblab.validity import Check, request_facts
 from lblab.windows import Window, throughput
 
 if TYPE_CHECKING:
@@ -61,8 +61,8 @@ class PhaseEntry:
 
     Times are epoch seconds (a simulation's: its own clock from ``EPOCH``); the counts
     are over the phase's request rows, ``*_in_window`` over those inside ``window``
-    (``lblab/windows.py``); ``measured`` is ``verdicts.request_facts`` of them and
-    ``verdicts``/``verdict`` the checks (``verdicts.judge``)."""
+    (``lblab/windows.py``); ``measured`` is ``validity.request_facts`` of them and
+    ``verdicts``/``verdict`` the checks (``validity.judge``)."""
 
     key: str
     scenario: str

@@ -55,7 +55,7 @@ from lblab.analysis.twin_report import TWIN_JSON
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.manifest import Manifest
-from lblab.verdicts import FAIL
+from lblab.validity import FAIL
 
 LEVEL = 0.95
 IGNORED_CONFIG_KEYS = frozenset({"run_id", "run.out"})

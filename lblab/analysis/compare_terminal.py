@@ -14,7 +14,7 @@ from typing import Any
 from lblab.analysis.compare import Comparison, Difference, Report, given_text
 from lblab.analysis.compare_words import agreement_lines, fmt_value, headline, what_changed
 from lblab.analysis.conditions import Checks
-from lblab.verdicts import FAIL, WARN
+from lblab.validity import FAIL, WARN
 
 _VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "not comparable": "dim"}
 _LEVEL_STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green"}

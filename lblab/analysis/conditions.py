@@ -22,7 +22,7 @@ servers' service models, request count). The two kinds describe load and capacit
 different terms; ``SHARED`` are the labels both give alike.
 
 ``cell_checks`` gathers each cell's validity checks (``phases[].verdicts``,
-``lblab/verdicts.py``), so a comparison can show beside every difference whether the
+``lblab/validity.py``), so a comparison can show beside every difference whether the
 phases it rests on passed them.
 """
 
@@ -36,7 +36,7 @@ from typing import Any
 from lblab.config import parse_duration
 from lblab.errors import ConfigError
 from lblab.manifest import Manifest, PhaseEntry
-from lblab.verdicts import FAIL, WARN
+from lblab.validity import FAIL, WARN
 
 MODEL, USERS, RATE, SHAPES, OPTIONS = (
     "load model",

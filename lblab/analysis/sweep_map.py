@@ -34,7 +34,7 @@ from lblab.analysis.load import parquet_errors
 from lblab.config import load_json_object
 from lblab.errors import ConfigError
 from lblab.results import SWEEP_LIVE_TABLE, SWEEP_META, SWEEP_TABLE
-from lblab.verdicts import NA, worst
+from lblab.validity import NA, worst
 
 METRICS: dict[str, tuple[str, bool]] = {
     "throughput": ("throughput_rps", True),

@@ -1,4 +1,4 @@
-"""The run's validity checks (``lblab/verdicts.py``) as the report and notebooks show them.
+"""The run's validity checks (``lblab/validity.py``) as the report and notebooks show them.
 
 The runner writes each phase's checks to the manifest (``phases[].verdicts``); this
 module reads them into a phase x check table, names the phases that failed a check
@@ -15,7 +15,7 @@ import pandas as pd
 
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.manifest import Manifest, PhaseEntry
-from lblab.verdicts import FAIL, WARN, summary_lines
+from lblab.validity import FAIL, WARN, summary_lines
 
 _COLOURS = {"pass": "#e8f4e8", "warn": "#fff3cd", "fail": "#f8d7da", "n/a": "#f3f3f3"}
 

@@ -35,7 +35,7 @@ from urllib.parse import unquote
 
 import orjson
 
-from lblab.balancer import checks
+from lblab.balancer import input_checks
 from lblab.balancer.pool import COUNTER_HELP
 from lblab.config import check_weight, parse_hostport
 from lblab.errors import ConfigError
@@ -299,7 +299,7 @@ def authorize(token: str | None, header: str | None) -> None:
         raise HttpError(
             401,
             "this balancer's admin changes need its token: send 'Authorization: Bearer <token>' "
-            f"(the balancer's --admin-token or {checks.TOKEN_ENV})",
+            f"(the balancer's --admin-token or {input_checks.TOKEN_ENV})",
             challenge,
         )
     scheme, _, given = header.partition(" ")
@@ -308,7 +308,7 @@ def authorize(token: str | None, header: str | None) -> None:
     if not hmac.compare_digest(offered, expected) or scheme.lower() != "bearer":
         raise HttpError(
             401,
-            f"wrong admin token; send the balancer's --admin-token or {checks.TOKEN_ENV} "
+            f"wrong admin token; send the balancer's --admin-token or {input_checks.TOKEN_ENV} "
             "as 'Authorization: Bearer <token>'",
             challenge,
         )
@@ -344,18 +344,18 @@ async def _post_backend(node: BalancerNode, request: Request) -> Response:
     backend_id, address, weight = doc["id"], doc["address"], doc.get("weight", 1)
     if not isinstance(backend_id, str) or not isinstance(address, str):
         raise HttpError(400, f"id and address must be strings; send e.g. {example}")
-    checks.check_backend_id(backend_id)
+    input_checks.check_backend_id(backend_id)
     if isinstance(weight, str):  # JSON: a number, not text that parses as one
         raise HttpError(400, f"weight must be a number, not {weight!r}")
     weight = check_weight(weight, "weight")
     host, port = parse_hostport(address, "address")
-    checks.check_host(host, "address")
+    input_checks.check_host(host, "address")
     if backend_id in node.backends:
         raise HttpError(400, f"backend {backend_id!r} is already in the pool")
     if len(node.backends) >= MAX_BACKENDS:
         raise HttpError(400, f"the pool already has {MAX_BACKENDS} backends; remove some first")
     own = {p: name for name, p in node.ports().items() if p is not None}
-    if await checks.resolved_self_loop(host, port, own):
+    if await input_checks.resolved_self_loop(host, port, own):
         raise HttpError(
             400,
             f"{address} is this balancer's own {_PORT_NAMES[own[port]]} port: every request "

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
-from lblab.balancer import checks
+from lblab.balancer import input_checks
 from lblab.balancer.backend import Backend, BackendAddress, BackendConnection
 from lblab.balancer.frontend import ClientConnection
 from lblab.balancer.health import HealthConfig
@@ -98,12 +98,12 @@ class NodeConfig:
         if len(set(ids)) != len(ids):
             raise ConfigError(f"backend ids must be unique, got {', '.join(ids)}")
         if self.admin_port is not None:
-            checks.check_admin_bind(self.admin_host, self.admin_token)
+            input_checks.check_admin_bind(self.admin_host, self.admin_token)
         own_ports = [p for p in (self.port, self.agent_port, self.admin_port) if p]
         for b in self.backends:
-            checks.check_backend_id(b.id)
-            checks.check_host(b.host, f"--backend {b.id}")
-            if checks.self_loop(b.host, b.port, own_ports):
+            input_checks.check_backend_id(b.id)
+            input_checks.check_host(b.host, f"--backend {b.id}")
+            if input_checks.self_loop(b.host, b.port, own_ports):
                 raise ConfigError(
                     f"--backend {b.id}={b.address} is this balancer's own port: requests "
                     "would loop through it; give a server's address"
@@ -468,8 +468,8 @@ class BalancerNode:
             raise ConfigError("the balancer is stopping; it takes no new backends")
         if backend_id in self.backends:
             raise ConfigError(f"backend {backend_id!r} is already in the pool")
-        checks.check_backend_id(backend_id)
-        checks.check_host(host, f"backend {backend_id}")
+        input_checks.check_backend_id(backend_id)
+        input_checks.check_host(host, f"backend {backend_id}")
         weight = check_weight(weight, f"backend {backend_id}")
         now = self.loop.time()
         address = BackendAddress(backend_id, host, port, weight)

@@ -12,7 +12,7 @@ worker answers, t3 master receives. Each round gives
 The true offset lies within ``offset +- bound`` whatever the split of the round trip
 between the two directions; the round with the smallest bound is kept. The master
 writes ``clocks.json`` into the phase's records folder (on its own host: the runner's);
-the runner keeps it in the manifest (``phases[].clocks``) and ``lblab.verdicts`` judges
+the runner keeps it in the manifest (``phases[].clocks``) and ``lblab.validity`` judges
 it against the phase's latencies.
 
 The Locust side is ``loadtests.clock_exchange`` (this module imports no Locust: the

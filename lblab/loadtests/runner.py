@@ -68,7 +68,6 @@ from lblab.loadtests.clocks import read_clocks
 from lblab.loadtests.collect import WindowSource
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.local_testbed import ExternalTestbed, LocalTestbed, make_testbed
-from lblab.loadtests.phase_checks import phase_checks
 from lblab.loadtests.probe import CpuProbe
 from lblab.loadtests.progress import RunProgress
 from lblab.loadtests.record_table import read_records
@@ -80,6 +79,7 @@ from lblab.loadtests.records import (
 )
 from lblab.loadtests.runconfig import RunConfig
 from lblab.loadtests.timeline import Timeline
+from lblab.loadtests.validity import phase_checks
 from lblab.manifest import Manifest, ManifestFile, PhaseEntry, ScenarioEntry, measured_fields
 from lblab.results import MANIFEST, consolidate, drop_consolidated, to_arrow, write_part
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window

@@ -18,7 +18,7 @@ from rich.table import Table
 from lblab.errors import ConfigError, WriteFailed
 from lblab.manifest import Manifest, load
 from lblab.results import MANIFEST
-from lblab.verdicts import summary_lines
+from lblab.validity import summary_lines
 from lblab.windows import INSIDE, WINDOW_COLUMN
 
 

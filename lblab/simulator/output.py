@@ -22,7 +22,7 @@ from lblab.manifest import Manifest, PhaseEntry, ScenarioEntry, measured_fields,
 from lblab.results import MANIFEST, consolidate, write_part
 from lblab.simulator.config import EPOCH
 from lblab.simulator.run import SimResult
-from lblab.verdicts import judge, phase_facts
+from lblab.validity import judge, phase_facts
 from lblab.windows import WINDOW_COLUMN, Window, with_window
 
 

@@ -1,5 +1,5 @@
 """CPU taken from outside the experiment is seen (``loadtests/probe.py``, the
-``disturbance`` check of ``lblab/verdicts.py``).
+``disturbance`` check of ``lblab/validity.py``).
 
 A busy loop pinned to the servers' CPU, or to the harness's, started beside a real
 ``lblab run`` and not by it, must be flagged. A quiet run is not asserted to pass: this machine is shared, and
@@ -23,7 +23,7 @@ import pytest
 
 from lblab.loadtests.probe import CpuProbe
 from lblab.procs import lblab_command
-from lblab.verdicts import DISTURBANCE_WARN
+from lblab.validity import DISTURBANCE_WARN
 from lblab.windows import Window
 from tests.run_fixture import PACED_LOAD
 

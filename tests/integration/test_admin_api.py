@@ -18,7 +18,7 @@ import pytest
 from balancer_testbed import admin, processes, rsocket_client, start_echo, status_of, wait_for
 from rsocket.payload import Payload
 
-from lblab.balancer.checks import TOKEN_ENV, check_admin_bind
+from lblab.balancer.input_checks import TOKEN_ENV, check_admin_bind
 from lblab.errors import ConfigError
 from lblab.loadtests.admin_client import AdminClient, AdminError
 from lblab.procs import lblab_command, spawn

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from lblab.loadtests.phase_checks import phase_checks
 from lblab.loadtests.presets import load_preset
 from lblab.loadtests.probe import (
     Jiffies,
@@ -17,6 +16,7 @@ from lblab.loadtests.probe import (
     parse_proc_stat,
 )
 from lblab.loadtests.runconfig import resolve
+from lblab.loadtests.validity import phase_checks
 from lblab.manifest import PhaseEntry
 from lblab.windows import Window
 

@@ -21,7 +21,7 @@ from lblab.manifest import (
     save,
 )
 from lblab.scenarios import Cell
-from lblab.verdicts import Check
+from lblab.validity import Check
 from lblab.windows import Window
 
 

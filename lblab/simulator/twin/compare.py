@@ -25,7 +25,7 @@ from lblab.analysis.stats import beyond, kendall_tau
 from lblab.manifest import Manifest
 from lblab.simulator.twin.measure import FIGURES
 from lblab.simulator.twin.testbed import Testbed
-from lblab.verdicts import FAIL, WARN
+from lblab.validity import FAIL, WARN
 
 RANKED = {"throughput": "throughput_rps", "latency_mean": "latency_mean_ms"}
 MISS = 0.15
@@ -35,7 +35,7 @@ TIE = 0.01
 """Strategies whose figures are within 1 % of each other tie in the rankings: an open
 load gives every strategy the offered rate, and such differences are no order."""
 HARNESS_CHECKS = ("generator", "balancer", "machine")
-"""The run's checks (``lblab/verdicts.py``) that say the harness, which the twin does not
+"""The run's checks (``lblab/validity.py``) that say the harness, which the twin does not
 model, was short of CPU: a miss in such a cell is the harness's, not the simulator's."""
 
 

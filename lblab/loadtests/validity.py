@@ -1,6 +1,6 @@
-"""The runner's side of the validity checks (``lblab/verdicts.py``): the facts of a phase.
+"""The runner's side of the validity checks (``lblab/validity.py``): the facts of a phase.
 
-The runner keeps ``lblab.verdicts.request_facts`` of each phase's request rows in the
+The runner keeps ``lblab.validity.request_facts`` of each phase's request rows in the
 manifest when the phase ends; ``phase_checks`` adds what arrives later (CPU samples,
 picks) and what the runner measured of its own processes and of the machine's CPUs
 (``loadtests.probe``: ``harness_cpu``, with ``disturbance``), and evaluates the checks.
@@ -13,7 +13,7 @@ from typing import Any
 
 from lblab.loadtests.runconfig import LoadConfig, RunConfig
 from lblab.manifest import PhaseEntry
-from lblab.verdicts import judge, phase_facts
+from lblab.validity import judge, phase_facts
 
 
 def phase_checks(

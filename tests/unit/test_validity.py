@@ -1,4 +1,4 @@
-"""Every validity check can pass and can fire (``lblab/verdicts.py``)."""
+"""Every validity check can pass and can fire (``lblab/validity.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from lblab.verdicts import FAIL, NA, PASS, WARN, PhaseFacts, evaluate, summary_lines, worst
+from lblab.validity import FAIL, NA, PASS, WARN, PhaseFacts, evaluate, summary_lines, worst
 from lblab.windows import cpu_per_request_us
 
 GOOD = PhaseFacts(

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from lblab.balancer.checks import (
+from lblab.balancer.input_checks import (
     check_admin_bind,
     check_backend_id,
     check_host,
