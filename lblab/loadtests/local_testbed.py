@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -119,6 +119,14 @@ class LocalTestbed:
         if spec.cpu_quota is None or self.layout.quota_scale == 1.0:
             return spec
         return replace(spec, cpu_quota=spec.cpu_quota * self.layout.quota_scale)
+
+    def harness_pids(self, locust: Sequence[Child]) -> dict[str, list[int]]:
+        """The processes whose CPU the checks read: Locust's, the balancers', the agents'."""
+        return {
+            "locust": [c.pid for c in locust],
+            "balancer": [node.child.pid for node in self.nodes],
+            "agents": [p.agent.pid for p in self.servers.values() if p.agent],
+        }
 
     def harness_cores(self) -> float:
         """The cores the harness may use without taking them from the servers."""
@@ -406,6 +414,10 @@ class ExternalTestbed:
 
     def stop(self) -> None:
         """Nothing to stop: the runner started nothing."""
+
+    def harness_pids(self, locust: Sequence[Child]) -> dict[str, list[int]]:
+        """The processes whose CPU the checks read: here only Locust's."""
+        return {"locust": [c.pid for c in locust]}
 
     def harness_cores(self) -> None:
         """Not known: the harness here is only Locust, on a machine someone else runs."""

@@ -39,20 +39,15 @@ import contextlib
 import importlib.metadata
 import os
 import platform
-import random
-import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from lblab.analysis.answer import (
     Cell,
@@ -64,13 +59,12 @@ from lblab.analysis.answer import (
 from lblab.errors import WriteFailed
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes
 from lblab.loadtests import loadgen
-from lblab.loadtests.clocks import read_clocks
-from lblab.loadtests.collect import WindowSource
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.local_testbed import ExternalTestbed, LocalTestbed, make_testbed
+from lblab.loadtests.phase_recorder import PhaseRecorder
+from lblab.loadtests.plan import Phase, phase_entry, plan, plan_block
 from lblab.loadtests.probe import CpuProbe
 from lblab.loadtests.progress import RunProgress
-from lblab.loadtests.record_table import read_records
 from lblab.loadtests.records import (
     new_attempt,
     phase_folder,
@@ -79,10 +73,8 @@ from lblab.loadtests.records import (
 )
 from lblab.loadtests.runconfig import RunConfig
 from lblab.loadtests.timeline import Timeline
-from lblab.loadtests.validity import phase_checks
-from lblab.manifest import Manifest, ManifestFile, PhaseEntry, ScenarioEntry, measured_fields
-from lblab.results import MANIFEST, consolidate, drop_consolidated, to_arrow, write_part
-from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window
+from lblab.manifest import Manifest, ManifestFile, PhaseEntry, ScenarioEntry
+from lblab.results import MANIFEST, consolidate, drop_consolidated
 
 EXIT_OK, EXIT_PHASE_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_WRITE_FAILED = WriteFailed.exit_code
@@ -93,64 +85,6 @@ TICK_S = 0.25
 FLUSH_GRACE_S = 2.5  # the balancer flushes picks at least once a second, agents per sample
 PHASE_SLACK_S = 30.0  # beyond the expected end (answers, Locust start-up) before "stuck"
 SOFTWARE = ("lblab", "rsocket", "locust", "gevent", "pyarrow", "pandas", "psutil", "uvloop")
-
-
-@dataclass(frozen=True, slots=True)
-class Phase:
-    index: int
-    scenario: str
-    strategy: str
-    replication: int
-
-    @property
-    def key(self) -> str:
-        safe = re.sub(r"[^A-Za-z0-9+_.-]", "_", f"{self.scenario}-{self.strategy}")
-        return f"r{self.replication}-{self.index:03d}-{safe}"
-
-    @property
-    def label(self) -> str:
-        return f"{self.scenario} {self.strategy} rep {self.replication}"
-
-
-def plan(config: RunConfig) -> list[Phase]:
-    """The first ``config.replications`` blocks."""
-    phases: list[Phase] = []
-    for block in range(1, config.replications + 1):
-        phases += plan_block(config, block, len(phases))
-    return phases
-
-
-def plan_block(
-    config: RunConfig, block: int, first_index: int, scenarios: Sequence[str] | None = None
-) -> list[Phase]:
-    """One block: every scenario (or those named, as an adaptive block runs the ones
-    still open), and within it every strategy once, in an order drawn from
-    ``random.Random(f"{seed}-block-{block}")``: no strategy always runs first (after a
-    heavy cell) or next to the same neighbour, and a drift of the machine cannot line up
-    with one strategy; the order is reproducible from the run's seed."""
-    rng = random.Random(f"{config.seed}-block-{block}")
-    phases: list[Phase] = []
-    for scenario in config.scenarios:
-        order = list(config.strategies)
-        rng.shuffle(order)  # for every scenario: the orders do not depend on which run
-        if scenarios is not None and scenario.name not in scenarios:
-            continue
-        for strategy in order:
-            phases.append(Phase(first_index + len(phases), scenario.name, strategy, block))
-    return phases
-
-
-def phase_entry(config: RunConfig, p: Phase, duration: float | None = None) -> PhaseEntry:
-    """A phase as the manifest plans it, before it runs (``duration_s``: its measured
-    length, the run's unless an adaptive run lengthened its scenario)."""
-    return PhaseEntry(
-        key=p.key,
-        scenario=p.scenario,
-        strategy=p.strategy,
-        replication=p.replication,
-        seed=config.seed + p.index,
-        duration_s=config.duration if duration is None else duration,
-    )
 
 
 def lengthened(duration: float, ok_in_window: Sequence[int], most: float) -> float:
@@ -271,8 +205,9 @@ class Runner:
             for i, p in enumerate(manifest.manifest.phases)
         ]
         self.testbed: LocalTestbed | ExternalTestbed = make_testbed(config, run_dir)
-        self.picks = WindowSource(run_dir / "raw", "picks*.jsonl")
-        self.cpu = WindowSource(run_dir / "raw", "cpu-*.jsonl")
+        self.recorder = PhaseRecorder(
+            run_dir, manifest, self.phase_config, self.testbed.harness_cores
+        )
         self.locust: loadgen.LocustRun | None = None
         self.probe = CpuProbe()
 
@@ -369,7 +304,7 @@ class Runner:
         if not adaptive or blocks < cfg.replications:
             return []
         self._settle_flushes()
-        self._collect(float("inf"))
+        self.recorder.collect(self.phases, float("inf"))
         cells = self.current_answer()
         open_pairs = sum(c.open_pairs for c in cells)
         spent = self._phase_seconds()
@@ -551,7 +486,7 @@ class Runner:
                 spec, load, host, port, workers, self.run_dir / "logs" / "locust.log",
                 expect=cfg.expect_workers, bind=cfg.locust_master_bind,
             )  # fmt: skip
-            self.probe.watch(self._harness_pids())
+            self.probe.watch(self.testbed.harness_pids(self.locust.children))
             slack = PHASE_SLACK_S + (loadgen.WORKERS_WAIT_S if cfg.expect_workers else 0)
             deadline = time.monotonic() + expected + cfg.request_timeout + slack
             t0 = time.monotonic()
@@ -579,7 +514,7 @@ class Runner:
                 self.locust = None
         end = time.time()
         self.probe.sample()
-        facts = self._merge_records(phase, start)
+        facts = self.recorder.merge_records(phase, start)
         if facts.get("window") is not None:
             facts["harness_cpu"] = self.probe.cores(facts["window"])
         # With workers elsewhere, this host may hold none of the records until --collect.
@@ -609,53 +544,6 @@ class Runner:
             return ()
         return tuple(f"{host}:{port}" for host, port in tb.addresses.values())
 
-    def _harness_pids(self) -> dict[str, list[int]]:
-        """The processes whose CPU the checks read: Locust's, and on a local testbed the
-        balancer's and the agents'."""
-        assert self.locust is not None
-        groups = {"locust": [c.pid for c in self.locust.children]}
-        tb = self.testbed
-        if isinstance(tb, LocalTestbed):
-            groups["balancer"] = [node.child.pid for node in tb.nodes]
-            groups["agents"] = [p.agent.pid for p in tb.servers.values() if p.agent]
-        return groups
-
-    def _merge_records(self, phase: Phase, start: float) -> dict[str, Any]:
-        """Write the phase's requests part from every records chunk in its folder (all
-        writers, all hosts delivered so far); returns the manifest's facts about them."""
-        attempt = self.manifest.phase(phase.index).attempt
-        assert attempt is not None, "a phase's records are merged after it started"
-        records = phase_folder(self.run_dir, phase.key, attempt)
-        table = read_records(records)
-        requests = table.num_rows
-        load_start = pc.min(table["t_sent"]).as_py() if requests else start
-        window_facts: dict[str, Any] = {}
-        if requests:
-            answered = pc.add(table["t_sent"], pc.divide(table["latency_ms"], 1000.0))
-            cfg = self.phase_config(phase)
-            load = cfg.loads[phase.scenario]
-            window = phase_window(
-                load_start,
-                pc.max(answered).as_py(),
-                cfg.warmup,
-                None if load.count else cfg.duration,
-            )
-            labelled = self._label(table, phase, window)
-            write_part(self.run_dir, "requests", phase.key, labelled)
-            window_facts = measured_fields(labelled, window)
-        loaders = pc.value_counts(table["loader"].fill_null("unknown")).to_pylist()
-        return {
-            "load_start": load_start,
-            **window_facts,
-            "requests": requests,
-            "failures": requests - pc.sum(table["ok"]).as_py() if requests else 0,
-            "locust_requests": loadgen.locust_request_count(records),
-            "loaders": {c["values"]: c["counts"] for c in loaders},
-            "clocks": read_clocks(records),  # distributed Locust: workers' clock offsets
-            # Requests the writers counted (their progress files) without a row here.
-            "unaccounted": read_progress(records)[0] - requests,
-        }
-
     def collect(self) -> int:
         """``lblab run --collect``: rebuild every finished phase's requests, picks and cpu
         parts from ``raw/`` (now holding what other hosts wrote) and the tables."""
@@ -664,11 +552,11 @@ class Runner:
             entry = m.phase(p.index)
             if entry.status not in ("done", "failed") or entry.start is None:
                 continue
-            facts = self._merge_records(p, entry.start)
+            facts = self.recorder.merge_records(p, entry.start)
             if not facts["requests"] and entry.status == "done":
                 facts.update(status="failed", error="no requests were recorded on any loader")
             m.update_phase(p.index, **facts)
-        self._collect(float("inf"), force=True)
+        self.recorder.collect(self.phases, float("inf"), force=True)
         consolidate(self.run_dir)
         failed = any(m.phase(p.index).status == "failed" for p in self.phases)
         if failed and m.manifest.status == "done":
@@ -677,79 +565,14 @@ class Runner:
         m.save()
         return EXIT_PHASE_FAILED if failed else EXIT_OK
 
-    def _label(self, table: pa.Table, phase: Phase, window: Window) -> pa.Table:
-        n = table.num_rows
-        labels = {
-            "run_id": pa.array([self.run_dir.name] * n, pa.string()),
-            "scenario": pa.array([phase.scenario] * n, pa.string()),
-            "strategy": pa.array([phase.strategy] * n, pa.string()),
-            "replication": pa.array([phase.replication] * n, pa.int32()),
-        }
-        for i, (name, col) in enumerate(labels.items()):
-            table = table.add_column(i, name, col)
-        return with_window(table, "t_sent", window)
-
     # ------------------------------------------------------------ picks and cpu
 
     def collect_due(self) -> None:
         """Collect phases whose picks and samples are surely flushed by now."""
-        self._collect(time.time() - FLUSH_GRACE_S)
+        self.recorder.collect(self.phases, time.time() - FLUSH_GRACE_S)
 
     def collect_all(self) -> None:
-        self._collect(float("inf"))
-
-    def _collect(self, before: float, force: bool = False) -> None:
-        self.picks.poll()
-        self.cpu.poll()
-        parts = self.run_dir / "parts"
-        for p in self.phases:
-            entry = self.manifest.phase(p.index)
-            if entry.status not in ("done", "failed") or entry.start is None or entry.end is None:
-                continue
-            if entry.end > before:
-                continue
-            if (
-                not force
-                and (parts / "picks" / f"{p.key}.parquet").exists()
-                and (parts / "cpu" / f"{p.key}.parquet").exists()
-            ):
-                continue
-            cfg = self.phase_config(p)
-            counts = {}
-            inside: dict[str, pa.Table | None] = {"picks": None, "cpu": None}
-            for table, source, cols in (
-                ("picks", self.picks, ("t", "server", "inflight_at_pick")),
-                ("cpu", self.cpu, ("t", "server", "cpu_percent")),
-            ):
-                rows: list[dict[str, Any]] = [
-                    {c: r.get(c) for c in cols} for r in source.window(entry.start, entry.end)
-                ]
-                counts[table] = len(rows)
-                window = entry.window
-                if rows and window is not None:
-                    interval = cfg.testbed.agent_interval if table == "cpu" else 0.0
-                    keys = {
-                        "run_id": self.run_dir.name,
-                        "scenario": p.scenario,
-                        "strategy": p.strategy,
-                        "replication": p.replication,
-                    }
-                    data = to_arrow(table, [{**keys, **r} for r in rows])
-                    labelled = with_window(data, "t", window, interval)
-                    write_part(self.run_dir, table, p.key, labelled)
-                    inside[table] = labelled.filter(pc.equal(labelled[WINDOW_COLUMN], INSIDE))
-            cpu_inside, picks_inside = inside["cpu"], inside["picks"]
-            checks = phase_checks(
-                entry,
-                cfg,
-                cfg.loads[p.scenario],
-                cpu_inside["server"].to_pylist() if cpu_inside is not None else [],
-                picks_inside.num_rows if picks_inside is not None else 0,
-                self.testbed.harness_cores(),
-            )
-            self.manifest.update_phase(
-                p.index, picks=counts["picks"], cpu_samples=counts["cpu"], **checks
-            )
+        self.recorder.collect(self.phases, float("inf"))
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

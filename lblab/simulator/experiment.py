@@ -6,7 +6,7 @@ plan as the twin and the thesis reproduction do; ``lblab run``, a composition ro
 calls it.
 
 ``lblab run --config FILE`` takes the same file either way. With the simulated testbed
-the run's plan is the live one (``loadtests/runner.plan``: blocks of every scenario x
+the run's plan is the live one (``loadtests/plan.py``: blocks of every scenario x
 strategy in the run's seeded order, phase k seeded ``seed + k``), and each phase is a
 simulation of the file's testbed, written in the results contract with a simulated
 manifest (``simulator/output.write_run``), so the report, the notebooks and ``lblab
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from lblab.errors import ConfigError
+from lblab.loadtests.plan import Phase, plan
 from lblab.loadtests.runconfig import DEFAULT_SIMULATED_SERVICE, LoadConfig, RunConfig
-from lblab.loadtests.runner import Phase, plan
 from lblab.loadtests.timeline import undo
 from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT
 from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerEvent, ServerGroup, SimConfig

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lblab.loadtests import runconfig
+from lblab.loadtests.plan import plan
 from lblab.loadtests.presets import load_preset
-from lblab.loadtests.runner import plan
 from lblab.procs import lblab_command
 from lblab.results import TABLES, missing_columns
 from lblab.simulator.config import EPOCH

@@ -14,8 +14,9 @@ from lblab.errors import ConfigError
 from lblab.loadtests import config_layers, runconfig
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.openloop import due_times
+from lblab.loadtests.plan import plan, plan_block
 from lblab.loadtests.presets import load_preset, preset_names
-from lblab.loadtests.runner import CHECKABLE_OK, lengthened, plan, plan_block
+from lblab.loadtests.runner import CHECKABLE_OK, lengthened
 from lblab.scenarios import CELLS, builtin_scenario, request_body
 
 

@@ -39,10 +39,10 @@ from lblab.loadtests import rsocket_user
 from lblab.loadtests.admin_client import AdminClient, AdminError
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.locustfile import new_records
+from lblab.loadtests.plan import Phase
 from lblab.loadtests.records import new_attempt, phase_folder
 from lblab.loadtests.rsocket_user import LocustRSocketClient
 from lblab.loadtests.runconfig import LoadConfig
-from lblab.loadtests.runner import Phase
 from lblab.loadtests.webui import banner, choices
 from lblab.loadtests.webui.choices import Swarm
 from lblab.loadtests.webui.protocol import UiSession, phase_notes

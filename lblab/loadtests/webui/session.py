@@ -2,11 +2,11 @@
 
 It starts the local testbed (``LocalTestbed``) and one Locust process with its web UI on
 ``loadtests/webui/locustfile.py``, bound to 127.0.0.1. That process writes a note per
-phase (``raw/ui/phase-NNN.json``: what was chosen, start, end); ``UiRunner`` reads them
+phase (``raw/ui/phase-NNN.json``: what was chosen, start, end); ``UiPhases`` reads them
 on every tick, adds each phase to the manifest and, once its answers and samples are in
 and no swarm runs (as the runner does between phases: the merge's CPU is not taken from
 a measured phase), builds its requests, picks and cpu parts and checks with the
-runner's own code. Ctrl-C
+``PhaseRecorder`` the runner composes too. Ctrl-C
 or SIGTERM stops Locust (which ends a running swarm), then the testbed; the tables are
 consolidated and the caller writes the report.
 """
@@ -27,6 +27,9 @@ from rich.console import Console
 
 from lblab.loadtests import loadgen
 from lblab.loadtests.local_testbed import LocalTestbed
+from lblab.loadtests.phase_recorder import PhaseRecorder
+from lblab.loadtests.plan import Phase
+from lblab.loadtests.probe import CpuProbe
 from lblab.loadtests.record_table import read_records
 from lblab.loadtests.records import FLUSH_S, phase_folder
 from lblab.loadtests.runconfig import LoadConfig, RunConfig
@@ -35,8 +38,6 @@ from lblab.loadtests.runner import (
     EXIT_PHASE_FAILED,
     FLUSH_GRACE_S,
     TICK_S,
-    Phase,
-    Runner,
     _ignoring_interrupts,
     _raise_interrupt,
 )
@@ -55,12 +56,18 @@ class UiFailed(RuntimeError):
     """A part of the session stopped on its own; the message says which and where to look."""
 
 
-class UiRunner(Runner):
-    """The runner's phase bookkeeping for phases that the web UI starts and stops."""
+class UiPhases:
+    """The phases the web UI starts and stops, as the manifest and the tables record them."""
 
     def __init__(self, config: RunConfig, run_dir: Path, manifest: ManifestFile) -> None:
-        super().__init__(config, run_dir, manifest)
-        self.phases = []
+        self.config, self.run_dir, self.manifest = config, run_dir, manifest
+        self.testbed = LocalTestbed(config, run_dir)
+        self.recorder = PhaseRecorder(
+            run_dir, manifest, self.phase_config, self.testbed.harness_cores
+        )
+        self.probe = CpuProbe()
+        self.locust: loadgen.LocustRun | None = None
+        self.phases: list[Phase] = []
         self._configs: dict[int, RunConfig] = {}
         self._done: set[int] = set()
 
@@ -88,7 +95,7 @@ class UiRunner(Runner):
                 lines.append(self._finish(self.phases[note["index"]], note, end))
                 finished = True
         if finished:  # their picks and samples are in by now (FLUSH_GRACE_S)
-            self._collect(now - FLUSH_GRACE_S)
+            self.recorder.collect(self.phases, now - FLUSH_GRACE_S)
         return lines
 
     def _settle(self, note: dict[str, Any]) -> float:
@@ -131,7 +138,7 @@ class UiRunner(Runner):
             duration=max(measured, 1e-3),
             loads={**self.config.loads, phase.scenario: load},
         )
-        facts = self._merge_records(phase, note["start"])
+        facts = self.recorder.merge_records(phase, note["start"])
         if facts.get("window") is not None:
             facts["harness_cpu"] = self.probe.cores(facts["window"])
         ok = facts["requests"] > 0
@@ -192,9 +199,8 @@ def serve(
     """Run the session until Ctrl-C or SIGTERM (exit 0) or until a part fails (exit 1)."""
     import signal
 
-    runner = UiRunner(config, run_dir, manifest)
+    runner = UiPhases(config, run_dir, manifest)
     testbed = runner.testbed
-    assert isinstance(testbed, LocalTestbed)
     code = EXIT_OK
     url = f"http://127.0.0.1:{port}/"
     manifest.add_attempt(started=time.time(), phases_to_run=None)
@@ -218,7 +224,7 @@ def serve(
         argv = locust_command(config, session, testbed.address, port)
         locust = loadgen.launch("locust", argv, run_dir / "logs" / "locust.log")
         runner.locust = loadgen.LocustRun([locust])
-        runner.probe.watch(runner._harness_pids())
+        runner.probe.watch(testbed.harness_pids(runner.locust.children))
         wait_ready(locust, url)
         print(f"Locust web UI: {url}", flush=True)
         console.print("choose the scenario, load model and strategy under Custom parameters; "
@@ -251,7 +257,7 @@ def serve(
             for line in runner.poll(final=True):
                 console.print(line, highlight=False)
             testbed.stop()
-            runner.collect_all()
+            runner.recorder.collect(runner.phases, float("inf"))
             consolidate(run_dir)
             ended = time.time()
             manifest.end_attempt(ended=ended)

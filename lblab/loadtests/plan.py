@@ -1,0 +1,75 @@
+"""The plan of a run: its phases, in blocks (replications) of every scenario x strategy.
+
+A block runs every scenario, and within it every strategy once, back to back, in an
+order drawn from the run's seed (``plan_block``). The live runner (``loadtests/runner.py``)
+runs the plan; the simulated testbed (``simulator/experiment.py``) simulates it; an
+adaptive run appends blocks (``Runner.next_block``). Phase ``k`` is seeded ``seed + k``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lblab.loadtests.runconfig import RunConfig
+from lblab.manifest import PhaseEntry
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    index: int
+    scenario: str
+    strategy: str
+    replication: int
+
+    @property
+    def key(self) -> str:
+        safe = re.sub(r"[^A-Za-z0-9+_.-]", "_", f"{self.scenario}-{self.strategy}")
+        return f"r{self.replication}-{self.index:03d}-{safe}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario} {self.strategy} rep {self.replication}"
+
+
+def plan(config: RunConfig) -> list[Phase]:
+    """The first ``config.replications`` blocks."""
+    phases: list[Phase] = []
+    for block in range(1, config.replications + 1):
+        phases += plan_block(config, block, len(phases))
+    return phases
+
+
+def plan_block(
+    config: RunConfig, block: int, first_index: int, scenarios: Sequence[str] | None = None
+) -> list[Phase]:
+    """One block: every scenario (or those named, as an adaptive block runs the ones
+    still open), and within it every strategy once, in an order drawn from
+    ``random.Random(f"{seed}-block-{block}")``: no strategy always runs first (after a
+    heavy cell) or next to the same neighbour, and a drift of the machine cannot line up
+    with one strategy; the order is reproducible from the run's seed."""
+    rng = random.Random(f"{config.seed}-block-{block}")
+    phases: list[Phase] = []
+    for scenario in config.scenarios:
+        order = list(config.strategies)
+        rng.shuffle(order)  # for every scenario: the orders do not depend on which run
+        if scenarios is not None and scenario.name not in scenarios:
+            continue
+        for strategy in order:
+            phases.append(Phase(first_index + len(phases), scenario.name, strategy, block))
+    return phases
+
+
+def phase_entry(config: RunConfig, p: Phase, duration: float | None = None) -> PhaseEntry:
+    """A phase as the manifest plans it, before it runs (``duration_s``: its measured
+    length, the run's unless an adaptive run lengthened its scenario)."""
+    return PhaseEntry(
+        key=p.key,
+        scenario=p.scenario,
+        strategy=p.strategy,
+        replication=p.replication,
+        seed=config.seed + p.index,
+        duration_s=config.duration if duration is None else duration,
+    )
