@@ -28,7 +28,8 @@ from lblab.errors import ConfigError, WriteFailed
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lblab.servers.cli": ("server", "agent"),
     "lblab.balancer.cli": ("strategies", "balancer"),
-    "lblab.loadtests.cli": ("run", "locust-workers"),
+    "lblab.experiment.cli": ("run",),
+    "lblab.loadtests.cli": ("locust-workers",),
     "lblab.loadtests.webui.command": ("ui",),
     "lblab.simulator.cli": ("simulate", "validate", "calibrate", "twin", "reproduce"),
     "lblab.analysis.cli": ("report", "notebooks", "compare"),

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from lblab.wire.codes import ErrorCode
 
+EXIT_OK, EXIT_PHASE_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+"""``lblab run``'s exit codes besides bad input (2, ``lblab.cli``) and
+``WriteFailed.exit_code`` (74): ok, a phase failed (or the testbed did not start),
+interrupted (Ctrl-C)."""
+
 
 class LblabError(Exception):
     """Root of every error lblab raises on purpose."""

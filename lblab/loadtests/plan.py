@@ -2,7 +2,7 @@
 
 A block runs every scenario, and within it every strategy once, back to back, in an
 order drawn from the run's seed (``plan_block``). The live runner (``loadtests/runner.py``)
-runs the plan; the simulated testbed (``simulator/experiment.py``) simulates it; an
+runs the plan; the simulated testbed (``simulator/simulated_testbed.py``) simulates it; an
 adaptive run appends blocks (``Runner.next_block``). Phase ``k`` is seeded ``seed + k``.
 """
 

@@ -56,7 +56,7 @@ from lblab.analysis.answer import (
     scenarios_to_settle,
     settled,
 )
-from lblab.errors import WriteFailed
+from lblab.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PHASE_FAILED, WriteFailed
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes
 from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
@@ -76,8 +76,6 @@ from lblab.loadtests.timeline import Timeline
 from lblab.manifest import Manifest, ManifestFile, PhaseEntry, ScenarioEntry
 from lblab.results import MANIFEST, consolidate, drop_consolidated
 
-EXIT_OK, EXIT_PHASE_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
-EXIT_WRITE_FAILED = WriteFailed.exit_code
 MIN_PHASE_BYTES = 1 << 20  # room asked for a phase before any phase has shown its size
 CHECKABLE_OK = 400
 LONGEST_GROWTH = 4.0  # an adaptive run lengthens a scenario's phases at most this much
@@ -278,12 +276,12 @@ class Runner:
                 ended = time.time()
                 m.end_attempt(ended=ended)
                 if failure is not None:
-                    code = EXIT_WRITE_FAILED
+                    code = WriteFailed.exit_code
                     m.end_attempt(error=str(failure))
                 status = {
                     EXIT_OK: "done",
                     EXIT_PHASE_FAILED: "failed",
-                    EXIT_WRITE_FAILED: "failed",
+                    WriteFailed.exit_code: "failed",
                     EXIT_INTERRUPTED: "interrupted",
                 }[code]
                 m.set(ended=ended, status=status)

@@ -1,5 +1,5 @@
 """A server's defaults that other parts rely on: ``lblab server``'s flags take them, and
-the simulated testbed (``simulator/experiment.py``) models a server with them. A module
+the simulated testbed (``simulator/simulated_testbed.py``) models a server with them. A module
 of its own, with no imports, so that neither pays for the server's event loop."""
 
 DEFAULT_MAX_INFLIGHT = 32

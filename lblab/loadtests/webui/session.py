@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow.compute as pc
 from rich.console import Console
 
+from lblab.errors import EXIT_OK, EXIT_PHASE_FAILED
 from lblab.loadtests import loadgen
 from lblab.loadtests.local_testbed import LocalTestbed
 from lblab.loadtests.phase_recorder import PhaseRecorder
@@ -34,8 +35,6 @@ from lblab.loadtests.record_table import read_records
 from lblab.loadtests.records import FLUSH_S, phase_folder
 from lblab.loadtests.runconfig import LoadConfig, RunConfig
 from lblab.loadtests.runner import (
-    EXIT_OK,
-    EXIT_PHASE_FAILED,
     FLUSH_GRACE_S,
     TICK_S,
     _ignoring_interrupts,

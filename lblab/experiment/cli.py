@@ -1,0 +1,155 @@
+"""The ``lblab run`` command: an experiment's flags, then ``experiment.service``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from lblab.config import parse_names
+from lblab.errors import EXIT_INTERRUPTED, ConfigError
+from lblab.loadtests.presets import preset_names
+
+
+def flags_layer(**flags: Any) -> dict[str, Any]:
+    """The config layer the command-line flags make (only the flags that were given)."""
+    layer: dict[str, Any] = {}
+
+    def put(section: str, key: str, value: Any) -> None:
+        if value is not None:
+            layer.setdefault(section, {})[key] = value
+
+    for key in ("strategies", "scenarios"):
+        names = parse_names(flags[key])
+        if names:
+            put("run", key, names)
+    for key in (
+        "duration", "warmup", "replications", "seed", "locust_workers", "locust_master_bind",
+        "expect_workers", "out",
+    ):  # fmt: skip
+        put("run", key, flags[key])
+    put("load", "users", flags["users"])
+    put("testbed", "kind", flags["testbed"])
+    put("testbed", "balancer", flags["balancer"])
+    put("testbed", "admin", flags["admin"])
+    return layer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this part's commands to ``app``."""
+
+    @app.command("run")
+    def run(
+        preset: str = typer.Option(
+            None, "--preset", help=f"{' | '.join(preset_names())} (default: quick)"
+        ),
+        config: str = typer.Option(None, "--config", help="TOML file; flags override it."),
+        strategy: Annotated[
+            list[str] | None,
+            typer.Option(
+                "-s",
+                "--strategy",
+                "--strategies",
+                help="A strategy to run (repeatable, or a comma list): -s rr -s lc, "
+                "-s r,rr,wrr,lc,dwrr. `lblab strategies` lists them.",
+            ),
+        ] = None,
+        scenarios: str = typer.Option(
+            None, help="Comma list, e.g. sp+sr,lp+lr,variation; traces: azure-code,azure-conv."
+        ),
+        duration: str = typer.Option(None, help="Measured time per phase, e.g. 20m."),
+        warmup: str = typer.Option(None, help="Warm-up per phase, e.g. 10s (rows marked)."),
+        users: int = typer.Option(None, help="Closed model: Locust users."),
+        replications: int = typer.Option(None, help="Repetitions of the whole matrix."),
+        out: str = typer.Option(None, help="Run directory (default results/<name>-<time>)."),
+        resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
+        collect: bool = typer.Option(
+            False,
+            "--collect",
+            help="Rebuild the tables of the run in --out from its raw/ folder (with the "
+            "records fetched from other loader hosts) and report; runs no phase.",
+        ),
+        no_report: bool = typer.Option(
+            False, "--no-report", help="Print the summary table only (no HTML report)."
+        ),
+        twin: bool = typer.Option(
+            False,
+            "--twin",
+            help="At the end, simulate the run's testbed (`lblab twin`) and put 'measured vs "
+            "simulated' into the report.",
+        ),
+        twin_scale: Annotated[
+            list[int] | None,
+            typer.Option(
+                "--twin-scale",
+                min=1,
+                max=100_000,
+                help="With --twin: also simulate this many servers (repeatable, e.g. 100).",
+            ),
+        ] = None,
+        print_config: bool = typer.Option(
+            False, "--print-config", help="Print the resolved config as TOML and exit."
+        ),
+        locust_workers: int = typer.Option(
+            None, "--locust-workers", help="Distributed Locust: a master and N local workers."
+        ),
+        locust_master_bind: str = typer.Option(
+            None,
+            "--locust-master-bind",
+            help="HOST[:PORT] (port 5557) on this host where the Locust master listens for "
+            "workers on other hosts.",
+        ),
+        expect_workers: int = typer.Option(
+            None,
+            "--expect-workers",
+            help="Workers on other hosts (`lblab locust-workers`) the master waits for in "
+            "every phase; their records join the run with --collect.",
+        ),
+        seed: int = typer.Option(None, help="Base seed (phase k uses seed + k)."),
+        testbed: str = typer.Option(
+            None,
+            help="local (start everything) | external (a balancer someone runs) | simulated "
+            "(the same experiment in the simulator).",
+        ),
+        balancer: str = typer.Option(None, help="External testbed: the balancer's HOST:PORT."),
+        admin: str = typer.Option(None, help="External testbed: the admin HTTP HOST:PORT."),
+    ) -> None:
+        """Run an experiment: every scenario x strategy x replication, then the report.
+
+        Exit codes: 0 ok, 1 a phase failed, 2 bad config, 74 results could not be
+        written (a full disk: make room, then --resume), 130 interrupted (Ctrl-C;
+        continue with --resume --out DIR).
+        """
+        from rich.console import Console
+
+        from lblab.experiment.service import Experiment
+
+        console = Console(stderr=True)
+        flags = flags_layer(
+            strategies=strategy, scenarios=scenarios, duration=duration, warmup=warmup,
+            replications=replications, seed=seed, locust_workers=locust_workers, out=out,
+            users=users, testbed=testbed, balancer=balancer, admin=admin,
+            locust_master_bind=locust_master_bind, expect_workers=expect_workers,
+        )  # fmt: skip
+        if resume and collect:
+            raise ConfigError("--resume and --collect exclude each other; give one")
+        if resume or collect:
+            experiment = Experiment.reopen(out, "resume" if resume else "collect", console)
+        else:
+            cfg = Experiment.resolve(preset, config, flags)
+            if print_config:
+                sys.stdout.write(cfg.to_toml())
+                return
+            if twin and cfg.testbed.kind == "simulated":
+                raise ConfigError(
+                    "--twin simulates a measured run's testbed; this run is simulated "
+                    "already: drop --twin"
+                )
+            given = {"preset": preset, "config_file": config, "flags": flags}
+            experiment = Experiment.new(cfg, given, console)
+        code = experiment.run(collect=collect)
+        if twin and code != EXIT_INTERRUPTED:
+            experiment.twin(twin_scale or [])
+        experiment.finish(code, report=not no_report)
+        raise typer.Exit(code)

@@ -1,0 +1,198 @@
+"""An experiment: one run folder, from its file to its report, on any testbed.
+
+``lblab run`` parses its flags and calls this; nothing else decides what a run does.
+
+- ``new``: the config from its layers (built-in defaults <- preset <- file <- flags,
+  ``loadtests/runconfig.py``), checked before anything is written; the local testbed's
+  CPU layout (the preflight); a new run folder; and, for a live testbed, the manifest of
+  its plan.
+- ``reopen``: a run folder ``lblab run`` wrote, to resume (run what is not done) or to
+  collect (rebuild the tables from ``raw/`` with other hosts' records), with its own
+  config.
+- ``run``: the plan on the config's testbed: ``local`` (processes here) and ``external``
+  (a balancer someone else runs, such as the ansible roles) through the runner
+  (``loadtests/runner.py``: a Locust per phase), ``simulated`` through the simulator
+  (``simulator/simulated_testbed.py``), each phase with a progress bar.
+- ``twin``: a measured run's simulated twin (``simulator/twin``), which never costs the
+  run its report.
+- ``finish``: the report (or the summary alone), as every run ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.console import Console
+
+from lblab.errors import EXIT_INTERRUPTED, EXIT_PHASE_FAILED, ConfigError
+from lblab.loadtests import run_folders, runconfig
+from lblab.loadtests.runconfig import RunConfig
+from lblab.manifest import ManifestFile
+
+
+@dataclass
+class Experiment:
+    config: RunConfig
+    run_dir: Path
+    given: dict[str, Any]
+    """What the user gave (preset, file, flags), kept in the manifest."""
+    console: Console
+    manifest: ManifestFile | None = None
+    """A live run's manifest file (a simulated run writes its own when it ends)."""
+
+    @classmethod
+    def resolve(
+        cls, preset: str | None, config_file: str | None, flags: dict[str, Any]
+    ) -> RunConfig:
+        """The checked config of ``preset`` <- ``config_file`` <- ``flags``."""
+        from lblab.config import load_toml
+        from lblab.loadtests.presets import load_preset
+
+        file_layer = load_toml(Path(config_file)) if config_file else None
+        preset_name = preset or (file_layer or {}).get("preset") or "quick"
+        return runconfig.resolve(load_preset(preset_name), file_layer, flags)
+
+    @classmethod
+    def new(cls, config: RunConfig, given: dict[str, Any], console: Console) -> Experiment:
+        """A new run folder for ``config``; everything is checked before it is made."""
+        if config.testbed.kind == "simulated":
+            from lblab.simulator.simulated_testbed import check
+
+            check(config)
+            config = run_folders.with_new_run_dir(config, config.name, "choose another --out")
+            return cls(config, Path(config.out or ""), given, console)
+        layout = None
+        if config.testbed.kind == "local":  # the preflight, before anything is written
+            from lblab.loadtests.local_testbed import cpu_layout
+
+            layout = cpu_layout(config)
+        config = run_folders.with_new_run_dir(
+            config,
+            config.name,
+            "continue it with --resume --out {run_dir} or choose another --out",
+        )
+        if layout is not None:
+            console.print(layout.describe())
+        from lblab.loadtests.runner import new_manifest
+
+        run_dir = Path(config.out or "")
+        manifest = new_manifest(run_dir, config, given)
+        manifest.save()
+        return cls(config, run_dir, given, console, manifest)
+
+    @classmethod
+    def reopen(
+        cls, out: str | None, purpose: Literal["resume", "collect"], console: Console
+    ) -> Experiment:
+        """The run folder ``out``, to resume or collect, with its own config."""
+        from lblab.manifest import load as load_manifest
+
+        flag = f"--{purpose}"
+        if not out:
+            raise ConfigError(f"{flag} needs --out DIR, the run directory to continue")
+        run_dir = Path(out)
+        manifest_path = run_dir / "manifest.json"
+        if not manifest_path.is_file():
+            raise ConfigError(
+                f"{flag}: {manifest_path} does not exist; --out must name a run directory "
+                "that `lblab run` wrote"
+            )
+        recorded = load_manifest(manifest_path)
+        if recorded.simulated:
+            raise ConfigError(
+                f"{flag}: {run_dir} is a simulated run; it has nothing to continue or "
+                "collect: run its file again (the same seeds give the same tables)"
+            )
+        if recorded.config_given.get("command") == "ui":
+            raise ConfigError(
+                f"{flag}: {run_dir} was recorded by `lblab ui` (its phases are swarms, not "
+                f"a plan); rebuild its report with `lblab report {run_dir}`"
+            )
+        if not recorded.config:
+            raise ConfigError(
+                f"{flag}: {manifest_path} has no config; it was not written by `lblab run`"
+            )
+        config = runconfig.resolve(None, dict(recorded.config), {})
+        verb = "resuming" if purpose == "resume" else "collecting"
+        console.print(f"{verb} {run_dir} (its own config; other flags are ignored)")
+        manifest = ManifestFile(manifest_path, recorded)
+        return cls(config, run_dir, dict(recorded.config_given), console, manifest)
+
+    @property
+    def simulated(self) -> bool:
+        return self.config.testbed.kind == "simulated"
+
+    def run(self, collect: bool = False) -> int:
+        """Run what is not done (``collect``: rebuild the tables instead); the exit code."""
+        if self.simulated:
+            return self._simulate()
+        from lblab.loadtests.runner import Runner
+        from lblab.procs import ProcessFailed
+
+        assert self.manifest is not None  # a live run has one from new() or reopen()
+        self.console.print(f"run directory: {self.run_dir}")
+        try:
+            runner = Runner(self.config, self.run_dir, self.manifest)
+            return runner.collect() if collect else runner.execute()
+        except ProcessFailed as exc:
+            self.console.print(f"error: the testbed did not start: {exc}", style="red")
+            return EXIT_PHASE_FAILED
+
+    def _simulate(self) -> int:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        from lblab.simulator.simulated_testbed import run_simulated
+
+        console = self.console
+        console.print(f"run directory: {self.run_dir} (simulated testbed)")
+        with Progress(
+            TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.description}"), console=console,
+        ) as bar:  # fmt: skip
+            task = bar.add_task("", total=None)
+
+            def step(done: int, total: int, label: str) -> None:
+                bar.update(task, completed=done, total=total, description=label)
+
+            counts = run_simulated(self.config, self.run_dir, self.given, step)
+        rows = ", ".join(f"{k} {v} rows" for k, v in counts.items())
+        console.print(f"wrote {self.run_dir} ({rows})")
+        return 0
+
+    def twin(self, scales: list[int]) -> None:
+        """The measured run's simulated twin into ``twin/``; a failure is reported, and
+        the run keeps its report."""
+        from lblab.simulator.twin import make_twin
+
+        console, run_dir = self.console, self.run_dir
+        try:
+            console.print(f"twin: {make_twin(run_dir, scales, echo=console.print)}")
+        except ConfigError as exc:
+            console.print(f"twin skipped: {exc}", style="yellow")
+        except KeyboardInterrupt:
+            console.print(
+                f"twin interrupted; the run is complete (build the twin with: lblab twin "
+                f"{run_dir})",
+                style="yellow",
+            )
+        except Exception as exc:  # a bug in the twin must not cost the run its report
+            console.print(
+                f"twin failed ({type(exc).__name__}: {exc}); the run is complete "
+                f"(retry with: lblab twin {run_dir})",
+                style="red",
+            )
+
+    def finish(self, code: int, report: bool) -> None:
+        """What every run ends with: the report and the summary (or how to continue)."""
+        from lblab.loadtests import summary
+
+        if code == EXIT_INTERRUPTED:
+            self.console.print(
+                f"interrupted; continue with: lblab run --resume --out {self.run_dir}"
+            )
+        elif report:
+            summary.finish(self.run_dir, self.console)
+        else:
+            summary.print_all(self.run_dir, self.console)
