@@ -51,7 +51,7 @@ from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.analysis.stats import welch_diff
-from lblab.analysis.twin_report import TWIN_JSON
+from lblab.analysis.twin_file import TWIN_JSON
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.manifest import Manifest

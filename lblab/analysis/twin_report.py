@@ -12,14 +12,14 @@ reads ``twin.json``; ``simulator/twin/`` computes everything.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
+from lblab.analysis.twin_file import TWIN_JSON, load_twin
+from lblab.errors import ConfigError
 from lblab.pages import stamped, table
 from lblab.stamp import Stamp
 
-TWIN_JSON = Path("twin") / "twin.json"
 _MISS_STYLE = ' style="background:#fbe3e3"'
 _YES_NO = {True: "yes", False: "no"}
 _LABELS = {
@@ -82,7 +82,7 @@ def _cells_table(data: dict[str, Any]) -> str:
             if f == "throughput_rps":
                 inside = c.get("inside_measured_ci", {}).get(f)
                 tds.append(f"<td>{_YES_NO.get(inside, 'n/a')}</td>")
-        flags = c.get("harness_checks")
+        flags = c.get("validity")
         tds.append(f"<td>{_esc(', '.join(flags) or 'held') if flags is not None else 'n/a'}</td>")
         rows.append(
             f"<tr><td>{_esc(c['scenario'])}</td><td>{_esc(c['strategy'])}</td>{''.join(tds)}</tr>"
@@ -366,7 +366,7 @@ def twin_section(run_dir: str | Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = load_twin(path)
         body = (
             _plain_words(data)
             + _cells_table(data)
@@ -375,7 +375,7 @@ def twin_section(run_dir: str | Path) -> str | None:
             + _scale_table(data)
             + _model_table(data)
         )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, ConfigError) as exc:
         return (
             '<h2 id="twin">Measured vs simulated</h2>'
             f'<p class="note">{_esc(path)} is unreadable ({_esc(type(exc).__name__)}: '
@@ -398,7 +398,7 @@ def _scenario_table(data: dict[str, Any]) -> list[str]:
         for strategy in strategies:
             c = cells[(scenario, strategy)]
             measured, simulated, error = _figure(c, "throughput_rps")
-            flags = f"; {', '.join(c['harness_checks'])}" if c.get("harness_checks") else ""
+            flags = f"; {', '.join(c['validity'])}" if c.get("validity") else ""
             row.append(f"{measured} / {simulated} ({error}{flags})")
         for key in _RANKS:
             row += [_tau(r[key]["tau"]), _contradicted(r[key])]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -239,8 +238,9 @@ def twin(
         scale_requests=scale_requests,
         echo=say,
     )
-    text = path.read_text()
-    data = json.loads(text)
+    from lblab.analysis.twin_file import load_twin
+
+    data = load_twin(path)
     summary = data["summary"]
     worst = summary["max_abs_throughput_error"]
     say(
@@ -254,7 +254,7 @@ def twin(
         f"{', '.join(summary['resolved_pairs_contradicted']) or 'none'}"
     )
     if fmt == "json":
-        typer.echo(text, nl=False)
+        typer.echo(path.read_text(), nl=False)
     elif fmt == "markdown":
         typer.echo(twin_markdown(data, stamp, this_command()), nl=False)
 

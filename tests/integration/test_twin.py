@@ -175,6 +175,6 @@ def test_twin_of_a_live_tiny_run(tiny_run_dir: Path) -> None:
             for v in p["verdicts"]
             if v["name"] in ("generator", "balancer", "machine") and v["level"] in ("warn", "fail")
         }
-        assert c["harness_checks"] == sorted(flagged), c
+        assert c["validity"] == sorted(flagged), c
     section = twin_section(tiny_run_dir)
     assert section is not None and "sp+sr" in section and "harness checks" in section

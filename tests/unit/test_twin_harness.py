@@ -45,7 +45,7 @@ def _cell(strategy: str, error: float, flags: list[str]) -> dict[str, Any]:
         "inside_measured_ci": {"throughput_rps": False},
         "measured_ci95": {"throughput_rps": [None, None]},
         "measured": {"throughput_rps": 100.0},
-        "harness_checks": flags,
+        "validity": flags,
     }
 
 

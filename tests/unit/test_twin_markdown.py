@@ -84,7 +84,7 @@ def _twin(scales: bool) -> dict[str, Any]:
     measured, simulated = _pooled(MEASURED), _pooled(SIMULATED)
     cells, ranks = compare(testbed, measured, simulated)
     for c in cells:  # as make_twin marks them from the run's manifest
-        c["harness_checks"] = ["machine warn"] if c["strategy"] == "lc" else []
+        c["validity"] = ["machine warn"] if c["strategy"] == "lc" else []
     scaled = {
         "servers": 100,
         "rank": scale_ranks(testbed, simulated, measured, _pooled(SCALED)),

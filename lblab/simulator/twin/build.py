@@ -10,7 +10,6 @@ is the report's (``analysis.twin_report.TWIN_JSON``), which reads it.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import time
@@ -18,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.twin_report import TWIN_JSON
+from lblab.analysis.twin_file import TWIN_JSON, save_twin
 from lblab.errors import ConfigError
 from lblab.simulator.config import SimConfig
 from lblab.simulator.twin.compare import cell_figures, compare, harness_flags, scale_ranks, summary
@@ -89,7 +88,7 @@ def make_twin(
     cells, ranks = compare(testbed, measured.pooled, simulated)
     flags = harness_flags(run.manifest)
     for cell in cells:
-        cell["harness_checks"] = flags.get((cell["strategy"], cell["scenario"]), [])
+        cell["validity"] = flags.get((cell["strategy"], cell["scenario"]), [])
     scaled_out = []
     for total in scales:
         caps = (
@@ -183,9 +182,7 @@ def make_twin(
         "scales": scaled_out,
         "summary": summary(cells, ranks),
     }
-    path = run_dir / TWIN_JSON
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    return path
+    return save_twin(run_dir / TWIN_JSON, report)
 
 
 def _simulate_all(

@@ -231,7 +231,7 @@ def summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, Any
             [c for c in misses if c["inside_measured_ci"]["throughput_rps"] is False]
         ),
         "throughput_misses_where_the_harness_held": _names(
-            [c for c in misses if not c.get("harness_checks")]
+            [c for c in misses if not c.get("validity")]
         ),
         "median_measured_ci_halfwidth": _median_halfwidth(cells),
         "tau_below_target": [
