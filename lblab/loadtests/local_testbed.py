@@ -38,6 +38,7 @@ from lblab.balancer_names import balancer_names
 from lblab.loadtests.admin_client import AdminClient
 from lblab.loadtests.isolation import CpuLayout, Isolation, plan_layout
 from lblab.loadtests.runconfig import RunConfig, ServerSpec
+from lblab.loadtests.testbed import Testbed
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.servers.slowdown import NORMAL, Slowdown, request_slowdown
 
@@ -109,6 +110,13 @@ class LocalTestbed:
     def addresses(self) -> dict[str, tuple[str, int]]:
         """Every balancer node's address by name, in order."""
         return {node.name: node.address for node in self.nodes}
+
+    def balancer_addresses(self) -> tuple[str, ...]:
+        """Every node's ``HOST:PORT`` when there are several; none with one (Locust's
+        ``--host`` is then the address)."""
+        if len(self.nodes) < 2:
+            return ()
+        return tuple(f"{host}:{port}" for host, port in self.addresses.values())
 
     def __post_init__(self) -> None:
         self.layout = cpu_layout(self.config)
@@ -415,6 +423,10 @@ class ExternalTestbed:
     def stop(self) -> None:
         """Nothing to stop: the runner started nothing."""
 
+    def balancer_addresses(self) -> tuple[str, ...]:
+        """One balancer: Locust's ``--host``."""
+        return ()
+
     def harness_pids(self, locust: Sequence[Child]) -> dict[str, list[int]]:
         """The processes whose CPU the checks read: here only Locust's."""
         return {"locust": [c.pid for c in locust]}
@@ -439,7 +451,8 @@ def _all(start: Callable[[ServerProcess], None], procs: Iterable[ServerProcess])
             future.result()
 
 
-def make_testbed(config: RunConfig, run_dir: Path) -> LocalTestbed | ExternalTestbed:
+def make_testbed(config: RunConfig, run_dir: Path) -> Testbed:
+    """The testbed of a live run (``testbed.kind`` local or external)."""
     if config.testbed.kind == "external":
         return ExternalTestbed(config, run_dir)
     return LocalTestbed(config, run_dir)

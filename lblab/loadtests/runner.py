@@ -60,7 +60,7 @@ from lblab.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PHASE_FAILED, WriteFail
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes
 from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
-from lblab.loadtests.local_testbed import ExternalTestbed, LocalTestbed, make_testbed
+from lblab.loadtests.local_testbed import make_testbed
 from lblab.loadtests.phase_recorder import PhaseRecorder
 from lblab.loadtests.plan import Phase, phase_entry, plan, plan_block
 from lblab.loadtests.probe import CpuProbe
@@ -202,7 +202,7 @@ class Runner:
             Phase(i, p.scenario, p.strategy, p.replication)
             for i, p in enumerate(manifest.manifest.phases)
         ]
-        self.testbed: LocalTestbed | ExternalTestbed = make_testbed(config, run_dir)
+        self.testbed = make_testbed(config, run_dir)
         self.recorder = PhaseRecorder(
             run_dir, manifest, self.phase_config, self.testbed.harness_cores
         )
@@ -459,7 +459,7 @@ class Runner:
             request_timeout=cfg.request_timeout,
             seed=cfg.seed + phase.index,
             records_dir=str(records),
-            balancers=self._balancer_addresses(),
+            balancers=self.testbed.balancer_addresses(),
         )
         expected = loadgen.expected_seconds(spec, load)
         progress.start_phase(phase.label, expected)
@@ -533,14 +533,6 @@ class Runner:
         if duration is None or duration == self.config.duration:
             return self.config
         return replace(self.config, duration=duration)
-
-    def _balancer_addresses(self) -> tuple[str, ...]:
-        """Every balancer node's ``HOST:PORT`` when there are several (the users spread
-        over them); none with one (Locust's ``--host``)."""
-        tb = self.testbed
-        if not isinstance(tb, LocalTestbed) or len(tb.nodes) < 2:
-            return ()
-        return tuple(f"{host}:{port}" for host, port in tb.addresses.values())
 
     def collect(self) -> int:
         """``lblab run --collect``: rebuild every finished phase's requests, picks and cpu
