@@ -286,11 +286,15 @@ def settled(cells: Iterable[Cell]) -> bool:
     return all(c.open_pairs == 0 and not _undecided(c) for c in cells)
 
 
+def untrusted(cell: Cell) -> bool:
+    """A strategy of the cell has no value any check trusts: each of its phases failed
+    one (or the cell has no value at all). Another block may give it one."""
+    return not cell.means or any(o["strategy"] not in cell.means for o in cell.left_out)
+
+
 def _undecided(cell: Cell) -> bool:
-    """Unresolved with more than one strategy, no value at all, or a strategy missing
-    because each of its phases failed a check."""
-    missing = any(o["strategy"] not in cell.means for o in cell.left_out)
-    return missing or (cell.verdict == UNRESOLVED and len(cell.means) != 1)
+    """Unresolved with more than one strategy, or ``untrusted``."""
+    return untrusted(cell) or (cell.verdict == UNRESOLVED and len(cell.means) != 1)
 
 
 def scenarios_to_settle(cells: Iterable[Cell]) -> list[str]:

@@ -55,6 +55,7 @@ from lblab.analysis.answer import (
     run_answer,
     scenarios_to_settle,
     settled,
+    untrusted,
 )
 from lblab.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PHASE_FAILED, WriteFailed
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes
@@ -305,6 +306,7 @@ class Runner:
         self.recorder.collect(self.phases, float("inf"))
         cells = self.current_answer()
         open_pairs = sum(c.open_pairs for c in cells)
+        without_value = sum(untrusted(c) for c in cells)
         spent = self._phase_seconds()
         scenarios = scenarios_to_settle(cells)
         lengths = self._lengths()
@@ -323,10 +325,16 @@ class Runner:
         made: dict[str, Any] = {
             "after_block": blocks,
             "open_pairs": open_pairs,
+            "untrusted_cells": without_value,
             "decision": decision,
             "phase_seconds": round(spent, 1),
         }
-        progress.note(f"after block {blocks}: {open_pairs} pairs open; {decision}")
+        # A run of one strategy has no pairs; its blocks are added for values the checks
+        # trust, and the line says so.
+        why = f"{open_pairs} pairs open"
+        if without_value:
+            why += f", {without_value} cells with a strategy whose every phase failed a check"
+        progress.note(f"after block {blocks}: {why}; {decision}")
         adding = decision.startswith("add a block")
         block = plan_block(cfg, blocks + 1, len(self.phases), scenarios) if adding else []
         if adding:

@@ -18,6 +18,7 @@ from lblab.analysis.answer import (
     read_answer,
     scenarios_to_settle,
     settled,
+    untrusted,
     write_answer,
 )
 from lblab.analysis.winners import label, unresolved_reasons, verdict, winner_frame
@@ -170,6 +171,7 @@ def test_a_cell_whose_phases_all_failed_is_not_settled() -> None:
     # Another block runs it (a quick run beside a hog, every phase failed, once added
     # a block of no scenario).
     assert scenarios_to_settle(cells) == ["sp+sr"]
+    assert untrusted(only(cells))
     # The paragraph says why nothing is decided, not "run more replications".
     words = verdict([c.to_dict() for c in cells])
     assert "Every phase was left out for failing its checks" in words
@@ -190,3 +192,8 @@ def test_a_strategy_whose_phases_all_failed_leaves_its_cell_unsettled() -> None:
 def test_one_strategy_has_nothing_to_decide_and_is_settled() -> None:
     cells = answer(units({"rr": [100.0, 101.0]}), metrics=["throughput_rps"])
     assert only(cells).why == "only one strategy" and settled(cells)
+    assert not untrusted(only(cells))
+    failed = answer(
+        units({"rr": [100.0]}), [("sp+sr", "rr", 1, "disturbance fail")], metrics=["throughput_rps"]
+    )
+    assert untrusted(only(failed)) and not settled(failed)  # no pair, yet no trusted value
