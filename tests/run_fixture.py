@@ -9,11 +9,15 @@ pattern pytest-xdist documents for session fixtures).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +40,27 @@ def run_lblab(args: list[str], timeout: float) -> subprocess.CompletedProcess[st
     return subprocess.run(
         lblab_command(*args), capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+def wait_for_phases(
+    proc: subprocess.Popen[str],
+    run_dir: Path,
+    ready: Callable[[list[dict[str, Any]]], bool],
+    what: str,
+    timeout: float = 90,
+) -> list[dict[str, Any]]:
+    """Poll the run's manifest until ``ready(phases)`` holds; returns the phases. Fails
+    the test, naming ``what`` and the run's last words, if the run exits first or the
+    deadline passes (the run is killed then)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(FileNotFoundError, ValueError, IndexError, KeyError):
+            phases = json.loads((run_dir / "manifest.json").read_text())["phases"]
+            if ready(phases):
+                return phases
+        time.sleep(0.1)
+    proc.kill()
+    pytest.fail(f"the run never reached {what}: {proc.communicate()[1][-3000:]}")
 
 
 def _make_tiny_run(run_dir: Path) -> None:

@@ -8,7 +8,6 @@ other work on it is exactly what the check reports.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ from lblab.loadtests.probe import CpuProbe
 from lblab.procs import lblab_command
 from lblab.validity import DISTURBANCE_WARN
 from lblab.windows import Window
-from tests.run_fixture import PACED_LOAD
+from tests.run_fixture import PACED_LOAD, wait_for_phases
 
 pytestmark = pytest.mark.slow
 
@@ -58,24 +57,14 @@ def run_beside(cpu: int, tmp_path: Path) -> dict[str, Any]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    proc = None
+    wait_for_phases(run, run_dir, lambda phases: phases[0]["status"] == "running", "its phase")
+    proc = hog(cpu)
     try:
-        deadline = time.monotonic() + 90
-        while proc is None and run.poll() is None and time.monotonic() < deadline:
-            with contextlib.suppress(FileNotFoundError, ValueError, IndexError, KeyError):
-                if (
-                    json.loads((run_dir / "manifest.json").read_text())["phases"][0]["status"]
-                    == "running"
-                ):
-                    proc = hog(cpu)
-            time.sleep(0.1)
         _, err = run.communicate(timeout=120)
     finally:
         run.kill()
-        if proc is not None:
-            proc.kill()
-            proc.wait()
-    assert proc is not None, f"the phase never started: {err[-3000:]}"
+        proc.kill()
+        proc.wait()
     assert run.returncode == 0, err[-3000:]
     return dict(json.loads((run_dir / "manifest.json").read_text()))
 

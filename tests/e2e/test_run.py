@@ -14,7 +14,7 @@ import pytest
 
 from lblab.procs import lblab_command
 from lblab.results import ERROR_KINDS, SCHEMAS, missing_columns
-from tests.run_fixture import PACED_LOAD, run_lblab
+from tests.run_fixture import PACED_LOAD, run_lblab, wait_for_phases
 
 pytestmark = pytest.mark.slow
 
@@ -144,17 +144,12 @@ warmup = "0s"
         # that (Python then installs no KeyboardInterrupt handler).
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and proc.poll() is None:
-        path = run_dir / "manifest.json"
-        if path.exists():
-            phases = manifest(run_dir)["phases"]
-            if phases[0]["status"] == "done" and phases[1]["status"] == "running":
-                break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail(f"the run never reached its second phase: {proc.communicate()[1][-3000:]}")
+    wait_for_phases(
+        proc,
+        run_dir,
+        lambda phases: phases[0]["status"] == "done" and phases[1]["status"] == "running",
+        "its second phase",
+    )
     time.sleep(1.0)  # let the second phase's Locust start, so it too must be stopped
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

@@ -20,7 +20,7 @@ import pytest
 from lblab.analysis.load import open_results
 from lblab.procs import lblab_command
 from tests.full_disk import fill, needs_root, small_filesystem
-from tests.run_fixture import PACED_LOAD, run_lblab
+from tests.run_fixture import PACED_LOAD, run_lblab, wait_for_phases
 
 pytestmark = pytest.mark.slow
 
@@ -57,16 +57,13 @@ def start_run(tmp_path: Path, run_dir: Path, duration: str) -> subprocess.Popen[
 
 def wait_for_load(proc: subprocess.Popen[str], run_dir: Path, phase: int) -> dict:
     """Wait until Locust of ``phase`` has started its users; returns the phase entry."""
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            entry = manifest(run_dir)["phases"][phase]
-            folder = run_dir / "raw" / "phases" / entry["key"] / entry.get("attempt", "-")
-            if entry["status"] == "running" and any(folder.glob("progress-*.json")):
-                return entry
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail(f"phase {phase} never started its load: {proc.communicate()[1][-3000:]}")
+
+    def loading(phases: list[dict]) -> bool:
+        entry = phases[phase]
+        folder = run_dir / "raw" / "phases" / entry["key"] / entry.get("attempt", "-")
+        return entry["status"] == "running" and any(folder.glob("progress-*.json"))
+
+    return wait_for_phases(proc, run_dir, loading, f"phase {phase}'s load")[phase]
 
 
 def processes_of(run_dir: Path) -> list[psutil.Process]:
