@@ -31,13 +31,15 @@ from lblab.simulator.record import SampleRows
 class SimRequest(Attempted):
     """A simulated request as its balancer sees it; ``simulator/run.py`` adds the rest."""
 
-    __slots__ = ("balancer", "dispatches")
+    __slots__ = ("balancer", "dispatches", "server")
 
     def __init__(self, request: RequestView, now: float, deadline: float, balancer: int) -> None:
         super().__init__(request, now, deadline)
         self.balancer = balancer
         """The index of the balancer that took it (its pool and strategy)."""
         self.dispatches = 0
+        self.server = -1
+        """The index of the server of the current (or last) attempt; -1: none yet."""
 
 
 Request = TypeVar("Request", bound=SimRequest)
@@ -63,7 +65,9 @@ class SimBalancer(Generic[Request]):
     __slots__ = (
         "at_server",
         "deadlines",
+        "index",
         "lifecycles",
+        "names",
         "picks",
         "picks_every",
         "picks_seen",
@@ -71,13 +75,20 @@ class SimBalancer(Generic[Request]):
     )
 
     def __init__(
-        self, pools: Sequence[Pool], max_attempts: int, picks: SampleRows, picks_every: int
+        self,
+        pools: Sequence[Pool],
+        names: Sequence[str],
+        max_attempts: int,
+        picks: SampleRows,
+        picks_every: int,
     ) -> None:
         self.pools = list(pools)
         self.lifecycles = [Lifecycle(pool, max_attempts) for pool in self.pools]
-        servers = len(self.pools[0].views)
+        self.names = tuple(names)
+        """Every server, in order, whether in the pools now or not (added, removed)."""
+        self.index = {name: i for i, name in enumerate(self.names)}
         self.at_server: list[list[dict[int, Request]]] = [
-            [{} for _ in range(servers)] for _ in self.pools
+            [{} for _ in self.names] for _ in self.pools
         ]
         """Per balancer and server: its requests there by request id, in dispatch order."""
         self.deadlines: Deadlines[Request] = Deadlines()
@@ -99,16 +110,17 @@ class SimBalancer(Generic[Request]):
         if view is None:
             lifecycle.end(req, False, "rejected", now)  # no dispatch: nothing to account
             return None
+        i = req.server = self.index[view.id]
         every = self.picks_every
         if every:
             self.picks_seen += 1
             if self.picks_seen % every == 0:
                 picks = self.picks
                 picks.t.append(EPOCH + now)
-                picks.server.append(view.index)  # the pool's list is the servers' list
+                picks.server.append(i)
                 picks.value.append(view.inflight)
         lifecycle.dispatched(req, view, now)
-        self.at_server[b][view.index][req.request.request_id] = req
+        self.at_server[b][i][req.request.request_id] = req
         req.dispatches += 1
         return view
 
@@ -118,7 +130,7 @@ class SimBalancer(Generic[Request]):
         if req.done or view is None:
             return Answer.LATE
         b = req.balancer
-        del self.at_server[b][view.index][req.request.request_id]
+        del self.at_server[b][req.server][req.request.request_id]
         lifecycle = self.lifecycles[b]
         if report is not None:
             lifecycle.pool.report(view.id, report, now)
@@ -134,9 +146,8 @@ class SimBalancer(Generic[Request]):
     def expire(self, now: float) -> Iterator[Request]:
         """End every request whose deadline has passed, as a timeout; yields each."""
         for req in self.deadlines.due(now):
-            view = req.view
-            if view is not None:
-                del self.at_server[req.balancer][view.index][req.request.request_id]
+            if req.view is not None:
+                del self.at_server[req.balancer][req.server][req.request.request_id]
             self.lifecycles[req.balancer].end(req, False, "timeout", now)
             yield req
 
@@ -153,8 +164,9 @@ class SimBalancer(Generic[Request]):
         asks for the next (the router re-dispatches each as it walks its streams); when
         the walk ends the pool marks the server down."""
         pool = self.pools[balancer]
-        backend = pool.views[server].id
-        if drained:
+        backend = self.names[server]
+        member = backend in pool  # a removed one's close changes no pool
+        if drained and member:
             pool.set_state(backend, Health.DRAINING, now)
         at = self.at_server[balancer][server]
         lost = list(at.values())
@@ -166,13 +178,16 @@ class SimBalancer(Generic[Request]):
             else:
                 lifecycle.end(req, False, "connection", now)
                 yield req, False
-        pool.set_state(backend, Health.DOWN, now)
+        if member:
+            pool.set_state(backend, Health.DOWN, now)
 
     def hung(self, balancer: int, server: int, now: float) -> None:
         """Balancer ``balancer`` has heard nothing from ``server`` for ``HUNG_AFTER_S``:
         ejected and held down until it answers (``BalancerNode.backend_hung``)."""
         pool = self.pools[balancer]
-        backend = pool.views[server].id
+        backend = self.names[server]
+        if backend not in pool:
+            return
         pool.set_state(backend, Health.EJECTED, now)
         pool.set_state(backend, Health.DOWN, now)
 
@@ -180,7 +195,8 @@ class SimBalancer(Generic[Request]):
         """Balancer ``balancer`` reconnected to ``server``, or a hung one answers again:
         it is up in that pool again."""
         pool = self.pools[balancer]
-        pool.set_state(pool.views[server].id, Health.UP, now)
+        if self.names[server] in pool:
+            pool.set_state(self.names[server], Health.UP, now)
 
     def next_deadline(self, live: int) -> float | None:
         """The earliest deadline of a request still open; ``live``: requests not ended."""

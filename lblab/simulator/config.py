@@ -32,6 +32,7 @@ from lblab.config import (
     MAX_SEED,
     check_id,
     check_range,
+    check_weight,
     parse_duration,
     parse_float,
     parse_int,
@@ -68,7 +69,7 @@ PROBE_COST_S = 40e-6
 process's CPU (user + system from ``/proc/PID/stat``) per probe answered: decoding,
 answering and the socket calls, all on the event loop."""
 
-SIMULATED_ACTIONS = ("kill", "drain", "restart", "slow", "pause", "resume")
+SIMULATED_ACTIONS = ("kill", "drain", "restart", "slow", "pause", "resume", "add", "remove")
 """The timeline events the simulator runs (``ServerEvent``); a live run has more."""
 
 EPOCH = 1_700_000_000.0
@@ -116,13 +117,15 @@ class ServerEvent:
     reconnect with the live backoff), ``drain`` it (SIGTERM: it refuses new requests,
     finishes the others and exits), ``restart`` it, ``slow`` it (every service time
     times ``factor`` plus ``add_ms`` from then on; 1 and 0 undo it), ``pause`` it
-    (SIGSTOP: alive, connected and silent) or ``resume`` it."""
+    (SIGSTOP: alive, connected and silent), ``resume`` it, ``remove`` it from the pools
+    (its requests finish, then it is drained) or ``add`` it (with ``weight``)."""
 
     at: float
     action: str
     server: str
     factor: float = 1.0
     add_ms: float = 0.0
+    weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.action not in SIMULATED_ACTIONS:
@@ -133,6 +136,7 @@ class ServerEvent:
         check_range("timeline.at", self.at, minimum=0, maximum=MAX_SIM_SECONDS)
         check_range("timeline.factor", self.factor, minimum=1.0, maximum=1000.0)
         check_range("timeline.add_ms", self.add_ms, minimum=0.0, maximum=3_600_000.0)
+        check_weight(self.weight, "timeline.weight")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +184,8 @@ class SimConfig:
     """The servers' names in order (empty: ``s1`` .. ``sN``), as a run's [[servers]] ids."""
     timeline: tuple[ServerEvent, ...] = ()
     """Events on the servers, as a live run's [[timeline]] (``SIMULATED_ACTIONS``)."""
+    joins_later: tuple[str, ...] = ()
+    """Servers out of the pools at the start: a timeline ``add`` brings them in."""
     drain_timeout: float = DRAIN_TIMEOUT_S
     """How long a draining server finishes its requests before it exits anyway."""
 
@@ -221,6 +227,9 @@ class SimConfig:
                 )
             for name in self.server_ids:
                 check_id(name, "server_ids")
+        for name in self.joins_later:
+            if name not in self.server_names:
+                raise ConfigError(f"joins_later: {name!r} is not one of the servers")
         for event in self.timeline:
             if event.server not in self.server_names:
                 raise ConfigError(

@@ -58,7 +58,10 @@ what arrives, silent; after ``HUNG_AFTER_S`` of silence its balancers eject it a
 it down, after ``SILENT_LOST_S`` they close the connection (its requests fail) and
 reconnect; ``resume`` lets it run on, and balancers that only held it down take it back
 once they hear from it. ``restart`` takes requests again; ``slow`` scales every service
-time from then on.
+time from then on. ``remove`` takes the server out of every pool (its requests finish
+there), then drains it, and no balancer reconnects to it; ``add`` puts it (back) in
+every pool with its weight, restarting it if it was stopped; a server that joins later
+(``joins_later``) is out of the pools until its ``add``.
 
 An agent samples every server each ``report_period``: utilisation (busy fraction of the
 workers, the cpu table's ``cpu_percent``) and qps; strategies that use agent reports get
@@ -124,7 +127,6 @@ class _Request(SimRequest):
         "queue_s",
         "replied",
         "rif",
-        "server",
         "service_s",
         "t_sent",
         "work_bytes",
@@ -148,7 +150,6 @@ class _Request(SimRequest):
         self.arrived = 0.0
         self.epoch = 0
         self.replied = False
-        self.server = -1
         self.queue_s = _NAN
         self.service_s = _NAN
         self.rif = 0
@@ -216,7 +217,8 @@ class Simulation:
                     )
                 )
                 self._delay.append(cfg.server_delay if group.delay is None else group.delay)
-                specs.append(BackendSpec(id=sid, weight=group.weight))
+                if sid not in cfg.joins_later:
+                    specs.append(BackendSpec(id=sid, weight=group.weight))
         self.names = tuple(s.id for s in self.servers)
         k = cfg.balancers
         self.balancer_names = balancer_names(k)
@@ -242,8 +244,10 @@ class Simulation:
         """One per balancer, in order (``b1`` first)."""
         self.picks = SampleRows("i")
         self.balancer: SimBalancer[_Request] = SimBalancer(
-            self.pools, cfg.max_tries, self.picks, cfg.picks_every
+            self.pools, self.names, cfg.max_tries, self.picks, cfg.picks_every
         )
+        self._out = {i for i, name in enumerate(self.names) if name in cfg.joins_later}
+        """Servers out of the pools (not added yet, or removed): no reconnects to them."""
         self._balancers = k
         self._rng_balancers = rng_stream(cfg.seed, rep, "balancers")
         self._rng_reconnect = [rng_stream(cfg.seed, rep, f"reconnect:b{b + 1}") for b in range(k)]
@@ -408,7 +412,7 @@ class Simulation:
         if view is None:
             self._reply(req, False, unrouted)
             return
-        i = req.server = view.index  # the pool's list is the servers' list
+        i = req.server
         if self._probes:
             self._send_probes(req.balancer, now)
         delay = self._delay[i]
@@ -486,7 +490,7 @@ class Simulation:
         pool = self.pools[balancer]
         for view in pool.probe_targets(now):
             pool.probe_sent(view.id)
-            i = view.index
+            i = self.balancer.index[view.id]
             delay = self._delay[i]
             if delay:
                 at(self.env, delay, self._probe_at_server, (balancer, i, now))
@@ -548,6 +552,19 @@ class Simulation:
                     at(self.env, self.cfg.drain_timeout, self._on_drain_deadline, (i, server.epoch))
         elif event.action == "restart":
             server.restart()
+        elif event.action == "remove":
+            if i not in self._out:  # out of every pool, then stopped as the live one is
+                self._out.add(i)
+                for pool in self.pools:
+                    pool.remove(event.server, self.env._now)
+                self._on_event(ServerEvent(event.at, "drain", event.server))
+        elif event.action == "add":
+            if i in self._out:
+                self._out.discard(i)
+                if not server.alive:
+                    server.restart()
+                for pool in self.pools:
+                    pool.add(BackendSpec(event.server, event.weight), self.env._now)
         elif event.action == "pause":
             if server.alive and not server.paused:
                 server.pause()
@@ -613,7 +630,8 @@ class Simulation:
             # again at once (no delay, no think time) must not be sent to it.
             for req in failed:
                 self._reply(req, False, _CONNECTION)
-            self._reconnect_later((b, i, 0))
+            if i not in self._out:
+                self._reconnect_later((b, i, 0))
 
     def _reconnect_later(self, attempt: tuple[int, int, int]) -> None:
         b, _, failures = attempt
@@ -623,6 +641,8 @@ class Simulation:
     def _on_reconnect(self, attempt: tuple[int, int, int]) -> None:
         b, i, failures = attempt
         server = self.servers[i]
+        if i in self._out:
+            return  # taken out of the pool meanwhile: the balancer stops reconnecting
         if server.alive and not server.paused:
             self.balancer.connection_back(b, i, self.env._now)
         elif self._finished < self._requests:

@@ -23,9 +23,9 @@ the agent interval and the number of balancers. A phase sends for warm-up plus
 duration; its measured window is a live phase's: the first send plus the warm-up to the
 end of the load (``lblab/windows.py``).
 
-The timeline's ``kill``, ``drain``, ``restart``, ``slow`` and ``pause`` (these two
-with their ``duration``) and ``resume`` run as ``simulator/run.py`` describes; ``add``
-and ``remove`` (a pool that changes its members) are refused before the run starts. Not simulated (yet) either:
+Every timeline action runs as ``simulator/run.py`` describes (``slow`` and ``pause``
+with their ``duration``); a server that an ``add`` starts (not in ``[[servers]]``) is
+simulated from the start, out of the pools until it is added. Not simulated (yet) either:
 the start-up of a restarted server (it takes requests at once), Locust's spawn rate
 (every user starts at once), a think time's spread (uniform between its two bounds
 live, its mean here), and adaptive blocks: the run's ``replications`` blocks run, and
@@ -40,7 +40,12 @@ from typing import Any
 
 from lblab.errors import ConfigError
 from lblab.loadtests.plan import Phase, plan
-from lblab.loadtests.runconfig import DEFAULT_SIMULATED_SERVICE, LoadConfig, RunConfig
+from lblab.loadtests.runconfig import (
+    DEFAULT_SIMULATED_SERVICE,
+    LoadConfig,
+    RunConfig,
+    ServerSpec,
+)
 from lblab.loadtests.timeline import undo
 from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT
 from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerEvent, ServerGroup, SimConfig
@@ -51,14 +56,23 @@ from lblab.simulator.workload import Arrivals, ClosedUsers, OpenArrivals, TraceA
 from lblab.windows import Window
 
 
+def servers(config: RunConfig) -> tuple[ServerSpec, ...]:
+    """The ``[[servers]]`` in the file's order, then those a timeline ``add`` starts."""
+    known = {s.id: s for s in config.servers}
+    for event in config.timeline:
+        if event.action == "add" and event.spec is not None:
+            known.setdefault(event.spec.id, event.spec)
+    return tuple(known.values())
+
+
 def server_groups(config: RunConfig) -> tuple[ServerGroup, ...]:
-    """One group per ``[[servers]]`` entry, in the file's order."""
+    """One group per server (``servers``), in order."""
     try:
         service = parse_service(config.testbed.service or DEFAULT_SIMULATED_SERVICE)
     except ConfigError as exc:
         raise ConfigError(f"testbed.{exc}") from None
     groups = []
-    for spec in config.servers:
+    for spec in servers(config):
         quota = spec.cpu_quota
         groups.append(
             ServerGroup(
@@ -94,7 +108,9 @@ def timeline(config: RunConfig, scenario: str) -> tuple[ServerEvent, ...]:
         for each in (event, undo(event)):
             if each is not None:
                 events.append(
-                    ServerEvent(each.at, each.action, each.server, each.factor, each.add_ms)
+                    ServerEvent(
+                        each.at, each.action, each.server, each.factor, each.add_ms, each.weight
+                    )
                 )
     return tuple(sorted(events, key=lambda e: e.at))
 
@@ -115,7 +131,8 @@ def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
         strategy=phase.strategy,
         strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
         servers=server_groups(config),
-        server_ids=tuple(s.id for s in config.servers),
+        server_ids=tuple(s.id for s in servers(config)),
+        joins_later=tuple(s.id for s in servers(config)[len(config.servers) :]),
         timeline=timeline(config, phase.scenario),
         requests=requests,
         duration=duration,

@@ -95,17 +95,7 @@ def test_a_simulated_run_is_not_resumed_and_has_no_twin(simulated_run, tmp_path)
     assert "drop --twin" in twinned.stderr
 
 
-def test_the_simulated_testbed_refuses_what_it_does_not_model(tmp_path) -> None:
-    config = tmp_path / "timeline.toml"
-    config.write_text(
-        '[testbed]\nkind = "simulated"\n\n[[timeline]]\nat = 1\naction = "remove"\nserver = "s1"\n'
-    )
-    out = lblab("run", "--config", str(config), "--out", str(tmp_path / "removed"))
-    assert out.returncode == 2
-    assert "timeline: 'remove' is not simulated; the simulator runs kill, drain, restart" in (
-        out.stderr
-    )
-    assert not (tmp_path / "removed").exists()
+def test_a_bad_service_model_is_refused_before_the_run_folder(tmp_path) -> None:
     bad = tmp_path / "service.toml"
     bad.write_text('[testbed]\nkind = "simulated"\nservice = "json:a=-1ms"\n')
     out = lblab("run", "--config", str(bad), "--out", str(tmp_path / "never"))
@@ -145,6 +135,13 @@ action = "slow"
 server = "s3"
 factor = 2
 duration = "1s"
+
+[[timeline]]
+at = "3.5s"
+action = "add"
+server = "s4"
+cpu_quota = 0.5
+weight = 2
 """
     )
     run_dir = tmp_path / "run"
@@ -162,3 +159,6 @@ duration = "1s"
     slow = s3[s3["t"].between(1.05, 1.95)]["service_ms"].median()
     normal = s3[s3["t"].between(2.05, 4.95)]["service_ms"].median()
     assert slow == pytest.approx(2 * normal, rel=0.35)
+    # s4, not in [[servers]], serves only once the timeline adds it
+    on_s4 = sent[requests["server"] == "s4"]
+    assert len(on_s4) > 10 and on_s4.min() >= 3.5

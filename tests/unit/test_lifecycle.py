@@ -170,7 +170,7 @@ class SimDriver:
     def __init__(self, strategy: str) -> None:
         self.pool = _pool(strategy)
         self.balancer: SimBalancer[SimRequest] = SimBalancer(
-            [self.pool], MAX_ATTEMPTS, SampleRows("i"), 0
+            [self.pool], BACKENDS, MAX_ATTEMPTS, SampleRows("i"), 0
         )
         self.requests: dict[int, SimRequest] = {}
 

@@ -389,8 +389,8 @@ def test_probes_to_a_killed_server_are_lost_not_timed_out():
 
 
 def test_a_timeline_names_the_runs_servers_and_simulated_actions():
-    with pytest.raises(ConfigError, match="'add' is not simulated"):
-        ServerEvent(1.0, "add", "s1")
+    with pytest.raises(ConfigError, match="'explode' is not simulated"):
+        ServerEvent(1.0, "explode", "s1")
     with pytest.raises(ConfigError, match="'s9' is not one of the servers"):
         replace(small(), timeline=(ServerEvent(1.0, "kill", "s9"),))
 
@@ -447,3 +447,24 @@ def test_a_pause_past_the_silence_limit_loses_the_connection():
     assert set(failed["error_kind"]) == {"connection"} and set(failed["server"]) == {"s1"}
     assert (failed["t"] + failed["latency_ms"] / 1000).round(3).eq(31.0).all()  # 1 s + 30 s
     assert t.loc[t["server"] == "s1", "t"].between(35.0, 40.0).any()  # reconnected
+
+
+def test_a_removed_server_finishes_its_requests_and_an_added_one_takes_work_from_then():
+    cfg = replace(
+        small(strategy="rr", servers=3, rate=300, duration="6s", server_delay="1ms"),
+        joins_later=("s3",),
+    )
+    sim = Simulation(replace(cfg, timeline=(
+        ServerEvent(1.0, "remove", "s2"), ServerEvent(3.0, "add", "s2", weight=2.0),
+        ServerEvent(4.0, "add", "s3"),
+    )))  # fmt: skip
+    result = sim.run()
+    t = result.requests.to_pandas()
+    t["t"] = t["t_sent"] - EPOCH
+    assert t["ok"].all()  # a removal fails nothing: its requests finish where they are
+    on = t.groupby("server")["t"]
+    assert not t.loc[t["server"] == "s2", "t"].between(1.001, 3.0).any()
+    assert on.min()["s3"] >= 4.0 and on.max()["s2"] > 3.0
+    assert [v.id for v in sim.pools[0].views] == ["s1", "s2", "s3"]
+    assert sim.pools[0].get("s2").weight == 2.0
+    assert sim.pools[0].outstanding == 0
