@@ -44,24 +44,8 @@ deadline is a timeout at the deadline for the client, and an outcome for the poo
 balancer had it in time). Deadlines fall in send order, so one watchdog timer walks a FIFO of requests
 instead of a timer per request.
 
-Timeline events (``ServerEvent``, a live run's [[timeline]]): ``kill`` loses what the
-server queued and served; each balancer learns it a server delay later, as a closed
-connection: its requests there end as ``connection`` failures, the server goes down in
-its pool, and it reconnects with the live balancer's jittered backoff (its own random
-stream per balancer), up again at the first attempt that finds the server restarted.
-Requests on their way to a killed server are dropped there (their balancer fails them),
-and so are probes (lost, not timed out). ``drain`` is SIGTERM to a live server: it
-refuses new requests (REJECTED: replayed elsewhere), finishes what it took, then exits
-(at the latest ``drain_timeout`` later) with CONNECTION_CLOSE, so its balancers replay
-what it never answered. ``pause`` is SIGSTOP: the server keeps what it has and queues
-what arrives, silent; after ``HUNG_AFTER_S`` of silence its balancers eject it and hold
-it down, after ``SILENT_LOST_S`` they close the connection (its requests fail) and
-reconnect; ``resume`` lets it run on, and balancers that only held it down take it back
-once they hear from it. ``restart`` takes requests again; ``slow`` scales every service
-time from then on. ``remove`` takes the server out of every pool (its requests finish
-there), then drains it, and no balancer reconnects to it; ``add`` puts it (back) in
-every pool with its weight, restarting it if it was stopped; a server that joins later
-(``joins_later``) is out of the pools until its ``add``.
+Timeline events (``ServerEvent``, a live run's [[timeline]]) act on the servers and
+on their balancers' connections as the live testbed's do: ``simulator/faults.py``.
 
 An agent samples every server each ``report_period``: utilisation (busy fraction of the
 workers, the cpu table's ``cpu_percent``) and qps; strategies that use agent reports get
@@ -84,8 +68,6 @@ from typing import Any
 import pyarrow as pa
 import simpy
 
-from lblab.backoff import RECONNECT_BASE_S, RECONNECT_MAX_S, jittered_backoff
-from lblab.balancer.health import HUNG_AFTER_S, SILENT_LOST_S
 from lblab.balancer.pool import COUNTER_NAMES, BackendCounters, BackendSpec, Pool
 from lblab.balancer.probes import PROBE_TIMEOUT_S
 from lblab.balancer.strategies.base import Interaction, RequestView, Strategy
@@ -95,7 +77,8 @@ from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport, ProbeAnswer, RifLatency
 from lblab.simulator.balancer import Answer, SimBalancer, SimRequest
 from lblab.simulator.clock import GRID, LATE, at, run_events
-from lblab.simulator.config import EPOCH, ServerEvent, SimConfig, rng_stream, stream_index
+from lblab.simulator.config import EPOCH, SimConfig, rng_stream, stream_index
+from lblab.simulator.faults import ServerFaults
 from lblab.simulator.model import SimServer
 from lblab.simulator.quota import CpuQuota
 from lblab.simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
@@ -105,7 +88,6 @@ _NAN = float("nan")
 _INF = float("inf")
 _REJECTED = ERROR_CODE["rejected"]
 _TIMEOUT = ERROR_CODE["timeout"]
-_CONNECTION = ERROR_CODE["connection"]
 _RR = Interaction.REQUEST_RESPONSE
 
 
@@ -246,11 +228,20 @@ class Simulation:
         self.balancer: SimBalancer[_Request] = SimBalancer(
             self.pools, self.names, cfg.max_tries, self.picks, cfg.picks_every
         )
-        self._out = {i for i, name in enumerate(self.names) if name in cfg.joins_later}
-        """Servers out of the pools (not added yet, or removed): no reconnects to them."""
         self._balancers = k
         self._rng_balancers = rng_stream(cfg.seed, rep, "balancers")
-        self._rng_reconnect = [rng_stream(cfg.seed, rep, f"reconnect:b{b + 1}") for b in range(k)]
+        self.faults = ServerFaults(
+            env,
+            self.servers,
+            self._delay,
+            self.balancer,
+            [rng_stream(cfg.seed, rep, f"reconnect:b{b + 1}") for b in range(k)],
+            cfg.drain_timeout,
+            cfg.joins_later,
+            self._route,
+            self._reply,
+            lambda: self._finished < self._requests,
+        )
         poisson = isinstance(cfg.arrivals, OpenArrivals) and cfg.arrivals.poisson
         self._next_balancer = self._by_chance if k > 1 and poisson else self._by_index
         strategy = strategies[0]  # the same class for every balancer: the same signals
@@ -461,7 +452,7 @@ class Simulation:
             )
         self._to_balancer(server, req, True, report)
         if server.draining and not server.load:
-            self._exit(server)
+            self.faults.exit(server)
 
     def _to_balancer(
         self, server: SimServer, req: _Request, ok: bool, report: LoadReport | None
@@ -533,120 +524,6 @@ class Simulation:
     def _on_probe_timeout(self, probe: tuple[int, int]) -> None:
         balancer, i = probe
         self.pools[balancer].probe_lost(self.names[i], timed_out=True)
-
-    # ---- timeline ------------------------------------------------------------------
-
-    def _on_event(self, event: ServerEvent) -> None:
-        i = self.names.index(event.server)
-        server = self.servers[i]
-        if event.action == "kill":
-            if server.alive:
-                server.kill()
-                at(self.env, self._delay[i], self._on_lost, (i, False))
-        elif event.action == "drain":
-            if server.alive and not server.draining:
-                server.drain()
-                if not server.load:
-                    self._exit(server)
-                else:
-                    at(self.env, self.cfg.drain_timeout, self._on_drain_deadline, (i, server.epoch))
-        elif event.action == "restart":
-            server.restart()
-        elif event.action == "remove":
-            if i not in self._out:  # out of every pool, then stopped as the live one is
-                self._out.add(i)
-                for pool in self.pools:
-                    pool.remove(event.server, self.env._now)
-                self._on_event(ServerEvent(event.at, "drain", event.server))
-        elif event.action == "add":
-            if i in self._out:
-                self._out.discard(i)
-                if not server.alive:
-                    server.restart()
-                for pool in self.pools:
-                    pool.add(BackendSpec(event.server, event.weight), self.env._now)
-        elif event.action == "pause":
-            if server.alive and not server.paused:
-                server.pause()
-                silent = (i, server.epoch)
-                at(self.env, self._delay[i] + HUNG_AFTER_S, self._on_silent, silent)
-                at(self.env, self._delay[i] + SILENT_LOST_S, self._on_silent_too_long, silent)
-        elif event.action == "resume":
-            if server.paused:
-                server.resume()
-                at(self.env, self._delay[i], self._on_answering, i)
-        else:
-            server.slow(event.factor, event.add_ms / 1000.0)
-
-    def _on_silent(self, silent: tuple[int, int]) -> None:
-        """A paused server has been silent for ``HUNG_AFTER_S``: every balancer holds it
-        down as hung until it answers again."""
-        i, epoch = silent
-        server = self.servers[i]
-        if server.paused and server.epoch == epoch:
-            self._hung[i] = True
-            for b in range(self._balancers):
-                self.balancer.hung(b, i, self.env._now)
-
-    def _on_silent_too_long(self, silent: tuple[int, int]) -> None:
-        """Silent for ``SILENT_LOST_S``: the balancers close the connection (and fail what
-        was in flight) and reconnect, in vain while the server stays paused."""
-        i, epoch = silent
-        server = self.servers[i]
-        if server.paused and server.epoch == epoch:
-            self._hung[i] = False
-            self._on_lost((i, False))  # its backlog, served after a resume, finds no one
-
-    def _on_answering(self, i: int) -> None:
-        if self._hung[i]:
-            self._hung[i] = False
-            for b in range(self._balancers):
-                self.balancer.connection_back(b, i, self.env._now)
-
-    def _on_drain_deadline(self, drain: tuple[int, int]) -> None:
-        i, epoch = drain
-        server = self.servers[i]
-        if server.draining and server.epoch == epoch:  # still the drain that set it
-            self._exit(server)
-
-    def _exit(self, server: SimServer) -> None:
-        """A draining server has finished (or its deadline passed): it says CONNECTION_CLOSE
-        and exits; its balancers see the close a server delay later."""
-        server.kill()
-        at(self.env, self._delay[server.index], self._on_lost, (server.index, True))
-
-    def _on_lost(self, lost: tuple[int, bool]) -> None:
-        """Every balancer sees server ``i``'s connection close (module docstring)."""
-        i, drained = lost
-        now = self.env._now
-        for b in range(self._balancers):
-            failed = []
-            for req, replayed in self.balancer.connection_lost(b, i, now, drained=drained):
-                if replayed:
-                    self._route(req, _CONNECTION)
-                else:
-                    failed.append(req)
-            # The errors go out once the pool has the server down: a client that sends
-            # again at once (no delay, no think time) must not be sent to it.
-            for req in failed:
-                self._reply(req, False, _CONNECTION)
-            if i not in self._out:
-                self._reconnect_later((b, i, 0))
-
-    def _reconnect_later(self, attempt: tuple[int, int, int]) -> None:
-        b, _, failures = attempt
-        wait = jittered_backoff(failures, RECONNECT_BASE_S, RECONNECT_MAX_S, self._rng_reconnect[b])
-        at(self.env, wait, self._on_reconnect, attempt)
-
-    def _on_reconnect(self, attempt: tuple[int, int, int]) -> None:
-        b, i, failures = attempt
-        server = self.servers[i]
-        if i in self._out:
-            return  # taken out of the pool meanwhile: the balancer stops reconnecting
-        if server.alive and not server.paused:
-            self.balancer.connection_back(b, i, self.env._now)
-        elif self._finished < self._requests:
-            self._reconnect_later((b, i, failures + 1))
 
     # ---- agents, health clock -------------------------------------------------------
 
@@ -727,15 +604,13 @@ class Simulation:
         wall0 = time.perf_counter()
         self._last_sample = [(0.0, 0, 0)] * len(self.servers)
         self._refused = [0] * len(self.servers)
-        self._hung = [False] * len(self.servers)
-        """Held down by its balancers for silence (``pause``), not yet answering again."""
         self._start_clients()
         at(self.env, self.cfg.report_period, self._sample)
         at(self.env, self.cfg.tick_period, self._tick)
         if self.cfg.duration is not None:
             at(self.env, self.cfg.duration, self._stop_sending)
         for event in self.cfg.timeline:
-            at(self.env, event.at, self._on_event, event)
+            at(self.env, event.at, self.faults.on_event, event)
         env = self.env
         events = run_events(env)
         if self._finished != self._requests:
