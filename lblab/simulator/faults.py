@@ -84,12 +84,7 @@ class ServerFaults:
                 server.kill()
                 at(self._env, self._delay[i], self._on_lost, (i, False))
         elif event.action == "drain":
-            if server.alive and not server.draining:
-                server.drain()
-                if not server.load:
-                    self.exit(server)
-                else:
-                    at(self._env, self._drain_timeout, self._on_drain_deadline, (i, server.epoch))
+            self._drain(server)
         elif event.action == "restart":
             server.restart()
         elif event.action == "remove":
@@ -97,7 +92,7 @@ class ServerFaults:
                 self._out.add(i)
                 for pool in self._pools:
                     pool.remove(event.server, self._env._now)
-                self.on_event(ServerEvent(event.at, "drain", event.server))
+                self._drain(server)
         elif event.action == "add":
             if i in self._out:
                 self._out.discard(i)
@@ -117,6 +112,16 @@ class ServerFaults:
                 at(self._env, self._delay[i], self._on_answering, i)
         else:
             server.slow(event.factor, event.add_ms / 1000.0)
+
+    def _drain(self, server: SimServer) -> None:
+        """SIGTERM: refuse new requests, exit once empty or at the drain deadline."""
+        if server.alive and not server.draining:
+            server.drain()
+            if not server.load:
+                self.exit(server)
+            else:
+                deadline = (server.index, server.epoch)
+                at(self._env, self._drain_timeout, self._on_drain_deadline, deadline)
 
     def _on_silent(self, silent: tuple[int, int]) -> None:
         """A paused server has been silent for ``HUNG_AFTER_S``: every balancer holds it

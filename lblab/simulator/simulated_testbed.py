@@ -34,7 +34,7 @@ live, its mean here), and adaptive blocks: the run's ``replications`` blocks run
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,14 +65,14 @@ def servers(config: RunConfig) -> tuple[ServerSpec, ...]:
     return tuple(known.values())
 
 
-def server_groups(config: RunConfig) -> tuple[ServerGroup, ...]:
-    """One group per server (``servers``), in order."""
+def server_groups(config: RunConfig, specs: Sequence[ServerSpec]) -> tuple[ServerGroup, ...]:
+    """One group per server of ``specs`` (``servers``), in order."""
     try:
         service = parse_service(config.testbed.service or DEFAULT_SIMULATED_SERVICE)
     except ConfigError as exc:
         raise ConfigError(f"testbed.{exc}") from None
     groups = []
-    for spec in servers(config):
+    for spec in specs:
         quota = spec.cpu_quota
         groups.append(
             ServerGroup(
@@ -127,12 +127,13 @@ def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
     else:
         requests, duration = MAX_REQUESTS, config.warmup + config.duration
     options = config.strategy_options.get(phase.strategy, {})
+    specs = servers(config)
     return SimConfig(
         strategy=phase.strategy,
         strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
-        servers=server_groups(config),
-        server_ids=tuple(s.id for s in servers(config)),
-        joins_later=tuple(s.id for s in servers(config)[len(config.servers) :]),
+        servers=server_groups(config, specs),
+        server_ids=tuple(s.id for s in specs),
+        joins_later=tuple(s.id for s in specs[len(config.servers) :]),
         timeline=timeline(config, phase.scenario),
         requests=requests,
         duration=duration,

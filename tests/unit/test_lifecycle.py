@@ -365,13 +365,19 @@ def test_each_attempt_is_timed_from_its_own_dispatch() -> None:
 # ---------------------------------------------------------------- the lifecycle alone
 
 
-def test_end_accounts_once_and_a_cancel_is_not_a_failure() -> None:
+def dispatched_at_0(counted: bool = True) -> tuple[RecordingPool, Lifecycle, Attempted]:
+    """Request 1, picked and dispatched at time 0 on an rr pool that records its calls."""
     pool = _pool("rr")
     lifecycle = Lifecycle(pool)
-    life = Attempted(RequestView(1), 0.0, TIMEOUT_S)
+    life = Attempted(RequestView(1), 0.0, TIMEOUT_S, counted=counted)
     view = lifecycle.pick(life, 0.0)
     assert view is not None
     lifecycle.dispatched(life, view, 0.0)
+    return pool, lifecycle, life
+
+
+def test_end_accounts_once_and_a_cancel_is_not_a_failure() -> None:
+    pool, lifecycle, life = dispatched_at_0()
     assert lifecycle.end(life, False, "canceled", 0.5)
     assert not lifecycle.end(life, False, "timeout", 0.6)  # ended already: nothing
     assert not lifecycle.replay(life, 0.7)
@@ -380,24 +386,14 @@ def test_end_accounts_once_and_a_cancel_is_not_a_failure() -> None:
 
 
 def test_a_request_not_counted_is_picked_but_never_in_flight() -> None:
-    pool = _pool("rr")
-    lifecycle = Lifecycle(pool)
-    life = Attempted(RequestView(1), 0.0, TIMEOUT_S, counted=False)
-    view = lifecycle.pick(life, 0.0)
-    assert view is not None
-    lifecycle.dispatched(life, view, 0.0)
+    pool, lifecycle, life = dispatched_at_0(counted=False)
     assert not lifecycle.replay(life, 0.1)
     assert lifecycle.end(life, True, None, 0.1)
     assert [c[0] for c in pool.calls] == ["pick"]
 
 
 def test_an_answered_request_is_not_replayed_and_keeps_its_first_answer_time() -> None:
-    pool = _pool("rr")
-    lifecycle = Lifecycle(pool)
-    life = Attempted(RequestView(1), 0.0, TIMEOUT_S)
-    view = lifecycle.pick(life, 0.0)
-    assert view is not None
-    lifecycle.dispatched(life, view, 0.0)
+    pool, lifecycle, life = dispatched_at_0()
     lifecycle.answered(life, 0.2)
     lifecycle.answered(life, 0.9)  # a later frame of the answer
     assert not lifecycle.replay(life, 1.0)
