@@ -7,10 +7,11 @@ writers build and the readers read, never a dict by string keys. ``save`` writes
 whole or not at all (``lblab.files``); ``ManifestFile`` is the file a run rewrites at
 every step; ``load`` and ``from_json`` read one back.
 
-A field has one meaning whatever wrote it: ``config`` is a live run's experiment as
-resolved (``loadtests.runconfig``, empty for a simulation), ``phase_configs`` a
-simulated run's simulator config of each phase (in the file both are ``config``, an
-object or a list, as readers outside lblab know it); ``status`` is the run's, each
+A field has one meaning whatever wrote it: ``config`` is the experiment as resolved
+(``loadtests.runconfig``) of a run ``lblab run`` made, on any testbed (empty for ``lblab
+simulate``), ``phase_configs`` a simulated run's simulator config of each phase (in the
+file it is ``config``, a list, when there is no experiment, as readers outside lblab
+know it, and ``phase_configs`` beside the experiment's ``config`` otherwise); ``status`` is the run's, each
 phase has its own; ``cpu_limit_method`` says how the servers' CPU was limited. What a
 writer records beyond the typed fields (the runner's ``order``, the simulator's
 ``pool_counters``, a phase's ``timeline`` ...) is kept verbatim in ``extra`` and
@@ -151,7 +152,7 @@ class Manifest:
     config_given: Mapping[str, Any] = field(default_factory=dict)
     """What the person gave: command, preset, config file, flags."""
     config: Mapping[str, Any] = field(default_factory=dict)
-    """A live run's experiment as resolved (``RunConfig.raw``); empty for a simulation."""
+    """The experiment as resolved (``RunConfig.raw``); empty for ``lblab simulate``."""
     phase_configs: tuple[Mapping[str, Any], ...] = ()
     """A simulated run's ``SimConfig.describe()`` of each phase, in phase order."""
     scenarios: tuple[ScenarioEntry, ...] = ()
@@ -194,7 +195,7 @@ class Manifest:
         data.setdefault("phases", [])
         if self.warmup_s is not None:
             data["warmup"] = {"seconds": data.pop("warmup_s"), "rows": WARMUP_ROWS}
-        if self.phase_configs:
+        if self.phase_configs and not self.config:
             data["config"] = data.pop("phase_configs")
         return data
 

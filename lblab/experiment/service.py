@@ -4,15 +4,16 @@
 
 - ``new``: the config from its layers (built-in defaults <- preset <- file <- flags,
   ``loadtests/runconfig.py``), checked before anything is written; the local testbed's
-  CPU layout (the preflight); a new run folder; and, for a live testbed, the manifest of
-  its plan.
+  CPU layout (the preflight); a new run folder and the manifest of its plan.
 - ``reopen``: a run folder ``lblab run`` wrote, to resume (run what is not done) or to
   collect (rebuild the tables from ``raw/`` with other hosts' records), with its own
   config.
-- ``run``: the plan on the config's testbed: ``local`` (processes here) and ``external``
-  (a balancer someone else runs, such as the ansible roles) through the runner
-  (``loadtests/runner.py``: a Locust per phase), ``simulated`` through the simulator
-  (``simulator/simulated_testbed.py``), each phase with a progress bar.
+- ``run``: the plan through the runner (``loadtests/runner.py``: blocks, adaptive
+  replications, the budget, resume, the answer), each phase with a progress bar, on the
+  config's testbed (``loadtests/testbed.py``): ``local`` (processes here) and
+  ``external`` (a balancer someone else runs, such as the ansible roles) with a Locust
+  per phase (``loadtests/locust_testbed.py``), ``simulated`` with a simulation per phase
+  (``simulator/simulated_testbed.py``).
 - ``twin``: a measured run's simulated twin (``simulator/twin``), which never costs the
   run its report.
 - ``finish``: the report (or the summary alone), as every run ends.
@@ -40,7 +41,7 @@ class Experiment:
     """What the user gave (preset, file, flags), kept in the manifest."""
     console: Console
     manifest: ManifestFile | None = None
-    """A live run's manifest file (a simulated run writes its own when it ends)."""
+    """The run's manifest file: its plan, then what each phase did."""
 
     @classmethod
     def resolve(
@@ -60,9 +61,7 @@ class Experiment:
         if config.testbed.kind == "simulated":
             from lblab.simulator.simulated_testbed import check
 
-            check(config)
-            config = run_folders.with_new_run_dir(config, config.name, "choose another --out")
-            return cls(config, Path(config.out or ""), given, console)
+            check(config)  # every phase can be simulated, before the folder is made
         layout = None
         if config.testbed.kind == "local":  # the preflight, before anything is written
             from lblab.loadtests.local_testbed import cpu_layout
@@ -100,10 +99,15 @@ class Experiment:
                 "that `lblab run` wrote"
             )
         recorded = load_manifest(manifest_path)
-        if recorded.simulated:
+        if recorded.simulated and not recorded.config:
             raise ConfigError(
-                f"{flag}: {run_dir} is a simulated run; it has nothing to continue or "
-                "collect: run its file again (the same seeds give the same tables)"
+                f"{flag}: {run_dir} was written by `lblab simulate`; it has nothing to "
+                "continue or collect: simulate it again (the same seeds give the same tables)"
+            )
+        if recorded.simulated and purpose == "collect":
+            raise ConfigError(
+                f"{flag}: {run_dir} is a simulated run; its phases wrote their tables as "
+                "they ran, and no other host holds records of it"
             )
         if recorded.config_given.get("command") == "ui":
             raise ConfigError(
@@ -126,40 +130,23 @@ class Experiment:
 
     def run(self, collect: bool = False) -> int:
         """Run what is not done (``collect``: rebuild the tables instead); the exit code."""
-        if self.simulated:
-            return self._simulate()
         from lblab.loadtests.runner import Runner
         from lblab.procs import ProcessFailed
 
-        assert self.manifest is not None  # a live run has one from new() or reopen()
-        self.console.print(f"run directory: {self.run_dir}")
+        assert self.manifest is not None  # from new() or reopen()
+        testbed = None
+        where = ""
+        if self.simulated:
+            from lblab.simulator.simulated_testbed import SimulatedTestbed
+
+            testbed, where = SimulatedTestbed(self.config, self.run_dir), " (simulated testbed)"
+        self.console.print(f"run directory: {self.run_dir}{where}")
         try:
-            runner = Runner(self.config, self.run_dir, self.manifest)
+            runner = Runner(self.config, self.run_dir, self.manifest, testbed)
             return runner.collect() if collect else runner.execute()
         except ProcessFailed as exc:
             self.console.print(f"error: the testbed did not start: {exc}", style="red")
             return EXIT_PHASE_FAILED
-
-    def _simulate(self) -> int:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        from lblab.simulator.simulated_testbed import run_simulated
-
-        console = self.console
-        console.print(f"run directory: {self.run_dir} (simulated testbed)")
-        with Progress(
-            TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.description}"), console=console,
-        ) as bar:  # fmt: skip
-            task = bar.add_task("", total=None)
-
-            def step(done: int, total: int, label: str) -> None:
-                bar.update(task, completed=done, total=total, description=label)
-
-            counts = run_simulated(self.config, self.run_dir, self.given, step)
-        rows = ", ".join(f"{k} {v} rows" for k, v in counts.items())
-        console.print(f"wrote {self.run_dir} ({rows})")
-        return 0
 
     def twin(self, scales: list[int]) -> None:
         """The measured run's simulated twin into ``twin/``; a failure is reported, and

@@ -38,7 +38,7 @@ from lblab.balancer_names import balancer_names
 from lblab.loadtests.admin_client import AdminClient
 from lblab.loadtests.isolation import CpuLayout, Isolation, plan_layout
 from lblab.loadtests.runconfig import RunConfig, ServerSpec
-from lblab.loadtests.testbed import Testbed
+from lblab.loadtests.testbed import Processes
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.servers.slowdown import NORMAL, Slowdown, request_slowdown
 
@@ -451,8 +451,8 @@ def _all(start: Callable[[ServerProcess], None], procs: Iterable[ServerProcess])
             future.result()
 
 
-def make_testbed(config: RunConfig, run_dir: Path) -> Testbed:
-    """The testbed of a live run (``testbed.kind`` local or external)."""
+def make_processes(config: RunConfig, run_dir: Path) -> Processes:
+    """The processes of a live run (``testbed.kind`` local or external)."""
     if config.testbed.kind == "external":
         return ExternalTestbed(config, run_dir)
     return LocalTestbed(config, run_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lblab.loadtests.runconfig import RunConfig
 from lblab.manifest import PhaseEntry
@@ -73,3 +73,12 @@ def phase_entry(config: RunConfig, p: Phase, duration: float | None = None) -> P
         seed=config.seed + p.index,
         duration_s=config.duration if duration is None else duration,
     )
+
+
+def phase_config(config: RunConfig, entry: PhaseEntry) -> RunConfig:
+    """The config a phase ran with: the run's, with the phase's own length (an adaptive
+    run may lengthen a scenario)."""
+    duration = entry.duration_s
+    if duration is None or duration == config.duration:
+        return config
+    return replace(config, duration=duration)

@@ -44,8 +44,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,31 +58,21 @@ from lblab.analysis.answer import (
 )
 from lblab.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PHASE_FAILED, WriteFailed
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes
-from lblab.loadtests import loadgen
-from lblab.loadtests.loadspec import LoadSpec
-from lblab.loadtests.local_testbed import make_testbed
-from lblab.loadtests.phase_recorder import PhaseRecorder
-from lblab.loadtests.plan import Phase, phase_entry, plan, plan_block
-from lblab.loadtests.probe import CpuProbe
+from lblab.loadtests.locust_testbed import LocustTestbed
+from lblab.loadtests.plan import Phase, phase_config, phase_entry, plan, plan_block
 from lblab.loadtests.progress import RunProgress
-from lblab.loadtests.records import (
-    new_attempt,
-    phase_folder,
-    read_progress,
-    started_at,
-)
+from lblab.loadtests.records import new_attempt, phase_folder
 from lblab.loadtests.runconfig import RunConfig
-from lblab.loadtests.timeline import Timeline
+from lblab.loadtests.testbed import Testbed
 from lblab.manifest import Manifest, ManifestFile, PhaseEntry, ScenarioEntry
 from lblab.results import MANIFEST, consolidate, drop_consolidated
 
 MIN_PHASE_BYTES = 1 << 20  # room asked for a phase before any phase has shown its size
 CHECKABLE_OK = 400
 LONGEST_GROWTH = 4.0  # an adaptive run lengthens a scenario's phases at most this much
-TICK_S = 0.25
-FLUSH_GRACE_S = 2.5  # the balancer flushes picks at least once a second, agents per sample
-PHASE_SLACK_S = 30.0  # beyond the expected end (answers, Locust start-up) before "stuck"
-SOFTWARE = ("lblab", "rsocket", "locust", "gevent", "pyarrow", "pandas", "psutil", "uvloop")
+SOFTWARE = (
+    "lblab", "rsocket", "locust", "gevent", "pyarrow", "pandas", "psutil", "uvloop", "simpy",
+)  # fmt: skip
 
 
 def lengthened(duration: float, ok_in_window: Sequence[int], most: float) -> float:
@@ -100,6 +89,7 @@ def lengthened(duration: float, ok_in_window: Sequence[int], most: float) -> flo
 def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> ManifestFile:
     manifest = Manifest(
         run_id=run_dir.name,
+        simulated=config.testbed.kind == "simulated",
         status="running",
         config_given=given,
         config=config.raw,
@@ -191,24 +181,23 @@ def host_facts() -> dict[str, Any]:
     }
 
 
-class PhaseFailed(RuntimeError):
-    pass
-
-
 class Runner:
-    def __init__(self, config: RunConfig, run_dir: Path, manifest: ManifestFile) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        manifest: ManifestFile,
+        testbed: Testbed | None = None,
+    ) -> None:
+        """``testbed``: what runs the phases (by default the live one the config names,
+        ``LocustTestbed``)."""
         self.config, self.run_dir, self.manifest = config, run_dir, manifest
         # The manifest is the plan: an adaptive run appends blocks to it as it goes.
         self.phases = [
             Phase(i, p.scenario, p.strategy, p.replication)
             for i, p in enumerate(manifest.manifest.phases)
         ]
-        self.testbed = make_testbed(config, run_dir)
-        self.recorder = PhaseRecorder(
-            run_dir, manifest, self.phase_config, self.testbed.harness_cores
-        )
-        self.locust: loadgen.LocustRun | None = None
-        self.probe = CpuProbe()
+        self.testbed = testbed or LocustTestbed(config, run_dir, manifest)
 
     # ------------------------------------------------------------ the run
 
@@ -246,8 +235,7 @@ class Runner:
                         current = None
                         if not ok:
                             code = EXIT_PHASE_FAILED
-                            if self.testbed.check_alive():
-                                self.testbed.restore()
+                            self.testbed.recover()
                         self.collect_due()
                     todo = self.next_block(progress)
         except KeyboardInterrupt:
@@ -263,8 +251,6 @@ class Runner:
             raise
         finally:
             with _ignoring_interrupts():
-                if self.locust is not None:
-                    self.locust.stop()
                 self.testbed.stop()
                 try:
                     self.collect_all()
@@ -303,7 +289,7 @@ class Runner:
         if not adaptive or blocks < cfg.replications:
             return []
         self._settle_flushes()
-        self.recorder.collect(self.phases, float("inf"))
+        self.testbed.collect(self.phases, float("inf"))
         cells = self.current_answer()
         open_pairs = sum(c.open_pairs for c in cells)
         without_value = sum(untrusted(c) for c in cells)
@@ -405,7 +391,8 @@ class Runner:
     def _settle_flushes(self) -> None:
         """Wait until the last phase's picks and CPU samples are surely written."""
         ends = [self.manifest.phase(p.index).end or 0.0 for p in self.phases]
-        time.sleep(max(0.0, max(ends, default=0.0) + FLUSH_GRACE_S - time.time()))
+        grace = self.testbed.flush_grace
+        time.sleep(max(0.0, max(ends, default=0.0) + grace - time.time()) if grace else 0.0)
 
     def check_room(self) -> None:
         """Refuse to start a phase the results filesystem has no room for (about as much
@@ -441,120 +428,55 @@ class Runner:
         )
 
     def run_phase(self, phase: Phase, progress: RunProgress) -> bool:
-        """Run one phase; True when it produced its records."""
-        cfg, m = self.phase_config(phase), self.manifest
-        load = cfg.loads[phase.scenario]
+        """Run one phase on the testbed; True when it produced its records."""
+        m = self.manifest
         # A rerun after an interruption starts clean: no records or parts of the last
         # try, and a folder of its own that nothing of the last try can write into.
         attempt = new_attempt(len(m.manifest.attempts))
-        records = phase_folder(self.run_dir, phase.key, attempt)
-        shutil.rmtree(records.parent, ignore_errors=True)
+        shutil.rmtree(phase_folder(self.run_dir, phase.key, attempt).parent, ignore_errors=True)
         for table in ("requests", "picks", "cpu"):
             (self.run_dir / "parts" / table / f"{phase.key}.parquet").unlink(missing_ok=True)
-        workers = cfg.locust_workers
-        spec = LoadSpec(
-            run_id=self.run_dir.name,
-            scenario=next(s for s in cfg.scenarios if s.name == phase.scenario),
-            strategy=phase.strategy,
-            replication=phase.replication,
-            model=load.model,
-            think_time=load.think_time,
-            rate=load.rate,
-            arrival=load.arrival,
-            count=load.count or None,
-            duration=cfg.warmup + cfg.duration,
-            generators=max(1, workers + cfg.expect_workers),
-            request_timeout=cfg.request_timeout,
-            seed=cfg.seed + phase.index,
-            records_dir=str(records),
-            balancers=self.testbed.balancer_addresses(),
-        )
-        expected = loadgen.expected_seconds(spec, load)
-        progress.start_phase(phase.label, expected)
-        start = time.time()
         m.update_phase(
-            phase.index, status="running", attempt=attempt, start=start, end=None, error=None
+            phase.index, status="running", attempt=attempt, start=time.time(), end=None, error=None
         )
-        status, error = "done", None
-        timeline = Timeline(
-            [e for e in cfg.timeline if e.applies_to(phase.scenario)],
-            self.testbed,  # type: ignore[arg-type]
-        )
-        try:
-            if self.testbed.changed:
-                self.testbed.restore()
-            dead = self.testbed.check_alive()
-            if dead:
-                raise PhaseFailed(f"not running before the phase: {', '.join(dead)}")
-            self.testbed.set_strategy(phase.strategy)
-            host, port = self.testbed.address
-            self.locust = loadgen.start(
-                spec, load, host, port, workers, self.run_dir / "logs" / "locust.log",
-                expect=cfg.expect_workers, bind=cfg.locust_master_bind,
-            )  # fmt: skip
-            self.probe.watch(self.testbed.harness_pids(self.locust.children))
-            slack = PHASE_SLACK_S + (loadgen.WORKERS_WAIT_S if cfg.expect_workers else 0)
-            deadline = time.monotonic() + expected + cfg.request_timeout + slack
-            t0 = time.monotonic()
-            load_t0: float | None = None  # epoch when the users started
-            while not self.locust.finished():
-                load_t0 = load_t0 or started_at(records)
-                if load_t0 is not None:
-                    elapsed = time.time() - load_t0
-                    timeline.fire_due(elapsed)
-                    progress.update_phase(elapsed, *read_progress(records))
-                if time.monotonic() > deadline:
-                    raise PhaseFailed(f"Locust did not finish within {time.monotonic() - t0:.0f}s")
-                time.sleep(TICK_S)
-                self.probe.sample()
-            code = self.locust.main.popen.returncode
-            if code != 0:
-                raise PhaseFailed(
-                    f"Locust exited with code {code}; see {self.run_dir / 'logs' / 'locust.log'}"
-                )
-        except (PhaseFailed, OSError, RuntimeError) as exc:
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-        finally:
-            if self.locust is not None:
-                self.locust.stop()
-                self.locust = None
-        end = time.time()
-        self.probe.sample()
-        facts = self.recorder.merge_records(phase, start)
-        if facts.get("window") is not None:
-            facts["harness_cpu"] = self.probe.cores(facts["window"])
-        # With workers elsewhere, this host may hold none of the records until --collect.
-        if not facts["requests"] and status == "done" and not cfg.expect_workers:
-            status, error = "failed", "no requests were recorded"
-        m.update_phase(
-            phase.index, status=status, error=error, end=end, **facts, timeline=timeline.log
-        )
+        ran = self.testbed.run_phase(phase, self.phase_config(phase), attempt, progress)
+        m.update_phase(phase.index, status=ran.status, error=ran.error, end=ran.ended, **ran.facts)
+        if ran.simulated_config is not None:
+            self._keep_simulated_config(phase, ran.simulated_config)
         progress.end_phase(
-            status, facts["requests"], facts["failures"], facts.get("ok_per_s_window")
+            ran.status,
+            ran.facts.get("requests") or 0,
+            ran.facts.get("failures") or 0,
+            ran.facts.get("ok_per_s_window"),
         )
-        return status == "done"
+        return ran.status == "done"
+
+    def _keep_simulated_config(self, phase: Phase, config: Mapping[str, Any]) -> None:
+        """``Manifest.phase_configs``: one per phase that ran, in the plan's order (a
+        rerun replaces its phase's)."""
+        same = (phase.scenario, phase.strategy, phase.replication)
+        kept = [
+            c
+            for c in self.manifest.manifest.phase_configs
+            if (c.get("scenario"), c.get("strategy"), c.get("replication")) != same
+        ]
+        order = {(p.scenario, p.strategy, p.replication): p.index for p in self.phases}
+        configs = sorted(
+            [*kept, config],
+            key=lambda c: order.get((c["scenario"], c["strategy"], c["replication"]), 0),
+        )
+        self.manifest.set(phase_configs=tuple(configs))
 
     def phase_config(self, phase: Phase) -> RunConfig:
-        """The config a phase ran with: the run's, with the phase's own length (an
-        adaptive run may lengthen a scenario; ``lblab ui`` gives each swarm its own)."""
-        duration = self.manifest.phase(phase.index).duration_s
-        if duration is None or duration == self.config.duration:
-            return self.config
-        return replace(self.config, duration=duration)
+        """The config a phase ran with (``plan.phase_config``)."""
+        return phase_config(self.config, self.manifest.phase(phase.index))
 
     def collect(self) -> int:
         """``lblab run --collect``: rebuild every finished phase's requests, picks and cpu
         parts from ``raw/`` (now holding what other hosts wrote) and the tables."""
         m = self.manifest
-        for p in self.phases:
-            entry = m.phase(p.index)
-            if entry.status not in ("done", "failed") or entry.start is None:
-                continue
-            facts = self.recorder.merge_records(p, entry.start)
-            if not facts["requests"] and entry.status == "done":
-                facts.update(status="failed", error="no requests were recorded on any loader")
-            m.update_phase(p.index, **facts)
-        self.recorder.collect(self.phases, float("inf"), force=True)
+        assert isinstance(self.testbed, LocustTestbed)  # a simulated run has no raw/ records
+        self.testbed.recollect(self.phases)
         consolidate(self.run_dir)
         failed = any(m.phase(p.index).status == "failed" for p in self.phases)
         if failed and m.manifest.status == "done":
@@ -567,10 +489,10 @@ class Runner:
 
     def collect_due(self) -> None:
         """Collect phases whose picks and samples are surely flushed by now."""
-        self.recorder.collect(self.phases, time.time() - FLUSH_GRACE_S)
+        self.testbed.collect(self.phases, time.time() - self.testbed.flush_grace)
 
     def collect_all(self) -> None:
-        self.recorder.collect(self.phases, float("inf"))
+        self.testbed.collect(self.phases, float("inf"))
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

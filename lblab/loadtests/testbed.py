@@ -1,22 +1,77 @@
-"""What the runner needs of the testbed it measures, wherever its processes run.
+"""What the runner needs of a testbed, and what a live testbed's processes give.
 
-``local_testbed.LocalTestbed`` starts the servers, agents and balancer nodes here;
-``local_testbed.ExternalTestbed`` is a balancer someone else runs (the ansible roles'),
-on hosts of theirs. The runner (``loadtests/runner.py``) drives either through this
-protocol alone. The simulated testbed is not one of them: it has no processes, and
-``simulator/simulated_testbed.py`` simulates a plan's phases instead; the experiment
-service (``lblab/experiment/``) picks the one the config names.
+``Testbed`` is what ``loadtests/runner.py`` drives a run's plan through, phase by phase,
+whatever runs the phases:
+
+- ``locust_testbed.LocustTestbed``: a headless Locust per phase against live processes
+  (``Processes``): the servers, agents and balancer nodes ``local_testbed.LocalTestbed``
+  starts here, or a balancer someone else runs on hosts of theirs
+  (``local_testbed.ExternalTestbed``, e.g. the ansible roles');
+- ``simulator/simulated_testbed.SimulatedTestbed``: each phase simulated.
+
+The runner keeps what is the same whichever it is: the plan and its adaptive blocks,
+the manifest, the budget, resume, the answer. The experiment service
+(``lblab/experiment/``) picks the testbed the config names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from lblab.loadtests.plan import Phase
+from lblab.loadtests.progress import RunProgress
+from lblab.loadtests.runconfig import RunConfig
 from lblab.procs import Child
 
 
+@dataclass(frozen=True, slots=True)
+class PhaseRun:
+    """How a phase ended on its testbed, and the manifest's facts about it."""
+
+    status: str
+    """``done`` or ``failed``."""
+    error: str | None
+    ended: float
+    """When the phase's load ended (epoch seconds)."""
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    """The phase's manifest fields (``manifest.PhaseEntry``): requests, window, ..."""
+    simulated_config: Mapping[str, Any] | None = None
+    """A simulated phase's config (``SimConfig.describe``), for ``Manifest.phase_configs``."""
+
+
 class Testbed(Protocol):
+    kind: str
+    flush_grace: float
+    """Seconds after a phase's end before everything it measured is surely written."""
+
+    def start(self, strategy: str) -> None:
+        """Ready for the first phase (which runs ``strategy``)."""
+
+    def facts(self) -> dict[str, Any]:
+        """What the manifest records of the started testbed (with ``cpu_limit_method``)."""
+
+    def run_phase(
+        self, phase: Phase, config: RunConfig, attempt: str, progress: RunProgress
+    ) -> PhaseRun:
+        """Run ``phase`` with ``config`` (the run's, with the phase's own length) as try
+        ``attempt``, its requests part written; ``KeyboardInterrupt`` and ``WriteFailed``
+        pass through."""
+
+    def collect(self, phases: Sequence[Phase], before: float, force: bool = False) -> None:
+        """The picks and cpu parts and the checks of the phases that ended before
+        ``before`` and have none yet (``force``: again)."""
+
+    def recover(self) -> None:
+        """After a failed phase: put back what should run, so the next one can."""
+
+    def stop(self) -> None: ...
+
+
+class Processes(Protocol):
+    """A live testbed's processes, here or on hosts, as ``LocustTestbed`` drives them."""
+
     kind: str
     changed: bool
     """A timeline event altered the pool; ``restore`` before the next phase."""

@@ -40,19 +40,24 @@ def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.
     return with_window(table, column, window, interval)
 
 
-def _phase(
-    key: str, scenario: str, strategy: str, replication: int, requests: pa.Table, window: Window
-) -> PhaseEntry:
+def write_phase(run_dir: Path, key: str, result: SimResult, window: Window) -> dict[str, Any]:
+    """Write one simulated phase's requests, picks and cpu parts, labelled by its
+    measured ``window``; returns its manifest facts: the requests, the window's fields,
+    and the validity checks that apply to a simulation (accounting, steady state,
+    warm-up; the harness's own CPU is n/a)."""
+    requests = _labelled(result.requests, "t_sent", window)
+    write_part(run_dir, "requests", key, requests)
+    write_part(run_dir, "picks", key, _labelled(result.picks, "t", window))
+    cpu = _labelled(result.cpu, "t", window, result.config.report_period)
+    write_part(run_dir, "cpu", key, cpu)
     facts = measured_fields(requests, window)
-    entry = PhaseEntry(
-        key=key,
-        scenario=scenario,
-        strategy=strategy,
-        replication=replication,
-        status="done",
-        requests=requests.num_rows,
-    )
-    return entry.updated(**facts, **judge(phase_facts(window, facts["measured"])))
+    n = requests.num_rows
+    return {
+        "requests": n,
+        "failures": n - pc.sum(requests["ok"]).as_py() if n else 0,
+        **facts,
+        **judge(phase_facts(window, facts["measured"])),
+    }
 
 
 def _software() -> dict[str, str]:
@@ -87,11 +92,11 @@ def write_run(
         c = r.config
         key = f"{c.scenario}__{c.strategy}__r{c.replication}".replace("+", "_")
         window = windows[i] if windows is not None else _whole(r.requests)
-        requests = _labelled(r.requests, "t_sent", window)
-        write_part(run_dir, "requests", key, requests)
-        write_part(run_dir, "picks", key, _labelled(r.picks, "t", window))
-        write_part(run_dir, "cpu", key, _labelled(r.cpu, "t", window, c.report_period))
-        phases.append(_phase(key, c.scenario, c.strategy, c.replication, requests, window))
+        facts = write_phase(run_dir, key, r, window)
+        entry = PhaseEntry(
+            key=key, scenario=c.scenario, strategy=c.strategy, replication=c.replication
+        )
+        phases.append(entry.updated(status="done", **facts))
     counts = consolidate(run_dir)
     manifest = Manifest(
         run_id=results[0].config.run_id,

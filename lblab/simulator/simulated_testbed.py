@@ -1,16 +1,14 @@
 """The simulated testbed: an experiment file run in the simulator (``[testbed] kind =
 "simulated"``).
 
-It sits with the simulator, which reads the run's config (``loadtests.runconfig``) and
-plan as the twin and the thesis reproduction do; ``lblab run``, a composition root,
-calls it.
-
-``lblab run --config FILE`` takes the same file either way. With the simulated testbed
-the run's plan is the live one (``loadtests/plan.py``: blocks of every scenario x
-strategy in the run's seeded order, phase k seeded ``seed + k``), and each phase is a
-simulation of the file's testbed, written in the results contract with a simulated
-manifest (``simulator/output.write_run``), so the report, the notebooks and ``lblab
-compare`` read it as they read a measured run.
+``SimulatedTestbed`` is a ``loadtests.testbed.Testbed``: the runner
+(``loadtests/runner.py``) drives it as it drives a live one, through the same plan
+(``loadtests/plan.py``: blocks of every scenario x strategy in the run's seeded order,
+phase k seeded ``seed + k``), adaptive blocks, manifest and resume; each phase is a
+simulation of the file's testbed whose tables are written as the phase ends, in the
+results contract (``simulator/output.write_phase``), so the report, the notebooks and
+``lblab compare`` read the run as they read a measured one. The experiment service
+(``lblab/experiment/``), a composition root, makes it.
 
 From the file: the servers (``[[servers]]`` ids in order, ``[weights]``, ``cpu_quota``
 as a cgroup quota, ``workers``, ``max_inflight`` as the most queued plus in service (the
@@ -25,31 +23,33 @@ end of the load (``lblab/windows.py``).
 
 Every timeline action runs as ``simulator/run.py`` describes (``slow`` and ``pause``
 with their ``duration``); a server that an ``add`` starts (not in ``[[servers]]``) is
-simulated from the start, out of the pools until it is added. Not simulated (yet) either:
-the start-up of a restarted server (it takes requests at once), Locust's spawn rate
-(every user starts at once), a think time's spread (uniform between its two bounds
-live, its mean here), and adaptive blocks: the run's ``replications`` blocks run, and
-``max_replications`` is not used.
+simulated from the start, out of the pools until it is added. Not simulated (yet)
+either: the start-up of a restarted server (it takes requests at once), Locust's spawn
+rate (every user starts at once) and a think time's spread (uniform between its two
+bounds live, its mean here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lblab.errors import ConfigError
 from lblab.loadtests.plan import Phase, plan
+from lblab.loadtests.progress import RunProgress
 from lblab.loadtests.runconfig import (
     DEFAULT_SIMULATED_SERVICE,
     LoadConfig,
     RunConfig,
     ServerSpec,
 )
+from lblab.loadtests.testbed import PhaseRun
 from lblab.loadtests.timeline import undo
 from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT
 from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerEvent, ServerGroup, SimConfig
-from lblab.simulator.output import write_run
+from lblab.simulator.output import write_phase
 from lblab.simulator.run import SimResult, simulate
 from lblab.simulator.service import parse_service
 from lblab.simulator.workload import Arrivals, ClosedUsers, OpenArrivals, TraceArrivals
@@ -163,30 +163,43 @@ def check(config: RunConfig) -> None:
         phase_config(config, phase, "check")
 
 
-def run_simulated(
-    config: RunConfig,
-    run_dir: Path,
-    given: dict[str, Any],
-    progress: Callable[[int, int, str], None] | None = None,
-) -> dict[str, int]:
-    """Simulate every phase of ``config``'s plan into ``run_dir``; rows per table.
+class SimulatedTestbed:
+    """``loadtests.testbed.Testbed``: each phase simulated, its parts written at once."""
 
-    ``progress(done, total, label)`` is called before each phase and at the end."""
-    phases = plan(config)
-    configs = [phase_config(config, p, run_dir.name) for p in phases]  # all checked first
-    results = []
-    for i, (phase, cfg) in enumerate(zip(phases, configs, strict=True)):
-        if progress is not None:
-            progress(i, len(phases), phase.label)
-        results.append(simulate(cfg))
-    if progress is not None:
-        progress(len(phases), len(phases), "written")
-    extra = {
-        "experiment": {"config": dict(config.raw), "given": given},
-        "testbed": {
+    kind = "simulated"
+    flush_grace = 0.0
+
+    def __init__(self, config: RunConfig, run_dir: Path) -> None:
+        self.config, self.run_dir = config, run_dir
+
+    def start(self, strategy: str) -> None:
+        """Nothing runs between phases."""
+
+    def facts(self) -> dict[str, Any]:
+        return {
             "kind": "simulated",
-            "service": config.testbed.service or DEFAULT_SIMULATED_SERVICE,
-        },
-    }
-    windows = [_window(config, r) for r in results]
-    return write_run(run_dir, results, extra=extra, windows=windows)
+            "service": self.config.testbed.service or DEFAULT_SIMULATED_SERVICE,
+            "cpu_limit_method": "simulated",
+        }
+
+    def run_phase(
+        self, phase: Phase, config: RunConfig, attempt: str, progress: RunProgress
+    ) -> PhaseRun:
+        sim = phase_config(config, phase, self.run_dir.name)
+        progress.start_phase(phase.label, config.warmup + config.duration)
+        result = simulate(sim)
+        facts = write_phase(self.run_dir, phase.key, result, _window(config, result))
+        facts["load_start"] = EPOCH
+        status, error = "done", None
+        if not facts["requests"]:
+            status, error = "failed", "no requests were simulated"
+        return PhaseRun(status, error, time.time(), facts, sim.describe())
+
+    def collect(self, phases: Sequence[Phase], before: float, force: bool = False) -> None:
+        """Nothing to collect: a phase's parts and checks are written as it ends."""
+
+    def recover(self) -> None:
+        """Nothing to recover: a simulated phase leaves nothing running."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""

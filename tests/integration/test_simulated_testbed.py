@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -51,14 +52,19 @@ def test_the_file_runs_in_the_simulator_as_the_live_plan(simulated_run) -> None:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["simulated"] is True
     assert manifest["testbed"]["kind"] == "simulated"
+    assert manifest["config"]["testbed"]["kind"] == "simulated"  # the experiment, as live
     cfg = runconfig.resolve(load_preset("quick"), tomllib.loads(text), {})
     planned = plan(cfg)
-    assert len(manifest["phases"]) == len(planned) == 2 * 2 * cfg.replications
-    assert [(p["scenario"], p["strategy"], p["replication"]) for p in manifest["phases"]] == [
-        (p.scenario, p.strategy, p.replication) for p in planned
-    ]
-    seeds = [c["seed"] for c in manifest["config"]]
-    assert seeds == [cfg.seed + p.index for p in planned]
+    assert len(planned) == 2 * 2 * cfg.replications
+    ran = [(p["scenario"], p["strategy"], p["replication"]) for p in manifest["phases"]]
+    assert ran[: len(planned)] == [(p.scenario, p.strategy, p.replication) for p in planned]
+    # the adaptive rule of a live run: blocks added while a pair is open
+    decisions = manifest["adaptive"]["decisions"]
+    assert decisions and decisions[-1]["decision"].startswith("stop")
+    added = sum(d["decision"].startswith("add a block") for d in decisions)
+    assert max(r for _, _, r in ran) == cfg.replications + added
+    seeds = [c["seed"] for c in manifest["phase_configs"]]
+    assert seeds == [cfg.seed + i for i in range(len(ran))]
     for phase in manifest["phases"]:  # a live phase's window: warm-up to the end of the load
         assert phase["window"]["start"] == pytest.approx(EPOCH + cfg.warmup)
         assert phase["window"]["end"] == pytest.approx(EPOCH + cfg.warmup + cfg.duration)
@@ -83,11 +89,44 @@ def test_it_writes_the_results_contract_with_the_files_servers(simulated_run) ->
     assert (run_dir / "summary.csv").is_file()
 
 
-def test_a_simulated_run_is_not_resumed_and_has_no_twin(simulated_run, tmp_path) -> None:
+def test_a_simulated_run_resumes_what_is_not_done_to_the_same_tables(
+    simulated_run, tmp_path
+) -> None:
+    """Phases marked interrupted, with their parts gone (as a killed run leaves them),
+    are simulated again on --resume, with their own seeds: the tables come back whole."""
+    run_dir, _ = simulated_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    before = pd.read_parquet(copy / "requests.parquet")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    for phase in manifest["phases"][-2:]:
+        phase["status"] = "interrupted"
+        for table in TABLES:
+            (copy / "parts" / table / f"{phase['key']}.parquet").unlink()
+    manifest["status"] = "interrupted"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    resumed = lblab("run", "--resume", "--out", str(copy), "--no-report")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming" in resumed.stderr
+    assert resumed.stderr.count(": done, ") == 2  # the two phases, and no other
+    after = pd.read_parquet(copy / "requests.parquet")
+    columns = [c for c in before.columns if c != "run_id"]
+
+    def rows(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[columns].sort_values(columns).reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(rows(before), rows(after))
+    done = json.loads((copy / "manifest.json").read_text())
+    assert done["status"] == "done"
+    assert len(done["attempts"]) == 2
+    assert all(p["status"] == "done" for p in done["phases"])
+
+
+def test_a_simulated_run_has_no_twin_and_nothing_to_collect(simulated_run, tmp_path) -> None:
     run_dir, text = simulated_run
-    resumed = lblab("run", "--resume", "--out", str(run_dir))
-    assert resumed.returncode == 2
-    assert "is a simulated run" in resumed.stderr
+    collected = lblab("run", "--collect", "--out", str(run_dir))
+    assert collected.returncode == 2
+    assert "is a simulated run" in collected.stderr
     config = tmp_path / "sim.toml"
     config.write_text(text)
     twinned = lblab("run", "--config", str(config), "--twin", "--out", str(tmp_path / "x"))

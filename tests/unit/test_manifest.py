@@ -70,6 +70,22 @@ def test_a_simulated_manifest_keeps_its_phase_configs_under_config(tmp_path: Pat
     assert load(tmp_path / "manifest.json") == with_testbed
 
 
+def test_a_simulated_run_of_an_experiment_file_keeps_both_configs(tmp_path: Path) -> None:
+    """``lblab run`` on the simulated testbed: ``config`` is the experiment, as a live
+    run's, and the phases' simulator configs are ``phase_configs`` beside it."""
+    experiment = {"run": {"name": "quick"}, "testbed": {"kind": "simulated"}}
+    sim = Manifest(run_id="sim", simulated=True, config=experiment)
+    grown = sim.updated(phase_configs=[{"seed": 1}]).updated(
+        phase_configs=[{"seed": 1}, {"seed": 2}]
+    )
+    save(tmp_path / "manifest.json", grown)
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    assert data["config"] == experiment
+    assert data["phase_configs"] == [{"seed": 1}, {"seed": 2}]
+    back = load(tmp_path / "manifest.json")
+    assert back == grown and back.config == experiment and len(back.phase_configs) == 2
+
+
 def test_a_phase_update_keeps_the_rest_and_types_what_it_knows(tmp_path: Path) -> None:
     file = ManifestFile(tmp_path / "manifest.json", _manifest())
     file.update_phase(0, status="failed", window={"start": 1.0, "end": 3.0}, cpu_samples=7)

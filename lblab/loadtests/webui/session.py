@@ -28,18 +28,14 @@ from rich.console import Console
 from lblab.errors import EXIT_OK, EXIT_PHASE_FAILED
 from lblab.loadtests import loadgen
 from lblab.loadtests.local_testbed import LocalTestbed
+from lblab.loadtests.locust_testbed import FLUSH_GRACE_S, TICK_S
 from lblab.loadtests.phase_recorder import PhaseRecorder
 from lblab.loadtests.plan import Phase
 from lblab.loadtests.probe import CpuProbe
 from lblab.loadtests.record_table import read_records
 from lblab.loadtests.records import FLUSH_S, phase_folder
 from lblab.loadtests.runconfig import LoadConfig, RunConfig
-from lblab.loadtests.runner import (
-    FLUSH_GRACE_S,
-    TICK_S,
-    _ignoring_interrupts,
-    _raise_interrupt,
-)
+from lblab.loadtests.runner import _ignoring_interrupts, _raise_interrupt
 from lblab.loadtests.webui.banner import describe_load
 from lblab.loadtests.webui.protocol import UiSession, phase_notes
 from lblab.manifest import ManifestFile, PhaseEntry
