@@ -3,19 +3,31 @@ report (HTML) and in the docs site's results pages (markdown).
 
 ``twin_section(run_dir)`` returns a self-contained HTML fragment (tables and plain
 words, no scripts, no images), or None when the run has no twin (``lblab twin``
-writes one). ``twin_markdown(data, stamp, command)`` is the same figures and words as a
-stamped section of ``docs/results/twin.md`` (``lblab twin --format markdown``). Both
+writes one). ``twin_markdown(report, stamp, command)`` is the same figures and words as
+a stamped section of ``docs/results/twin.md`` (``lblab twin --format markdown``). Both
 take what they show from the helpers below, so the two never differ. This module only
-reads ``twin.json``; ``simulator/twin/`` computes everything.
+reads ``twin.json``, as a ``TwinReport`` (``analysis/twin_file.py``);
+``simulator/twin/`` computes everything.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.twin_file import TWIN_JSON, load_twin
+from lblab.analysis.twin_file import (
+    TWIN_JSON,
+    ModelScenario,
+    Ranked,
+    ScaledRank,
+    TwinCell,
+    TwinRank,
+    TwinReport,
+    TwinScale,
+    load_twin,
+)
 from lblab.errors import ConfigError
 from lblab.pages import stamped, table
 from lblab.stamp import Stamp
@@ -28,6 +40,7 @@ _LABELS = {
     "latency_p95_ms": "p95 latency (ms)",
 }
 _RANKS = {"throughput": "by throughput", "latency_mean": "by mean latency"}
+"""Each ranking, by its name in the file (``Ranked.items``), as shown."""
 _SCALE_HEADING = "Does the ranking hold at scale?"
 
 
@@ -57,52 +70,51 @@ def _low(tau: float | None, target: float) -> bool:
     return tau is None or tau < target
 
 
-def _figure(cell: dict[str, Any], figure: str) -> tuple[str, str, str]:
+def _figure(cell: TwinCell, figure: str) -> tuple[str, str, str]:
     """A cell's figure as shown: measured, simulated, relative error."""
     return (
-        _num(cell["measured"][figure]),
-        _num(cell["simulated"][figure]),
-        _pct(cell["error"][figure]),
+        _num(cell.measured.get(figure)),
+        _num(cell.simulated.get(figure)),
+        _pct(cell.error.get(figure)),
     )
 
 
-def _cells_table(data: dict[str, Any]) -> str:
-    miss = data["summary"]["miss_threshold"]
+def _cells_table(report: TwinReport) -> str:
+    miss = report.summary.miss_threshold
     head = "".join(
         f"<th>{_esc(label)}<br>measured</th><th>simulated</th><th>error</th>"
         for label in _LABELS.values()
     ).replace("<th>error</th>", "<th>error</th><th>in measured 95 % CI</th>", 1)
     rows = []
-    for c in data["cells"]:
+    for c in report.cells:
         tds = []
         for f in _LABELS:
-            style = _MISS_STYLE if _missed(c["error"][f], miss) else ""
+            style = _MISS_STYLE if _missed(c.error.get(f), miss) else ""
             measured, simulated, error = _figure(c, f)
             tds.append(f"<td>{measured}</td><td>{simulated}</td><td{style}>{error}</td>")
             if f == "throughput_rps":
-                inside = c.get("inside_measured_ci", {}).get(f)
-                tds.append(f"<td>{_YES_NO.get(inside, 'n/a')}</td>")
-        flags = c.get("validity")
+                inside = c.inside_measured_ci.get(f)
+                tds.append(f"<td>{'n/a' if inside is None else _YES_NO[inside]}</td>")
+        flags = c.validity
         tds.append(f"<td>{_esc(', '.join(flags) or 'held') if flags is not None else 'n/a'}</td>")
         rows.append(
-            f"<tr><td>{_esc(c['scenario'])}</td><td>{_esc(c['strategy'])}</td>{''.join(tds)}</tr>"
+            f"<tr><td>{_esc(c.scenario)}</td><td>{_esc(c.strategy)}</td>{''.join(tds)}</tr>"
         )
     head += "<th>harness checks</th>"
     return f"<table><tr><th>scenario</th><th>strategy</th>{head}</tr>{''.join(rows)}</table>"
 
 
-def _rank_table(data: dict[str, Any]) -> str:
-    target = data["summary"]["tau_target"]
+def _rank_table(report: TwinReport) -> str:
+    target = report.summary.tau_target
     rows = []
-    for scenario, r in data["rank"].items():
+    for scenario, ranked in report.rank.items():
         tds = []
-        for key in _RANKS:
-            tau = r[key]["tau"]
-            style = _MISS_STYLE if _low(tau, target) else ""
+        for _, r in ranked.items():
+            style = _MISS_STYLE if _low(r.tau, target) else ""
             tds.append(
-                f"<td>{_esc(' > '.join(r[key]['measured']))}</td>"
-                f"<td>{_esc(' > '.join(r[key]['simulated']))}</td><td{style}>{_tau(tau)}</td>"
-                f"<td>{_esc(_contradicted(r[key]))}</td>"
+                f"<td>{_esc(' > '.join(r.measured))}</td>"
+                f"<td>{_esc(' > '.join(r.simulated))}</td><td{style}>{_tau(r.tau)}</td>"
+                f"<td>{_esc(_contradicted(r))}</td>"
             )
         rows.append(f"<tr><td>{_esc(scenario)}</td>{''.join(tds)}</tr>")
     pairs = "<th>resolved pairs contradicted</th>"
@@ -113,88 +125,88 @@ def _rank_table(data: dict[str, Any]) -> str:
     )
 
 
-def _contradicted(rank: dict[str, Any]) -> str:
+def _contradicted(rank: TwinRank) -> str:
     """'0 of 7' (pairs whose measured intervals are apart, and how many the twin
     reverses, named); 'n/a' without intervals."""
-    resolved = rank.get("resolved_pairs")
-    if resolved is None:
+    if rank.resolved_pairs is None:
         return "n/a"
-    bad = rank.get("contradicted_pairs") or []
-    return f"{len(bad)} of {resolved}" + (f" ({', '.join(bad)})" if bad else "")
+    bad = rank.contradicted_pairs
+    return f"{len(bad)} of {rank.resolved_pairs}" + (f" ({', '.join(bad)})" if bad else "")
 
 
-def _scale_head(scales: list[dict[str, Any]]) -> list[str]:
+def _scale_head(scales: Sequence[TwinScale]) -> list[str]:
     """The at-scale table's columns after the scenario: three per scaled twin."""
     return [
         head
         for s in scales
         for head in (
-            f"{s['servers']} servers: ranking by throughput",
+            f"{s.servers} servers: ranking by throughput",
             "tau vs twin",
             "tau vs measured",
         )
     ]
 
 
-def _scale_rows(data: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+def _scale_rows(report: TwinReport) -> list[tuple[str, list[ScaledRank | None]]]:
     """The at-scale table's rows: per scenario, each scaled twin's ranking by throughput
-    with its tau against the twin's and the measured ranking (empty where it has none)."""
-    scales = data.get("scales") or []
+    with its tau against the twin's and the measured ranking (None where it has none)."""
     return [
-        (scenario, [s["rank"].get(scenario, {}).get("throughput", {}) for s in scales])
-        for scenario in data["rank"]
+        (scenario, [_throughput(s.rank.get(scenario)) for s in report.scales])
+        for scenario in report.rank
     ]
 
 
-def _scaled(rank: dict[str, Any]) -> tuple[str, str, str]:
+def _throughput(ranked: Ranked[ScaledRank] | None) -> ScaledRank | None:
+    return None if ranked is None else ranked.throughput
+
+
+def _scaled(rank: ScaledRank | None) -> tuple[str, str, str]:
     """A scaled twin's ranking as shown: the order, tau vs twin, tau vs measured."""
-    return (
-        " > ".join(rank.get("simulated", [])),
-        _tau(rank.get("tau_vs_twin")),
-        _tau(rank.get("tau_vs_measured")),
-    )
+    if rank is None:
+        return ("", _tau(None), _tau(None))
+    return (" > ".join(rank.simulated), _tau(rank.tau_vs_twin), _tau(rank.tau_vs_measured))
 
 
-def _scale_intro(data: dict[str, Any]) -> str:
+def _scale_intro(report: TwinReport) -> str:
     return (
         "The same twin with more servers of the same capacity mix and the load per server "
         "kept (users or rate scaled with the servers). Tau vs twin compares with the "
-        f"{len(data['model']['servers'])}-server twin's ranking, tau vs measured with the "
+        f"{len(report.model.servers)}-server twin's ranking, tau vs measured with the "
         "live ranking."
     )
 
 
-def _scale_table(data: dict[str, Any]) -> str:
-    scales = data.get("scales") or []
+def _scale_table(report: TwinReport) -> str:
+    scales = report.scales
     if not scales:
         return ""
-    target = data["summary"]["tau_target"]
+    target = report.summary.tau_target
     head = "".join(f"<th>{_esc(h)}</th>" for h in _scale_head(scales))
     rows = []
-    for scenario, ranks in _scale_rows(data):
+    for scenario, ranks in _scale_rows(report):
         tds = []
         for r in ranks:
             order, tau, tau_measured = _scaled(r)
-            style = _MISS_STYLE if _low(r.get("tau_vs_twin"), target) else ""
+            style = _MISS_STYLE if _low(None if r is None else r.tau_vs_twin, target) else ""
             tds.append(f"<td>{_esc(order)}</td><td{style}>{tau}</td><td>{tau_measured}</td>")
         rows.append(f"<tr><td>{_esc(scenario)}</td>{''.join(tds)}</tr>")
     note = _too_short_words(scales)
     return (
-        f"<h3>{_SCALE_HEADING}</h3><p>{_esc(_scale_intro(data))}</p>"
+        f"<h3>{_SCALE_HEADING}</h3><p>{_esc(_scale_intro(report))}</p>"
         f"<table><tr><th>scenario</th>{head}</tr>{''.join(rows)}</table>"
         + (f"<p>{_esc(note)}</p>" if note else "")
     )
 
 
-def _too_short_words(scales: list[dict[str, Any]]) -> str:
+def _too_short_words(scales: Sequence[TwinScale]) -> str:
     """Where a scaled phase was too short for the strategies that follow the agents'
     CPU reports to get any: their place in that ranking is not a finding ('' if none)."""
     notes = [
-        f"{s['servers']} servers, {scenario}: the window lasted {entry['window_s']:g} "
-        f"simulated s ({entry['agent_periods']:g} agent periods), too short for "
-        f"{', '.join(entry['strategies'])}"
+        f"{s.servers} servers, {scenario}: the window lasted {entry.window_s:g} "
+        f"simulated s ({entry.agent_periods:g} agent periods), too short for "
+        f"{', '.join(entry.strategies)}"
         for s in scales
-        for scenario, entry in (s.get("too_short_for_agent_reports") or {}).items()
+        for scenario, entry in s.too_short_for_agent_reports.items()
     ]
     if not notes:
         return ""
@@ -205,20 +217,20 @@ def _too_short_words(scales: list[dict[str, Any]]) -> str:
     )
 
 
-def _model_table(data: dict[str, Any]) -> str:
+def _model_table(report: TwinReport) -> str:
     servers = "".join(
-        f"<tr><td>{_esc(s['id'])}</td><td>{_num(s.get('cpu_quota'), '{:g}')}</td>"
-        f"<td>{_num(s['weight'], '{:g}')}</td><td>{s['workers']}</td>"
-        f"<td>{_esc(s['fit'])}</td><td>{_num(s['fit_r2'], '{:.3f}')}</td>"
-        f"<td>{s['samples']}</td></tr>"
-        for s in data["model"]["servers"]
+        f"<tr><td>{_esc(s.id)}</td><td>{_num(s.cpu_quota, '{:g}')}</td>"
+        f"<td>{_num(s.weight, '{:g}')}</td><td>{s.workers}</td>"
+        f"<td>{_esc(s.fit)}</td><td>{_num(s.fit_r2, '{:.3f}')}</td>"
+        f"<td>{s.samples}</td></tr>"
+        for s in report.model.servers
     )
     scenarios = "".join(
-        f"<tr><td>{_esc(name)}</td><td>{_num(m['front']['client_ms'], '{:.2f}')}</td>"
-        f"<td>{_num(m['front']['slope_ms'], '{:.2f}')}</td><td>{_esc(_load_terms(m))}</td>"
-        f"<td>{_num(m['think_ms'], '{:.2f}')}</td><td>{_esc(_scales(m))}</td>"
-        f"<td>{m['requests_per_phase']}</td></tr>"
-        for name, m in data["model"]["scenarios"].items()
+        f"<tr><td>{_esc(name)}</td><td>{_num(m.front.client_ms, '{:.2f}')}</td>"
+        f"<td>{_num(m.front.slope_ms, '{:.2f}')}</td><td>{_esc(_load_terms(m))}</td>"
+        f"<td>{_num(m.think_ms, '{:.2f}')}</td><td>{_esc(_scales(m))}</td>"
+        f"<td>{m.requests_per_phase}</td></tr>"
+        for name, m in report.model.scenarios.items()
     )
     return (
         "<details><summary>What the twin took from the run</summary>"
@@ -243,59 +255,56 @@ def _model_table(data: dict[str, Any]) -> str:
     )
 
 
-def _load_terms(model: dict[str, Any]) -> str:
-    terms = model["front"].get("server_ms") or {}
+def _load_terms(model: ModelScenario) -> str:
     return (
         "; ".join(
             f"{strategy}: " + ", ".join(f"{k} {v:.1f}" for k, v in servers.items())
-            for strategy, servers in terms.items()
+            for strategy, servers in model.front.server_ms.items()
             if servers and any(servers.values())
         )
         or "none"
     )
 
 
-def _scales(model: dict[str, Any]) -> str:
-    scales = model.get("demand_scale") or {}
-    return ", ".join(f"{k} x{v:.2f}" for k, v in scales.items()) or "n/a"
+def _scales(model: ModelScenario) -> str:
+    return ", ".join(f"{k} x{v:.2f}" for k, v in model.demand_scale.items()) or "n/a"
 
 
-def _within(data: dict[str, Any], figure: str) -> int:
+def _within(report: TwinReport, figure: str) -> int:
     """How many cells the twin predicts within the miss threshold on ``figure``."""
-    miss = data["summary"]["miss_threshold"]
-    return sum(not _missed(c["error"][figure], miss) for c in data["cells"])
+    miss = report.summary.miss_threshold
+    return sum(not _missed(c.error.get(figure), miss) for c in report.cells)
 
 
-def _predicts(data: dict[str, Any], *, latency: bool) -> str:
+def _predicts(report: TwinReport, *, latency: bool) -> str:
     """The first sentence: the cells within the miss threshold on throughput (and, with
     ``latency``, on mean and p95 latency; the report's table shows those cell by cell)."""
-    s = data["summary"]
-    cells = len(data["cells"])
-    worst = s["max_abs_throughput_error"]
+    s = report.summary
+    cells = len(report.cells)
     also = (
-        f"; the mean latency of {_within(data, 'latency_mean_ms')} and the p95 latency of "
-        f"{_within(data, 'latency_p95_ms')} of them within it"
+        f"; the mean latency of {_within(report, 'latency_mean_ms')} and the p95 latency of "
+        f"{_within(report, 'latency_p95_ms')} of them within it"
         if latency
         else ""
     )
     return (
         f"The simulator, given this run's servers, load and measured service times, predicts "
-        f"the throughput of {cells - len(s['throughput_misses'])} of {cells} strategy x "
-        f"scenario cells within {s['miss_threshold']:.0%} (worst error "
-        f"{_pct(worst).lstrip('+')}){also}."
+        f"the throughput of {cells - len(s.throughput_misses)} of {cells} strategy x "
+        f"scenario cells within {s.miss_threshold:.0%} (worst error "
+        f"{_pct(s.max_abs_throughput_error).lstrip('+')}){also}."
     )
 
 
-def _findings(data: dict[str, Any]) -> list[str]:
+def _findings(report: TwinReport) -> list[str]:
     """The plain words after the first sentence: where the twin misses, how finely the
     run measures, where the rankings disagree, the testbed's notes (plain text)."""
-    s = data["summary"]
-    misses = s["throughput_misses"]
-    low = s["tau_below_target"]
+    s = report.summary
+    misses = s.throughput_misses
+    low = s.tau_below_target
     parts = []
     if misses:
         parts.append(f"Its throughput misses by more than that in: {', '.join(misses)}.")
-        held = s.get("throughput_misses_where_the_harness_held")
+        held = s.throughput_misses_where_the_harness_held
         if held is not None and len(held) < len(misses):
             parts.append(
                 f"{len(misses) - len(held)} of the misses are in cells where the run's own "
@@ -307,24 +316,24 @@ def _findings(data: dict[str, Any]) -> list[str]:
                     else "where the harness held it misses none."
                 )
             )
-        outside = s.get("throughput_misses_outside_ci")
-        if outside is not None and s.get("median_measured_ci_halfwidth") is not None:
+        outside = s.throughput_misses_outside_ci
+        if outside is not None and s.median_measured_ci_halfwidth is not None:
             parts.append(
                 f"Of these, {len(outside)} {'lies' if len(outside) == 1 else 'lie'} outside "
                 "the run's own 95 % interval across replications; the others are within what "
                 "the run itself can tell apart."
             )
-    width = s.get("median_measured_ci_halfwidth")
+    width = s.median_measured_ci_halfwidth
     if width is not None:
         parts.append(
             f"For scale: the measured throughput's 95 % interval is +-{width:.0%} of the mean "
             "in the median cell, so differences smaller than that are not measured ones."
         )
-    contradicted = s.get("resolved_pairs_contradicted")
+    contradicted = s.resolved_pairs_contradicted
     if low:
         parts.append(
             f"The ranking of the strategies by throughput agrees poorly (Kendall tau below "
-            f"{s['tau_target']}) in: {', '.join(low)}; there the simulator's ranking "
+            f"{s.tau_target}) in: {', '.join(low)}; there the simulator's ranking "
             "(and so its answers at scale) should not be taken for the testbed's."
         )
         clean = [name for name in low if name not in (contradicted or {})]
@@ -336,8 +345,7 @@ def _findings(data: dict[str, Any]) -> list[str]:
             )
     else:
         parts.append(
-            "The ranking by throughput agrees wherever there is one "
-            f"(tau at least {s['tau_target']})."
+            f"The ranking by throughput agrees wherever there is one (tau at least {s.tau_target})."
         )
     if contradicted:
         parts.append(
@@ -345,19 +353,18 @@ def _findings(data: dict[str, Any]) -> list[str]:
             + "; ".join(f"{name}: {', '.join(pairs)}" for name, pairs in contradicted.items())
             + "."
         )
-    undefined = s.get("tau_undefined") or []
-    if undefined:
+    if s.tau_undefined:
         parts.append(
             "No ranking by throughput (the strategies tie within 1 %, as under an open load "
-            f"below saturation) in: {', '.join(undefined)}."
+            f"below saturation) in: {', '.join(s.tau_undefined)}."
         )
-    for note in data["model"].get("notes", []):
+    for note in report.model.notes:
         parts.append(f"Note: {note}.")
     return parts
 
 
-def _plain_words(data: dict[str, Any]) -> str:
-    return f"<p>{_esc(' '.join([_predicts(data, latency=False), *_findings(data)]))}</p>"
+def _plain_words(report: TwinReport) -> str:
+    return f"<p>{_esc(' '.join([_predicts(report, latency=False), *_findings(report)]))}</p>"
 
 
 def twin_section(run_dir: str | Path) -> str | None:
@@ -366,58 +373,62 @@ def twin_section(run_dir: str | Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        data = load_twin(path)
-        body = (
-            _plain_words(data)
-            + _cells_table(data)
-            + "<h3>Rank agreement (Kendall tau-b)</h3>"
-            + _rank_table(data)
-            + _scale_table(data)
-            + _model_table(data)
-        )
-    except (OSError, ValueError, KeyError, TypeError, ConfigError) as exc:
+        report = load_twin(path)
+    except ConfigError as exc:
         return (
             '<h2 id="twin">Measured vs simulated</h2>'
             f'<p class="note">{_esc(path)} is unreadable ({_esc(type(exc).__name__)}: '
             f"{_esc(exc)}); run <code>lblab twin {_esc(run_dir)}</code> again.</p>"
         )
+    body = (
+        _plain_words(report)
+        + _cells_table(report)
+        + "<h3>Rank agreement (Kendall tau-b)</h3>"
+        + _rank_table(report)
+        + _scale_table(report)
+        + _model_table(report)
+    )
     return f'<h2 id="twin">Measured vs simulated</h2>{body}'
 
 
-def _scenario_table(data: dict[str, Any]) -> list[str]:
+def _scenario_table(report: TwinReport) -> list[str]:
     """Per scenario: each strategy's throughput measured / simulated (error; the harness
     checks that flagged it), and per ranking its tau and the resolved pairs reversed."""
-    cells = {(c["scenario"], c["strategy"]): c for c in data["cells"]}
-    strategies = list(dict.fromkeys(c["strategy"] for c in data["cells"]))
+    cells = {(c.scenario, c.strategy): c for c in report.cells}
+    strategies = list(dict.fromkeys(c.strategy for c in report.cells))
     columns = ["scenario", *strategies]
     for label in _RANKS.values():
         columns += [f"tau {label}", f"reversed {label}"]
     rows = []
-    for scenario, r in data["rank"].items():
+    for scenario, ranked in report.rank.items():
         row = [scenario]
         for strategy in strategies:
-            c = cells[(scenario, strategy)]
+            c = cells.get((scenario, strategy))
+            if c is None:
+                row.append("n/a")
+                continue
             measured, simulated, error = _figure(c, "throughput_rps")
-            flags = f"; {', '.join(c['validity'])}" if c.get("validity") else ""
+            flags = f"; {', '.join(c.validity)}" if c.validity else ""
             row.append(f"{measured} / {simulated} ({error}{flags})")
-        for key in _RANKS:
-            row += [_tau(r[key]["tau"]), _contradicted(r[key])]
+        for _, r in ranked.items():
+            row += [_tau(r.tau), _contradicted(r)]
         rows.append(row)
     return table(columns, rows)
 
 
-def _scale_markdown(data: dict[str, Any]) -> list[str]:
-    scales = data.get("scales") or []
+def _scale_markdown(report: TwinReport) -> list[str]:
+    scales = report.scales
     if not scales:
         return []
     rows = [
-        [scenario, *(x for r in ranks for x in _scaled(r))] for scenario, ranks in _scale_rows(data)
+        [scenario, *(x for r in ranks for x in _scaled(r))]
+        for scenario, ranks in _scale_rows(report)
     ]
     note = _too_short_words(scales)
     return [
         f"## {_SCALE_HEADING}",
         "",
-        _scale_intro(data),
+        _scale_intro(report),
         "",
         *table(["scenario", *_scale_head(scales)], rows),
         "",
@@ -425,30 +436,31 @@ def _scale_markdown(data: dict[str, Any]) -> list[str]:
     ]
 
 
-def twin_markdown(data: dict[str, Any], stamp: Stamp, command: str) -> str:
+def twin_markdown(report: TwinReport, stamp: Stamp, command: str) -> str:
     """The twin of a run as a section of ``docs/results/twin.md``: the stamp (``stamp``,
     taken when ``command`` started), the plain words, measured vs simulated throughput
     per scenario with the rankings' agreement, and the ranking at scale when scales were
-    run. ``data`` is ``twin.json`` as read."""
-    model = data["model"]
-    kind = "simulated" if data.get("simulated_input") else "live"
+    run. ``report`` is ``twin.json`` as read."""
+    model = report.model
+    kind = "simulated" if report.simulated_input else "live"
     return "\n".join(
         [
             stamped(stamp, command),
             "## Measured vs simulated",
             "",
-            f"Run `{data['run_id']}` ({kind}: {len(model['servers'])} servers, "
-            f"{model['replications']} replications); its twin took {data['wall_seconds']:g} s.",
+            f"Run `{report.run_id}` ({kind}: {len(model.servers)} servers, "
+            f"{model.replications} replications); its twin took "
+            f"{_num(report.wall_seconds, '{:g}')} s.",
             "",
-            " ".join([_predicts(data, latency=True), *_findings(data)]),
+            " ".join([_predicts(report, latency=True), *_findings(report)]),
             "",
             "Throughput (ok/s) measured / simulated (error, and the run's harness checks "
             "that flagged the cell), Kendall tau-b between the measured and the simulated "
             "ranking, and the pairs of strategies the run resolves (95 % intervals apart) "
             "that the twin reverses:",
             "",
-            *_scenario_table(data),
+            *_scenario_table(report),
             "",
-            *_scale_markdown(data),
+            *_scale_markdown(report),
         ]
     )

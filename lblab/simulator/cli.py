@@ -240,23 +240,23 @@ def twin(
     )
     from lblab.analysis.twin_file import load_twin
 
-    data = load_twin(path)
-    summary = data["summary"]
-    worst = summary["max_abs_throughput_error"]
+    report = load_twin(path)
+    summary = report.summary
+    worst = summary.max_abs_throughput_error
+    held = summary.throughput_misses_where_the_harness_held or ()
     say(
         f"wrote {path}: worst throughput error "
         f"{'n/a' if worst is None else f'{worst:.0%}'}, "
-        f"{len(summary['throughput_misses'])} of {len(data['cells'])} cells above "
-        f"{MISS:.0%} ({len(summary['throughput_misses_where_the_harness_held'])} where the run's "
-        f"harness checks held), "
-        f"tau < {TAU_TARGET} in: {', '.join(summary['tau_below_target']) or 'none'}, "
+        f"{len(summary.throughput_misses)} of {len(report.cells)} cells above "
+        f"{MISS:.0%} ({len(held)} where the run's harness checks held), "
+        f"tau < {TAU_TARGET} in: {', '.join(summary.tau_below_target) or 'none'}, "
         "measured differences reversed (intervals apart) in: "
-        f"{', '.join(summary['resolved_pairs_contradicted']) or 'none'}"
+        f"{', '.join(summary.resolved_pairs_contradicted or {}) or 'none'}"
     )
     if fmt == "json":
         typer.echo(path.read_text(), nl=False)
     elif fmt == "markdown":
-        typer.echo(twin_markdown(data, stamp, this_command()), nl=False)
+        typer.echo(twin_markdown(report, stamp, this_command()), nl=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lblab.analysis.twin_file import TwinCell
 from lblab.manifest import Manifest, from_json
 from lblab.simulator.twin.compare import harness_flags, summary
 from lblab.simulator.twin.scale import too_short
@@ -37,23 +38,24 @@ def test_only_the_harness_checks_that_warned_or_failed_count_once_per_cell() -> 
     assert harness_flags(Manifest(run_id="r")) == {}
 
 
-def _cell(strategy: str, error: float, flags: list[str]) -> dict[str, Any]:
-    return {
-        "strategy": strategy,
-        "scenario": "sp+sr",
-        "error": {"throughput_rps": error},
-        "inside_measured_ci": {"throughput_rps": False},
-        "measured_ci95": {"throughput_rps": [None, None]},
-        "measured": {"throughput_rps": 100.0},
-        "validity": flags,
-    }
+def _cell(strategy: str, error: float, flags: tuple[str, ...]) -> TwinCell:
+    return TwinCell(
+        strategy=strategy,
+        scenario="sp+sr",
+        error={"throughput_rps": error},
+        inside_measured_ci={"throughput_rps": False},
+        measured_ci95={"throughput_rps": (None, None)},
+        measured={"throughput_rps": 100.0},
+        simulated={},
+        validity=flags,
+    )
 
 
 def test_the_summary_lists_the_misses_where_the_harness_held_apart() -> None:
-    cells = [_cell("r", -0.16, []), _cell("lc", 0.26, ["machine warn"]), _cell("wrr", 0.05, [])]
+    cells = [_cell("r", -0.16, ()), _cell("lc", 0.26, ("machine warn",)), _cell("wrr", 0.05, ())]
     result = summary(cells, {})
-    assert result["throughput_misses"] == ["r / sp+sr", "lc / sp+sr"]
-    assert result["throughput_misses_where_the_harness_held"] == ["r / sp+sr"]
+    assert result.throughput_misses == ("r / sp+sr", "lc / sp+sr")
+    assert result.throughput_misses_where_the_harness_held == ("r / sp+sr",)
 
 
 def test_a_scaled_phase_too_short_for_agent_reports_is_named() -> None:

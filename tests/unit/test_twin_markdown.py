@@ -2,9 +2,9 @@
 docs/results/twin.md shows the figures twin.json holds, cell by cell, and the same ones
 the report's HTML shows.
 
-The twin.json here is built by the twin's own comparison (``simulator/twin/compare.py``)
-from pooled figures chosen so that every cell's error, ranking and reversed pair is
-known by hand."""
+The twin report here is built by the twin's own comparison
+(``simulator/twin/compare.py``) from pooled figures chosen so that every cell's error,
+ranking and reversed pair is known by hand; its model is what the section reads of it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from lblab.analysis.twin_file import ModelServer, TooShort, TwinModel, TwinReport, TwinScale
 from lblab.analysis.twin_report import (
     _cells_table,
     _plain_words,
@@ -68,7 +69,7 @@ SCALED = {
 }
 
 
-def _twin(scales: bool) -> dict[str, Any]:
+def _twin(scales: bool) -> TwinReport:
     testbed = TwinTestbed(
         servers=(),
         strategies=STRATEGIES,
@@ -82,26 +83,49 @@ def _twin(scales: bool) -> dict[str, Any]:
         notes=(),
     )
     measured, simulated = _pooled(MEASURED), _pooled(SIMULATED)
-    cells, ranks = compare(testbed, measured, simulated)
-    for c in cells:  # as make_twin marks them from the run's manifest
-        c["validity"] = ["machine warn"] if c["strategy"] == "lc" else []
-    scaled = {
-        "servers": 100,
-        "rank": scale_ranks(testbed, simulated, measured, _pooled(SCALED)),
-        "too_short_for_agent_reports": {
-            "sp+sr": {"window_s": 0.1, "agent_periods": 0.4, "strategies": ["dwrr"]}
+    # as make_twin marks them from the run's manifest
+    flags = {(s, sc.name): ["machine warn"] for s in ("lc",) for sc in testbed.scenarios}
+    cells, ranks = compare(testbed, measured, simulated, flags)
+    scaled = TwinScale(
+        servers=100,
+        dir="twin/scale-100",
+        replications=1,
+        requests_per_phase={},
+        too_short_for_agent_reports={
+            "sp+sr": TooShort(window_s=0.1, strategies=("dwrr",), agent_periods=0.4)
         },
-    }
-    return {
-        "run_id": "quick-1",
-        "simulated_input": False,
-        "wall_seconds": 12.5,
-        "model": {"servers": [{"id": s} for s in ("s1", "s2", "s3")], "replications": 2},
-        "cells": cells,
-        "rank": ranks,
-        "scales": [scaled] if scales else [],
-        "summary": summary(cells, ranks),
-    }
+        figures=(),
+        rank=scale_ranks(testbed, simulated, measured, _pooled(SCALED)),
+    )
+    return TwinReport(
+        run="results/quick-1",
+        run_id="quick-1",
+        simulated_input=False,
+        created=0.0,
+        wall_seconds=12.5,
+        model=TwinModel(servers=_servers(3), scenarios={}, deadline_s=None, replications=2),
+        cells=cells,
+        rank=ranks,
+        scales=(scaled,) if scales else (),
+        summary=summary(cells, ranks),
+    )
+
+
+def _servers(n: int) -> tuple[ModelServer, ...]:
+    return tuple(
+        ModelServer(
+            id=f"s{i}",
+            weight=1.0,
+            workers=1,
+            capacity=None,
+            cpu_quota=None,
+            fit="fixed:1ms",
+            fit_r2=1.0,
+            service_ms_mean={},
+            samples=1,
+        )
+        for i in range(1, n + 1)
+    )
 
 
 def test_the_section_opens_with_its_stamp_and_says_how_many_cells_agree() -> None:

@@ -3,26 +3,36 @@ a low tau is never reported as agreement, and reversed resolved pairs are named.
 
 from __future__ import annotations
 
-from typing import Any
-
+from lblab.analysis.twin_file import TwinCell, TwinModel, TwinReport, TwinSummary
 from lblab.analysis.twin_report import _plain_words
 
 
-def _data(low: list[str], contradicted: dict[str, list[str]] | None) -> dict[str, Any]:
-    summary: dict[str, Any] = {
-        "max_abs_throughput_error": 0.1,
-        "throughput_misses": [],
-        "throughput_misses_outside_ci": [],
-        "throughput_misses_where_the_harness_held": [],
-        "median_measured_ci_halfwidth": 0.25,
-        "tau_below_target": low,
-        "tau_undefined": [],
-        "miss_threshold": 0.15,
-        "tau_target": 0.8,
-    }
-    if contradicted is not None:
-        summary["resolved_pairs_contradicted"] = contradicted
-    return {"cells": [{}] * 20, "summary": summary, "model": {"notes": []}}
+def _data(low: list[str], contradicted: dict[str, tuple[str, ...]] | None) -> TwinReport:
+    """20 cells, none missed; ``contradicted`` None as in a twin.json from before the
+    resolved pairs."""
+    summary = TwinSummary(
+        max_abs_throughput_error=0.1,
+        throughput_misses=(),
+        throughput_misses_outside_ci=(),
+        throughput_misses_where_the_harness_held=(),
+        median_measured_ci_halfwidth=0.25,
+        tau_below_target=tuple(low),
+        tau_undefined=(),
+        resolved_pairs_contradicted=contradicted,
+        miss_threshold=0.15,
+        tau_target=0.8,
+    )
+    cell = TwinCell(strategy="rr", scenario="sp+sr", measured={}, simulated={}, error={})
+    return TwinReport(
+        run="r",
+        run_id="r",
+        simulated_input=False,
+        created=0.0,
+        model=TwinModel(servers=(), scenarios={}, deadline_s=None, replications=1),
+        cells=(cell,) * 20,
+        rank={},
+        summary=summary,
+    )
 
 
 def test_a_low_tau_among_unresolved_pairs_is_called_a_near_tie_not_agreement() -> None:
@@ -33,7 +43,7 @@ def test_a_low_tau_among_unresolved_pairs_is_called_a_near_tie_not_agreement() -
 
 
 def test_reversed_resolved_pairs_are_named() -> None:
-    words = _plain_words(_data(["mp+mr"], {"mp+mr": ["lc > wrr"]}))
+    words = _plain_words(_data(["mp+mr"], {"mp+mr": ("lc > wrr",)}))
     assert "agrees poorly" in words and "lc &gt; wrr" in words
     assert "cannot tell apart" not in words and "agrees wherever" not in words
 

@@ -4,8 +4,8 @@
 and each scenario's model, solves each strategy's front end, simulates the twin (and
 each scaled twin) and writes the simulated phases as a run, with the measured windows
 cut as the live runner cuts them, so ``measure`` reads both sides alike. ``twin.json``
-holds the model as fitted, the compared cells, the rankings and the summary; its path
-is the report's (``analysis.twin_report.TWIN_JSON``), which reads it.
+is a ``TwinReport`` (``analysis/twin_file.py``, which the report reads it with): the
+model as fitted, the compared cells, the rankings, the scaled twins and the summary.
 """
 
 from __future__ import annotations
@@ -17,7 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.twin_file import TWIN_JSON, save_twin
+from lblab.analysis.twin_file import (
+    TWIN_JSON,
+    ModelFront,
+    ModelScenario,
+    ModelServer,
+    ScaledFigures,
+    TooShort,
+    TwinModel,
+    TwinReport,
+    TwinScale,
+    save_twin,
+)
 from lblab.errors import ConfigError
 from lblab.simulator.config import SimConfig
 from lblab.simulator.twin.compare import cell_figures, compare, harness_flags, scale_ranks, summary
@@ -85,10 +96,7 @@ def make_twin(
     say(f"twin: simulating {len(base_configs)} phases on {n} servers")
     _simulate_all(base_configs, testbed.warmup_fraction, out)
     simulated = measure_simulated(out)
-    cells, ranks = compare(testbed, measured.pooled, simulated)
-    flags = harness_flags(run.manifest)
-    for cell in cells:
-        cell["validity"] = flags.get((cell["strategy"], cell["scenario"]), [])
+    cells, ranks = compare(testbed, measured.pooled, simulated, harness_flags(run.manifest))
     scaled_out = []
     for total in scales:
         caps = (
@@ -113,75 +121,85 @@ def make_twin(
         folder = out / f"scale-{total}"
         windows = _simulate_all(configs, testbed.warmup_fraction, folder, say)
         pooled = measure_simulated(folder)
-        short = too_short(windows, testbed.report_period)
+        short = {
+            scenario: TooShort(
+                window_s=entry["window_s"],
+                strategies=tuple(entry["strategies"]),
+                agent_periods=entry["agent_periods"],
+            )
+            for scenario, entry in too_short(windows, testbed.report_period).items()
+        }
         for scenario, entry in short.items():
             say(
-                f"twin: at {total} servers a {scenario} window lasted {entry['window_s']:g} "
-                f"simulated s ({entry['agent_periods']:g} agent periods): too short for "
-                f"{', '.join(entry['strategies'])}, which follow the agents' reports; "
+                f"twin: at {total} servers a {scenario} window lasted {entry.window_s:g} "
+                f"simulated s ({entry.agent_periods:g} agent periods): too short for "
+                f"{', '.join(entry.strategies)}, which follow the agents' reports; "
                 "raise --scale-requests"
             )
         scaled_out.append(
-            {
-                "servers": total,
-                "dir": str(folder.relative_to(run_dir)),
-                "replications": scale_replications,
-                "requests_per_phase": {c.scenario: c.requests for c in configs},
-                "too_short_for_agent_reports": short,
-                "figures": [
-                    {"strategy": st, "scenario": sc.name, **cell_figures(pooled, st, sc.name)}
+            TwinScale(
+                servers=total,
+                dir=str(folder.relative_to(run_dir)),
+                replications=scale_replications,
+                requests_per_phase={c.scenario: c.requests for c in configs},
+                too_short_for_agent_reports=short,
+                figures=tuple(
+                    ScaledFigures(
+                        strategy=st, scenario=sc.name, figures=cell_figures(pooled, st, sc.name)
+                    )
                     for sc in testbed.scenarios
                     for st in testbed.strategies
-                ],
-                "rank": scale_ranks(testbed, simulated, measured.pooled, pooled),
-            }
+                ),
+                rank=scale_ranks(testbed, simulated, measured.pooled, pooled),
+            )
         )
-    report = {
-        "run": str(run_dir),
-        "run_id": run.run_id,
-        "simulated_input": run.simulated,
-        "created": time.time(),
-        "wall_seconds": round(time.perf_counter() - t0, 1),
-        "model": {
-            "servers": [
-                {
-                    "id": s.id,
-                    "weight": s.weight,
-                    "workers": s.workers,
-                    "capacity": s.capacity,
-                    "cpu_quota": s.cpu_quota,
-                    "quota_period_s": s.quota_period if s.cpu_quota else None,
-                    **services[s.id].describe(),
-                }
-                for s in testbed.servers
-            ],
-            "scenarios": {
-                name: {
-                    "front": {
-                        "client_ms": round(m.front.client_ms, 3),
-                        "slope_ms": round(m.front.slope_ms, 3),
-                        "server_ms": {
-                            strategy: {k: round(v, 3) for k, v in fronts[(name, strategy)].items()}
-                            for strategy in testbed.strategies
-                        },
+    model = TwinModel(
+        servers=tuple(
+            ModelServer(
+                id=s.id,
+                weight=s.weight,
+                workers=s.workers,
+                capacity=s.capacity,
+                cpu_quota=s.cpu_quota,
+                quota_period_s=s.quota_period if s.cpu_quota else None,
+                **services[s.id].describe(),
+            )
+            for s in testbed.servers
+        ),
+        scenarios={
+            name: ModelScenario(
+                front=ModelFront(
+                    client_ms=round(m.front.client_ms, 3),
+                    slope_ms=round(m.front.slope_ms, 3),
+                    server_ms={
+                        strategy: {k: round(v, 3) for k, v in fronts[(name, strategy)].items()}
+                        for strategy in testbed.strategies
                     },
-                    "think_ms": round(m.think_ms, 3),
-                    "demand_scale": {k: round(v, 3) for k, v in m.demand_scale.items()},
-                    "quota_binds": dict(m.quota_binds),
-                    "quota_bound_work_from": list(m.work_servers),
-                    "requests_per_phase": m.requests,
-                }
-                for name, m in models.items()
-            },
-            "deadline_s": testbed.deadline,
-            "replications": testbed.replications,
-            "notes": list(testbed.notes),
+                ),
+                think_ms=round(m.think_ms, 3),
+                demand_scale={k: round(v, 3) for k, v in m.demand_scale.items()},
+                quota_binds=dict(m.quota_binds),
+                quota_bound_work_from=m.work_servers,
+                requests_per_phase=m.requests,
+            )
+            for name, m in models.items()
         },
-        "cells": cells,
-        "rank": ranks,
-        "scales": scaled_out,
-        "summary": summary(cells, ranks),
-    }
+        deadline_s=testbed.deadline,
+        replications=testbed.replications,
+        notes=testbed.notes,
+    )
+    report = TwinReport(
+        run=str(run_dir),
+        run_id=run.run_id,
+        simulated_input=run.simulated,
+        created=time.time(),
+        wall_seconds=round(time.perf_counter() - t0, 1),
+        model=model,
+        cells=cells,
+        rank=ranks,
+        scales=tuple(scaled_out),
+        summary=summary(cells, ranks),
+    )
     return save_twin(run_dir / TWIN_JSON, report)
 
 

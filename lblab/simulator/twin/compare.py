@@ -1,10 +1,12 @@
 """Measured vs simulated: each cell's errors, each scenario's rankings, and the summary.
 
-Per strategy x scenario cell: both sides' ``FIGURES``, the relative errors and whether
-the simulated figure lies inside the measured 95 % interval. Per scenario and ranked
-metric: both orders of the strategies, Kendall tau-b between them (strategies within
-``TIE`` of each other tie) and the pairs the run resolves that the twin reverses. A
-scaled twin's rankings are compared with the twin's and the run's (``scale_ranks``).
+Per strategy x scenario cell (``TwinCell``): both sides' ``FIGURES``, the relative
+errors and whether the simulated figure lies inside the measured 95 % interval. Per
+scenario and ranked metric (``TwinRank``): both orders of the strategies, Kendall tau-b
+between them (strategies within ``TIE`` of each other tie) and the pairs the run
+resolves that the twin reverses. A scaled twin's rankings are compared with the twin's
+and the run's (``scale_ranks``). The types are twin.json's own
+(``analysis/twin_file.py``), which ``build`` writes as they are.
 
 Each compared cell carries the run's harness checks (generator, balancer, machine) that
 warned or failed in its phases (``harness_flags``): the twin gives the generator and
@@ -15,19 +17,21 @@ summary lists the misses where the harness held apart.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
 
 from lblab.analysis.stats import beyond, kendall_tau
+from lblab.analysis.twin_file import Ranked, ScaledRank, TwinCell, TwinRank, TwinSummary
 from lblab.manifest import Manifest
 from lblab.simulator.twin.measure import FIGURES
 from lblab.simulator.twin.testbed import Testbed
 from lblab.validity import FAIL, WARN
 
 RANKED = {"throughput": "throughput_rps", "latency_mean": "latency_mean_ms"}
+"""Each ranking (``Ranked``'s fields) and the figure it ranks by."""
 MISS = 0.15
 """A cell whose throughput error is above this (relative) misses the twin's target."""
 TAU_TARGET = 0.8
@@ -90,10 +94,26 @@ def _tau(a: Sequence[float], b: Sequence[float]) -> float | None:
     return None if tau is None else round(tau, 4)
 
 
+R = TypeVar("R", TwinRank, ScaledRank)
+
+
+def _ranked(scenario: str, rank: Callable[[str, str], R]) -> Ranked[R]:
+    """Both rankings of ``scenario``: ``rank(scenario, figure)`` by each ``RANKED`` figure."""
+    return Ranked(
+        throughput=rank(scenario, RANKED["throughput"]),
+        latency_mean=rank(scenario, RANKED["latency_mean"]),
+    )
+
+
 def compare(
-    testbed: Testbed, measured: pd.DataFrame, simulated: pd.DataFrame
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Per cell: both figures and the relative errors; per scenario: rankings and tau."""
+    testbed: Testbed,
+    measured: pd.DataFrame,
+    simulated: pd.DataFrame,
+    flags: Mapping[tuple[str, str], Sequence[str]],
+) -> tuple[tuple[TwinCell, ...], dict[str, Ranked[TwinRank]]]:
+    """Per cell: both figures, the relative errors and the harness checks that flagged it
+    (``flags``, per (strategy, scenario): ``harness_flags``); per scenario: rankings
+    and tau."""
     cells = []
     for scenario in testbed.scenarios:
         for strategy in testbed.strategies:
@@ -102,36 +122,34 @@ def compare(
             hi = cell_figures(measured, strategy, scenario.name, "_hi")
             s = cell_figures(simulated, strategy, scenario.name)
             cells.append(
-                {
-                    "strategy": strategy,
-                    "scenario": scenario.name,
-                    "measured": m,
-                    "measured_ci95": {f: [lo[f], hi[f]] for f in FIGURES},
-                    "simulated": s,
-                    "error": {
+                TwinCell(
+                    strategy=strategy,
+                    scenario=scenario.name,
+                    measured=m,
+                    measured_ci95={f: (lo[f], hi[f]) for f in FIGURES},
+                    simulated=s,
+                    error={
                         f: _number(_rel_error(s[f] or math.nan, m[f] or math.nan)) for f in FIGURES
                     },
-                    "inside_measured_ci": {f: _inside(s[f], lo[f], hi[f]) for f in FIGURES},
-                }
+                    inside_measured_ci={f: _inside(s[f], lo[f], hi[f]) for f in FIGURES},
+                    validity=tuple(flags.get((strategy, scenario.name), ())),
+                )
             )
-    ranks: dict[str, Any] = {}
-    for scenario in testbed.scenarios:
-        ranks[scenario.name] = {}
-        for name, metric in RANKED.items():
-            higher = metric == "throughput_rps"
-            mv = _ranking(measured, scenario.name, testbed.strategies, metric)
-            sv = _ranking(simulated, scenario.name, testbed.strategies, metric)
-            resolved, contradicted = _resolved_pairs(
-                measured, scenario.name, testbed.strategies, metric, sv
-            )
-            ranks[scenario.name][name] = {
-                "measured": _order(testbed.strategies, mv, higher),
-                "simulated": _order(testbed.strategies, sv, higher),
-                "tau": _tau(mv, sv),
-                "resolved_pairs": resolved,
-                "contradicted_pairs": contradicted,
-            }
-    return cells, ranks
+
+    def rank(scenario: str, metric: str) -> TwinRank:
+        higher = metric == "throughput_rps"
+        mv = _ranking(measured, scenario, testbed.strategies, metric)
+        sv = _ranking(simulated, scenario, testbed.strategies, metric)
+        resolved, contradicted = _resolved_pairs(measured, scenario, testbed.strategies, metric, sv)
+        return TwinRank(
+            measured=tuple(_order(testbed.strategies, mv, higher)),
+            simulated=tuple(_order(testbed.strategies, sv, higher)),
+            tau=_tau(mv, sv),
+            resolved_pairs=resolved,
+            contradicted_pairs=tuple(contradicted),
+        )
+
+    return tuple(cells), {sc.name: _ranked(sc.name, rank) for sc in testbed.scenarios}
 
 
 def _resolved_pairs(
@@ -166,31 +184,29 @@ def _resolved_pairs(
 
 def scale_ranks(
     testbed: Testbed, base: pd.DataFrame, measured: pd.DataFrame, scaled: pd.DataFrame
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for scenario in testbed.scenarios:
-        out[scenario.name] = {}
-        for name, metric in RANKED.items():
-            higher = metric == "throughput_rps"
-            sv = _ranking(scaled, scenario.name, testbed.strategies, metric)
-            out[scenario.name][name] = {
-                "simulated": _order(testbed.strategies, sv, higher),
-                "tau_vs_twin": _tau(_ranking(base, scenario.name, testbed.strategies, metric), sv),
-                "tau_vs_measured": _tau(
-                    _ranking(measured, scenario.name, testbed.strategies, metric), sv
-                ),
-            }
-    return out
+) -> dict[str, Ranked[ScaledRank]]:
+    """Per scenario: a scaled twin's rankings, with tau against the twin's (``base``)
+    and the measured ones."""
+
+    def rank(scenario: str, metric: str) -> ScaledRank:
+        sv = _ranking(scaled, scenario, testbed.strategies, metric)
+        return ScaledRank(
+            simulated=tuple(_order(testbed.strategies, sv, metric == "throughput_rps")),
+            tau_vs_twin=_tau(_ranking(base, scenario, testbed.strategies, metric), sv),
+            tau_vs_measured=_tau(_ranking(measured, scenario, testbed.strategies, metric), sv),
+        )
+
+    return {sc.name: _ranked(sc.name, rank) for sc in testbed.scenarios}
 
 
-def _median_halfwidth(cells: list[dict[str, Any]]) -> float | None:
+def _median_halfwidth(cells: Sequence[TwinCell]) -> float | None:
     """Median over cells of the measured throughput's 95 % half-width, relative: how
     finely the run itself can tell two figures apart."""
     widths = [
-        (hi - lo) / 2 / c["measured"]["throughput_rps"]
+        (hi - lo) / 2 / mean
         for c in cells
-        for lo, hi in [c["measured_ci95"]["throughput_rps"]]
-        if lo is not None and hi is not None and c["measured"]["throughput_rps"]
+        for lo, hi in [c.measured_ci95.get("throughput_rps", (None, None))]
+        if lo is not None and hi is not None and (mean := c.measured.get("throughput_rps"))
     ]
     return round(float(np.median(widths)), 4) if widths else None
 
@@ -207,44 +223,41 @@ def harness_flags(manifest: Manifest) -> dict[tuple[str, str], list[str]]:
     return {key: sorted(found) for key, found in flags.items()}
 
 
-def _misses(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _misses(cells: Sequence[TwinCell]) -> list[TwinCell]:
     """The cells whose throughput error is unknown or above ``MISS``."""
     return [
-        c
-        for c in cells
-        if c["error"]["throughput_rps"] is None or abs(c["error"]["throughput_rps"]) > MISS
+        c for c in cells if (error := c.error.get("throughput_rps")) is None or abs(error) > MISS
     ]
 
 
-def _names(cells: list[dict[str, Any]]) -> list[str]:
-    return [f"{c['strategy']} / {c['scenario']}" for c in cells]
+def _names(cells: Sequence[TwinCell]) -> tuple[str, ...]:
+    return tuple(c.name for c in cells)
 
 
-def summary(cells: list[dict[str, Any]], ranks: dict[str, Any]) -> dict[str, Any]:
-    errors = [c["error"]["throughput_rps"] for c in cells]
+def summary(cells: Sequence[TwinCell], ranks: Mapping[str, Ranked[TwinRank]]) -> TwinSummary:
+    """What the cells and rankings add up to (``TwinSummary``)."""
+    errors = [c.error.get("throughput_rps") for c in cells]
     finite = [abs(e) for e in errors if e is not None]
     misses = _misses(cells)
-    return {
-        "max_abs_throughput_error": max(finite) if finite else None,
-        "throughput_misses": _names(misses),
-        "throughput_misses_outside_ci": _names(
-            [c for c in misses if c["inside_measured_ci"]["throughput_rps"] is False]
+    return TwinSummary(
+        max_abs_throughput_error=max(finite) if finite else None,
+        throughput_misses=_names(misses),
+        throughput_misses_outside_ci=_names(
+            [c for c in misses if c.inside_measured_ci.get("throughput_rps") is False]
         ),
-        "throughput_misses_where_the_harness_held": _names(
-            [c for c in misses if not c.get("validity")]
-        ),
-        "median_measured_ci_halfwidth": _median_halfwidth(cells),
-        "tau_below_target": [
+        throughput_misses_where_the_harness_held=_names([c for c in misses if not c.validity]),
+        median_measured_ci_halfwidth=_median_halfwidth(cells),
+        tau_below_target=tuple(
             name
             for name, r in ranks.items()
-            if r["throughput"]["tau"] is not None and r["throughput"]["tau"] < TAU_TARGET
-        ],
-        "tau_undefined": [name for name, r in ranks.items() if r["throughput"]["tau"] is None],
-        "resolved_pairs_contradicted": {
-            name: r["throughput"]["contradicted_pairs"]
+            if r.throughput.tau is not None and r.throughput.tau < TAU_TARGET
+        ),
+        tau_undefined=tuple(name for name, r in ranks.items() if r.throughput.tau is None),
+        resolved_pairs_contradicted={
+            name: r.throughput.contradicted_pairs
             for name, r in ranks.items()
-            if r["throughput"]["contradicted_pairs"]
+            if r.throughput.contradicted_pairs
         },
-        "miss_threshold": MISS,
-        "tau_target": TAU_TARGET,
-    }
+        miss_threshold=MISS,
+        tau_target=TAU_TARGET,
+    )
