@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tests.run_fixture"]
+pytest_plugins = ["tests.run_fixture", "tests.cli_in_process"]
 
 
 LONGEST = "tests/e2e/test_ansible.py"

@@ -2,19 +2,19 @@
 
 Flags the command line parser refuses (``--port 99999``) get the same one line.
 
-Each case runs ``lblab`` as a real process. The cases are independent, so the module runs
-them all at once (a few at a time) and each test checks its own outcome. A case whose
-validation failed to stop it would start real work (a server, a run): the per-process
-timeout turns that into a failure, not a hang.
+Each case runs the entry point in this process (``tests/cli_in_process.py``: the real
+exit code and output; where a command would start its long work a stub stands, so a
+case whose validation failed to stop it fails instead of starting a server or a run).
+``AS_PROCESSES`` also run as real ``lblab`` processes, one per kind of input, for what
+only a process shows (the interpreter's own exit, nothing printed at import).
 """
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,8 +22,6 @@ import pytest
 
 from lblab.procs import lblab_command
 from lblab.results import SCHEMAS
-
-pytestmark = pytest.mark.slow
 
 
 class Case(NamedTuple):
@@ -169,37 +167,42 @@ CASES: dict[str, Case] = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def outcomes(bad_files: Path) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Every case's finished process, run a few at a time (they only parse and refuse)."""
-
-    def run(case: Case) -> subprocess.CompletedProcess[str]:
-        argv = lblab_command(*(a.replace("{d}", str(bad_files)) for a in case.args))
-        try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=bad_files)
-        except subprocess.TimeoutExpired:  # it started real work: this case fails, not all
-            return subprocess.CompletedProcess(argv, -1, "", "still running after 240 s")
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        done = dict(zip(CASES, pool.map(run, CASES.values()), strict=True))
-    return done
+AS_PROCESSES = (
+    "run-malformed-toml",
+    "simulate-rate-nan",
+    "report-truncated-parquet",
+    "balancer-port-huge",
+    "server-delay-nan",
+)
 
 
-# The first test runs every case (the module fixture): about a minute of CPU in all,
-# far longer on a machine shared with other work.
-@pytest.mark.timeout(1800)
-@pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_exits_2_with_one_line(
-    name: str, outcomes: dict[str, subprocess.CompletedProcess[str]]
-) -> None:
-    case, out = CASES[name], outcomes[name]
-    shown = f"exit {out.returncode}\nstdout: {out.stdout[-800:]}\nstderr: {out.stderr[-2000:]}"
-    assert out.returncode == 2, shown
-    assert "Traceback" not in out.stderr + out.stdout, shown
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
+def _check(case: Case, code: int | str, out: str, err: str) -> None:
+    shown = f"exit {code}\nstdout: {out[-800:]}\nstderr: {err[-2000:]}"
+    assert code == 2, shown
+    assert "Traceback" not in err + out, shown
+    lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, shown
     assert lines[0].startswith("error: "), shown
     assert case.says.lower() in lines[0].lower(), shown
+
+
+def _argv(case: Case, bad_files: Path) -> list[str]:
+    return [a.replace("{d}", str(bad_files)) for a in case.args]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_exits_2_with_one_line(name: str, bad_files: Path, cli: Any) -> None:
+    case = CASES[name]
+    outcome = cli(*_argv(case, bad_files))
+    _check(case, outcome.code, outcome.out, outcome.err)
+
+
+@pytest.mark.parametrize("name", AS_PROCESSES)
+def test_bad_input_exits_2_with_one_line_as_a_process(name: str, bad_files: Path) -> None:
+    case = CASES[name]
+    argv = lblab_command(*_argv(case, bad_files))
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=bad_files)
+    _check(case, out.returncode, out.stdout, out.stderr)
 
 
 def test_at_least_30_cases_over_every_command_that_reads_input() -> None:

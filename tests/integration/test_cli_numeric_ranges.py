@@ -8,24 +8,21 @@ line on stderr, ``error: ...`` naming the option, never a traceback. The table b
 is the ranges' one list; ``lblab.config`` and the configs it checks hold the rules.
 
 The commands run in this process through ``lblab.cli.main``, the entry point itself
-(exit codes and the one-line error included), on one command tree built once (Typer
-builds it anew on every call, ~50 ms): about 1000 cases in a few seconds.
+(exit codes and the one-line error included: ``tests/cli_in_process.py``): about 1000
+cases in a few seconds.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-import typer
 
-import lblab.cli
+from tests.cli_in_process import Outcome
 
 EDGES = ("0", "1e-300", "1e300", "nan", "inf", "-inf", "-1")
 """Tried on every option; each one is in its option's ``ok`` or it must be refused."""
@@ -207,70 +204,6 @@ TOML_SIM: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "servers.delay": (GROUP + "delay = {v}", "delay", ("0", "1e-300")),
     "balancers": ("balancers = {v}", "balancers", ()),
 }
-
-
-class Reached(BaseException):
-    """A stub stands where the command would start its long work: the values were taken."""
-
-
-STUBS = (
-    ("lblab.servers.server", "run_server"),
-    ("lblab.servers.agent", "run_agent"),
-    ("lblab.balancer.serve", "run"),
-    ("lblab.loadtests.remote_workers", "keep_workers"),
-    ("lblab.loadtests.webui.session", "serve"),
-    ("lblab.infra.netns_testbed", "up"),
-    ("lblab.simulator.validate", "run_validation"),
-    ("lblab.simulator.reproduce.ingram", "reproduce_ingram"),
-    ("lblab.simulator.reproduce.martins", "reproduce_martins"),
-    ("lblab.simulator.reproduce.linkerd", "reproduce_linkerd"),
-    ("lblab.simulator.reproduce.prequal", "reproduce_claims"),
-    ("lblab.simulator.reproduce.parallel", "run_calls"),
-)
-
-
-COMMAND = typer.main.get_command(lblab.cli.app)
-
-
-class Outcome(NamedTuple):
-    code: int | str
-    out: str
-    err: str
-
-
-@pytest.fixture
-def cli(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> Iterator[Any]:
-    """``cli(*argv)``: run the entry point in this process, return its exit and output."""
-    import importlib
-
-    def reached(*args: Any, **kwargs: Any) -> None:
-        raise Reached
-
-    for module, name in STUBS:
-        monkeypatch.setattr(importlib.import_module(module), name, reached)
-    monkeypatch.setattr(lblab.cli, "app", COMMAND)
-    monkeypatch.chdir(tmp_path)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
-
-    def run(*argv: str) -> Outcome:
-        args = [a.replace("{tmp}", str(tmp_path)).replace("{port}", port) for a in argv]
-        monkeypatch.setattr(sys, "argv", ["lblab", *args])
-        capsys.readouterr()
-        try:
-            lblab.cli.main()
-            code: int | str = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except Reached:
-            code = "reached"
-        out, err = capsys.readouterr()
-        return Outcome(code, out, err)
-
-    yield run
 
 
 def _cases() -> Iterator[Any]:
