@@ -18,7 +18,7 @@ pytest_plugins = ["tests.run_fixture", "tests.cli_in_process"]
 
 
 LONGEST = "tests/e2e/test_ansible.py"
-"""The one test that takes minutes (provisioning five namespace hosts twice)."""
+"""The one test that takes minutes (provisioning five namespace hosts, then three again)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
