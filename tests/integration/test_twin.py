@@ -7,10 +7,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from lblab.analysis.twin_report import twin_section
 from lblab.pages import GENERATED
+from lblab.simulator.config import EPOCH
 from lblab.simulator.twin import FIGURES, make_twin
 from tests.run_fixture import run_lblab
 
@@ -178,3 +180,62 @@ def test_twin_of_a_live_tiny_run(tiny_run_dir: Path) -> None:
         assert c["validity"] == sorted(flagged), c
     section = twin_section(tiny_run_dir)
     assert section is not None and "sp+sr" in section and "harness checks" in section
+
+
+KILL_TOML = """
+[run]
+strategies = ["rr", "lc"]
+scenarios = ["sp+sr"]
+duration = "3s"
+warmup = "1s"
+replications = 1
+max_replications = 0
+
+[testbed]
+kind = "simulated"
+balancers = 2
+
+[[timeline]]
+at = "2s"
+action = "kill"
+server = "s1"
+
+[[timeline]]
+at = "3s"
+action = "restart"
+server = "s1"
+"""
+
+
+@pytest.mark.timeout(300)
+def test_the_twin_of_a_run_with_its_file_simulates_its_timeline_and_balancers(
+    tmp_path: Path,
+) -> None:
+    """The twin of a run whose manifest holds its file is that file's phases simulated:
+    the kill of s1 at 2 s (restarted at 3 s) and both balancers, each phase seeded as
+    the run's and as long as it."""
+    config = tmp_path / "kill.toml"
+    config.write_text(KILL_TOML)
+    run_dir = tmp_path / "run"
+    out = run_lblab(["run", "--config", str(config), "--out", str(run_dir), "--no-report"], 120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads(make_twin(run_dir).read_text())
+    assert data["model"]["notes"] == []  # no scaled twin, so nothing of the file left out
+    twin = pd.read_parquet(run_dir / "twin" / "requests.parquet")
+    assert set(twin["balancer"]) == {"b1", "b2"}
+    sent = twin["t_sent"] - EPOCH
+    failed = twin[~twin["ok"]]
+    # s1 had requests in flight when it was killed: they fail as the run's did
+    assert len(failed) > 0 and set(failed["error_kind"]) == {"connection"}
+    assert set(failed["server"]) == {"s1"} and sent[~twin["ok"]].between(1.0, 2.0).all()
+    on_s1 = sent[twin["server"] == "s1"]
+    assert not on_s1.between(2.0, 3.0).any() and on_s1.between(3.0, 4.0).any()
+    assert sent.max() == pytest.approx(4.0, abs=0.1)  # the phase's warm-up plus duration
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    ran = {(c["strategy"], c["seed"]) for c in manifest["phase_configs"]}
+    twinned = json.loads((run_dir / "twin" / "manifest.json").read_text())["config"]
+    assert {(c["strategy"], c["seed"]) for c in twinned} == ran
+
+    scaled = json.loads(make_twin(run_dir, [6], scale_requests=2000).read_text())
+    (note,) = scaled["model"]["notes"]
+    assert "timeline" in note and "2 balancers" in note

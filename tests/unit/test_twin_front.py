@@ -31,7 +31,6 @@ def _testbed(users: int) -> RunTestbed:
         deadline=10.0,
         report_period=0.25,
         warmup_fraction=0.2,
-        notes=(),
     )
 
 

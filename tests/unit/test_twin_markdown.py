@@ -80,7 +80,6 @@ def _twin(scales: bool) -> TwinReport:
         deadline=None,
         report_period=0.25,
         warmup_fraction=0.2,
-        notes=(),
     )
     measured, simulated = _pooled(MEASURED), _pooled(SIMULATED)
     # as make_twin marks them from the run's manifest

@@ -16,7 +16,7 @@ from lblab.simulator.twin.model import (
     _work_mean,
     _work_model,
 )
-from lblab.simulator.twin.testbed import live_testbed
+from lblab.simulator.twin.testbed import file_testbed
 
 
 def _units(cpu_percent: list[float], ok_per_s: list[float]) -> pd.DataFrame:
@@ -104,6 +104,6 @@ def test_the_cpu_per_answer_comes_from_the_units_where_the_quota_bound() -> None
 def test_the_twin_uses_the_live_servers_quota_period() -> None:
     servers = [{"id": "s1", "cpu_quota": 0.25}, {"id": "s2"}]
     config = resolve(None, {"servers": servers, "weights": {"s1": 1, "s2": 1}}, {})
-    s1, s2 = live_testbed(Manifest(run_id="r", config=config.raw)).servers
+    s1, s2 = file_testbed(Manifest(run_id="r", config=config.raw)).servers
     assert (s1.cpu_quota, s1.quota_period) == (0.25, 0.01)  # cgroup and duty cycle: 10 ms
     assert s2.cpu_quota is None

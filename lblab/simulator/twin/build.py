@@ -36,8 +36,8 @@ from lblab.simulator.twin.measure import measure, measure_simulated, sim_window,
 from lblab.simulator.twin.measured_service import fit_service
 from lblab.simulator.twin.model import scenario_models
 from lblab.simulator.twin.scale import MAX_SCALE, auto_scale_requests, too_short
-from lblab.simulator.twin.solve import configs_for, solve_fronts
-from lblab.simulator.twin.testbed import live_testbed, simulated_testbed
+from lblab.simulator.twin.solve import configs_for, run_configs, solve_fronts
+from lblab.simulator.twin.testbed import Testbed, file_testbed, simulated_testbed
 
 
 def make_twin(
@@ -61,7 +61,7 @@ def make_twin(
             raise ConfigError(f"--scale {n}: give a server count from 1 to {MAX_SCALE}")
     run_dir = Path(run_dir)
     run = open_run(run_dir)
-    testbed = simulated_testbed(run.manifest) if run.simulated else live_testbed(run.manifest)
+    testbed = file_testbed(run.manifest) if run.manifest.config else simulated_testbed(run.manifest)
     measured = measure(run_dir)
     services = {}
     for s in testbed.servers:
@@ -77,7 +77,7 @@ def make_twin(
     if out.is_dir():
         shutil.rmtree(out)  # rebuilt whole: no part of an earlier twin may linger in it
     t0 = time.perf_counter()
-    n = len(testbed.servers)
+    n = len(testbed.start_servers)
     live_busy = (
         measured.servers.assign(u=utilisation(measured.servers))
         .groupby(["scenario", "server"], observed=True)["u"]
@@ -90,11 +90,9 @@ def make_twin(
         models,
         {(str(sc), str(sv)): float(u) for (sc, sv), u in live_busy.items()},
     )
-    base_configs = configs_for(
-        testbed, services, models, n, testbed.replications, None, f"twin-{run.run_id}", fronts
-    )
+    base_configs = run_configs(testbed, services, models, f"twin-{run.run_id}", fronts)
     say(f"twin: simulating {len(base_configs)} phases on {n} servers")
-    _simulate_all(base_configs, testbed.warmup_fraction, out)
+    _simulate_all(base_configs, testbed, out)
     simulated = measure_simulated(out)
     cells, ranks = compare(testbed, measured.pooled, simulated, harness_flags(run.manifest))
     scaled_out = []
@@ -119,7 +117,7 @@ def make_twin(
             f"({sum(c.requests for c in configs):,} requests)"
         )
         folder = out / f"scale-{total}"
-        windows = _simulate_all(configs, testbed.warmup_fraction, folder, say)
+        windows = _simulate_all(configs, testbed, folder, say)
         pooled = measure_simulated(folder)
         short = {
             scenario: TooShort(
@@ -186,7 +184,7 @@ def make_twin(
         },
         deadline_s=testbed.deadline,
         replications=testbed.replications,
-        notes=testbed.notes,
+        notes=_notes(testbed, scales),
     )
     report = TwinReport(
         run=str(run_dir),
@@ -203,12 +201,19 @@ def make_twin(
     return save_twin(run_dir / TWIN_JSON, report)
 
 
+def _notes(testbed: Testbed, scales: Sequence[int]) -> tuple[str, ...]:
+    """What the twin leaves out of the run, for the reader of its figures."""
+    if scales and testbed.unscaled:
+        return (f"the scaled twins leave out the run's {' and '.join(testbed.unscaled)}",)
+    return ()
+
+
 def _simulate_all(
-    configs: Sequence[SimConfig], warmup_fraction: float, out: Path, progress: Any = None
+    configs: Sequence[SimConfig], testbed: Testbed, out: Path, progress: Any = None
 ) -> dict[tuple[str, str], float]:
     """Run every config and write it with measured windows as the live runner does
-    (``measure.sim_window``). Returns each (scenario, strategy)'s shortest window in simulated
-    seconds."""
+    (``measure.sim_window``, with the phase's share of warm-up). Returns each
+    (scenario, strategy)'s shortest window in simulated seconds."""
     from lblab.simulator.output import write_run
     from lblab.simulator.run import simulate
 
@@ -221,7 +226,7 @@ def _simulate_all(
                 f"{cfg.requests:,} requests)"
             )
         r = simulate(cfg)
-        window = sim_window(r, warmup_fraction)
+        window = sim_window(r, testbed.warmup_fraction_of(cfg))
         windows.append(window)
         results.append(r)
         key = (cfg.scenario, cfg.strategy)

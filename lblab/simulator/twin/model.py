@@ -85,6 +85,8 @@ class ScenarioModel:
     front: FrontEnd
     think_ms: float
     requests: int
+    """Requests a phase of the scenario sent in the run (median, warm-up included): the
+    count of a phase the twin builds itself (``solve.configs_for``)."""
     demand_scale: Mapping[str, float]
     """Per server: its CPU demand per request over its slot time (``_demand_scale``)."""
     quota_binds: Mapping[str, bool]

@@ -1,10 +1,22 @@
 """The twin in the simulator: its SimConfigs, and each strategy's front end solved on them.
 
-``configs_for`` turns the testbed and the fitted model into one ``SimConfig`` per
-scenario x strategy x replication, for the run's server count or a scaled one: each
-server's measured service times (scaled by its CPU demand where its quota bound, under
-that quota), the client part of the front end between generator and balancer, and a
-front-end load term per server between the balancer and the server.
+The twin of a run with its experiment file is that file's phases simulated
+(``file_configs``): each phase's SimConfig is the simulated testbed's own
+(``simulator.simulated_testbed.phase_config``: strategy options, cells, seeds, deadline,
+agent interval, balancers, timeline, length), with what the twin fits in place of what
+the file says (``_fitted``). Its phases send for the run's warm-up plus the phase's
+duration, as the run's did: the timeline's events and the agents' reports keep their
+place in the phase (a measured request count would stretch or shrink the phase with the
+twin's throughput). A scaled twin (``--scale N``), or the twin of a run
+``lblab simulate`` made (no file), is built here instead (``configs_for``): one
+SimConfig per scenario x strategy x replication for N servers of the run's capacity
+mix, a measured number of requests each. ``run_configs`` gives the run's own twin,
+whichever way it is built.
+
+What the twin fits, either way (``_fit_group``, ``_fitted``): each server's measured
+service times (scaled by its CPU demand where its quota bound, under that quota), the
+client part of the front end between generator and balancer, a front-end load term per
+server between the balancer and the server, and the closed users' think time.
 
 That load term depends on how busy the strategy keeps each server, which the twin only
 knows once it has simulated the strategy: ``solve_fronts`` finds it as a fixed point,
@@ -15,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import cast
 
 from lblab.simulator.config import ServerGroup, SimConfig
@@ -22,8 +35,87 @@ from lblab.simulator.service import ServiceModel
 from lblab.simulator.twin.measure import slot_utilisation
 from lblab.simulator.twin.measured_service import MeasuredService, ScaledService
 from lblab.simulator.twin.model import ScenarioModel
-from lblab.simulator.twin.testbed import Testbed, TwinScenario
+from lblab.simulator.twin.testbed import Testbed, TwinScenario, TwinServer
 from lblab.simulator.workload import Arrivals, ClosedUsers, OpenArrivals
+
+Cells = Sequence[tuple[str, str]]
+"""(scenario, strategy) cells."""
+
+
+def _fit_group(
+    group: ServerGroup,
+    server: TwinServer,
+    services: Mapping[str, MeasuredService],
+    model: ScenarioModel,
+    server_ms: Mapping[str, float],
+) -> ServerGroup:
+    """``group`` (the run's ``server``) with what the twin fits: each request costing
+    the server ``model.demand_scale`` times a measured slot time, under the server's CPU
+    quota as a cgroup enforces it where that quota bound, and spending ``server_ms``
+    (round trip) between the balancer and the server (its event loop)."""
+    return replace(
+        group,
+        # duck-typed like the others
+        service=cast(
+            ServiceModel,
+            ScaledService(
+                model.service_of(server.id, services[server.id]), model.demand_scale[server.id]
+            ),
+        ),
+        cpu_quota=server.cpu_quota if model.quota_binds[server.id] else None,
+        quota_period=server.quota_period,
+        delay=server_ms.get(server.id, 0.0) / 2000.0,
+    )
+
+
+def _fitted(
+    config: SimConfig,
+    testbed: Testbed,
+    services: Mapping[str, MeasuredService],
+    model: ScenarioModel,
+    server_ms: Mapping[str, float],
+) -> SimConfig:
+    """A phase of the run's file (``simulated_testbed.phase_config``: one group per
+    server, named by ``server_names``) with what the twin fits in place of what the file
+    says: each server's service, quota and front-end load term (``_fit_group``), the
+    client part of the front end and the closed users' think time."""
+    servers = {s.id: s for s in testbed.servers}
+    arrivals = config.arrivals
+    if isinstance(arrivals, ClosedUsers):
+        arrivals = replace(arrivals, think=model.think_ms / 1000.0)
+    return replace(
+        config,
+        servers=tuple(
+            _fit_group(group, servers[name], services, model, server_ms)
+            for group, name in zip(config.servers, config.server_names, strict=True)
+        ),
+        arrivals=arrivals,
+        client_delay=model.front.client_ms / 2000.0,
+    )
+
+
+def file_configs(
+    testbed: Testbed,
+    services: Mapping[str, MeasuredService],
+    models: Mapping[str, ScenarioModel],
+    run_id: str,
+    server_ms: Mapping[tuple[str, str], Mapping[str, float]],
+    only: Cells | None = None,
+    first: bool = False,
+) -> list[SimConfig]:
+    """The run's own phases (``testbed.phases``) as its file simulates them, fitted
+    (``_fitted``); ``only``: the phases of these cells; ``first``: each cell's first."""
+    from lblab.simulator.simulated_testbed import phase_config
+
+    out, seen = [], set()
+    for p in testbed.phases:
+        key = (p.phase.scenario, p.phase.strategy)
+        if (only is not None and key not in only) or (first and key in seen):
+            continue
+        seen.add(key)
+        config = phase_config(p.config, p.phase, run_id)
+        out.append(_fitted(config, testbed, services, models[key[0]], server_ms.get(key, {})))
+    return out
 
 
 def _groups(
@@ -33,34 +125,22 @@ def _groups(
     model: ScenarioModel,
     server_ms: Mapping[str, float],
 ) -> tuple[ServerGroup, ...]:
-    """``total`` servers with the run's capacity mix (each server repeated in turn), each
-    request costing its server ``model.demand_scale`` times a measured slot time, under
-    the server's CPU quota as a cgroup enforces it, and spending ``server_ms`` (round
-    trip) between the balancer and its server (its event loop)."""
-    n = len(testbed.servers)
-    base, extra = divmod(total, n)
+    """``total`` servers with the run's capacity mix (each server it started with
+    repeated in turn), fitted (``_fit_group``)."""
+    mix = testbed.start_servers
+    base, extra = divmod(total, len(mix))
     groups = []
-    for i, s in enumerate(testbed.servers):
+    for i, s in enumerate(mix):
         count = base + (1 if i < extra else 0)
         if count:
-            groups.append(
-                ServerGroup(
-                    count=count,
-                    # duck-typed like the others
-                    service=cast(
-                        ServiceModel,
-                        ScaledService(
-                            model.service_of(s.id, services[s.id]), model.demand_scale[s.id]
-                        ),
-                    ),
-                    workers=s.workers,
-                    weight=s.weight,
-                    capacity=s.capacity,
-                    cpu_quota=s.cpu_quota if model.quota_binds[s.id] else None,
-                    quota_period=s.quota_period,
-                    delay=server_ms.get(s.id, 0.0) / 2000.0,
-                )
+            group = ServerGroup(
+                count=count,
+                service=cast(ServiceModel, services[s.id]),
+                workers=s.workers,
+                weight=s.weight,
+                capacity=s.capacity,
             )
+            groups.append(_fit_group(group, s, services, model, server_ms))
     return tuple(groups)
 
 
@@ -81,13 +161,13 @@ def configs_for(
     max_requests: int | Mapping[str, int] | None,
     run_id: str,
     server_ms: Mapping[tuple[str, str], Mapping[str, float]],
-    only: Sequence[tuple[str, str]] | None = None,
+    only: Cells | None = None,
 ) -> list[SimConfig]:
     """One SimConfig per scenario x strategy x replication for ``servers`` servers
     (``only``: these (scenario, strategy) cells); ``server_ms[(scenario, strategy)]``
     gives each server's front-end load term (``solve_fronts``); ``max_requests`` caps a
     phase's requests, one cap or one per scenario."""
-    factor = servers / len(testbed.servers)
+    factor = servers / len(testbed.start_servers)
     out = []
     for scenario in testbed.scenarios:
         model = models[scenario.name]
@@ -125,6 +205,25 @@ def configs_for(
     return out
 
 
+def run_configs(
+    testbed: Testbed,
+    services: Mapping[str, MeasuredService],
+    models: Mapping[str, ScenarioModel],
+    run_id: str,
+    server_ms: Mapping[tuple[str, str], Mapping[str, float]],
+    only: Cells | None = None,
+    first: bool = False,
+) -> list[SimConfig]:
+    """The twin of the run's own phases: its file's (``file_configs``), or for a run
+    without one its servers and replications built here (``configs_for``); ``first``:
+    each cell's first replication only."""
+    if testbed.phases:
+        return file_configs(testbed, services, models, run_id, server_ms, only, first)
+    replications = 1 if first else testbed.replications
+    n = len(testbed.servers)
+    return configs_for(testbed, services, models, n, replications, None, run_id, server_ms, only)
+
+
 FRONT_ROUNDS = 12
 """At most this many rounds of ``solve_fronts`` (each simulates one replication of the
 cells not settled yet)."""
@@ -154,7 +253,7 @@ def solve_fronts(
     """
     from lblab.simulator.run import simulate
 
-    n = len(testbed.servers)
+    ids_in_order = tuple(s.id for s in testbed.servers)
     solved: dict[tuple[str, str], dict[str, float]] = {}
     todo = []
     for scenario in testbed.scenarios:
@@ -173,15 +272,15 @@ def solve_fronts(
     for _ in range(FRONT_ROUNDS):
         if not todo:
             break
-        configs = configs_for(testbed, services, models, n, 1, None, "solve", solved, todo)
+        configs = run_configs(testbed, services, models, "solve", solved, todo, first=True)
         todo = []
         for cfg in configs:
             key = (cfg.scenario, cfg.strategy)
             front = models[cfg.scenario].front
             result = simulate(cfg)
-            busy = slot_utilisation(result, testbed.warmup_fraction)
-            # the n-server twin's servers are the run's, in order (``_groups``)
-            ids = {name: testbed.servers[i].id for i, name in enumerate(result.servers)}
+            busy = slot_utilisation(result, testbed.warmup_fraction_of(cfg))
+            # the run's own twin's servers are the run's: by name, else in order (``_groups``)
+            ids = dict(zip(result.servers, cfg.server_ids or ids_in_order, strict=True))
             busy = {ids[name]: u for name, u in busy.items()}
             settled = True
             for sid, old in solved[key].items():

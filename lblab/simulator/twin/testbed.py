@@ -1,22 +1,32 @@
 """The run's testbed as the twin copies it, read from the run's manifest.
 
-A live run's manifest holds its config (``loadtests.runconfig``) and the facts of the
-servers it started (workers, max-inflight, the CPU quotas they ran with); a simulated
-run's holds one SimConfig per phase. Either becomes one ``Testbed``: the servers in
-order, the strategies and their options, the scenarios with their load, and the
-settings (replications, seed, deadline, agent interval, share of warm-up) that make
-the twin's phases the run's. Nothing here is measured: that is ``measure.py``.
+A run's manifest holds its experiment file (``loadtests.runconfig``: every live run, and
+a simulated one ``lblab run`` made) or, for a run ``lblab simulate`` made, only one
+SimConfig per phase. Either becomes one ``Testbed``: the servers in order, the
+strategies and their options, the scenarios with their load, and the settings
+(replications, seed, deadline, agent interval, share of warm-up) a scaled twin or a
+``lblab simulate`` run's twin builds its phases from (``solve.configs_for``). A run
+with its file also gives its phases as it ran them (``RunPhase``): its twin is that file's
+phases simulated (``solve.file_configs``), timeline and balancers included. A live
+run's servers come with the workers, max-inflight and CPU quotas they ran with.
+Nothing here is measured: that is ``measure.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lblab.errors import ConfigError
 from lblab.manifest import Manifest
 from lblab.servers.cpulimit import quota_for
 from lblab.simulator.workload import Cell
+
+if TYPE_CHECKING:
+    from lblab.loadtests.plan import Phase
+    from lblab.loadtests.runconfig import RunConfig
+    from lblab.simulator.config import SimConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +36,9 @@ class TwinServer:
     workers: int
     capacity: int | None
     cpu_quota: float | None
+    joins_later: bool = False
+    """Started by a timeline ``add`` (not in the file's ``[[servers]]``): in the run's
+    own phases, out of the pools until it is added; not in a scaled twin's mix."""
 
     @property
     def quota_period(self) -> float:
@@ -45,6 +58,16 @@ class TwinScenario:
 
 
 @dataclass(frozen=True, slots=True)
+class RunPhase:
+    """A phase the run's file ran (``plan.Phase``: its index, so its seed, and its cell)
+    with the config it ran with: the run's, at the phase's own length
+    (``plan.phase_config``: an adaptive run may lengthen a scenario's later blocks)."""
+
+    phase: Phase
+    config: RunConfig
+
+
+@dataclass(frozen=True, slots=True)
 class Testbed:
     """What the twin copies from the run: servers, load, matrix, settings."""
 
@@ -57,21 +80,45 @@ class Testbed:
     deadline: float | None
     report_period: float
     warmup_fraction: float
-    notes: tuple[str, ...]
     live: bool = True
     """Live servers do work outside their slot; a simulated run's servers do none."""
+    phases: tuple[RunPhase, ...] = ()
+    """The phases the run's file ran, in its plan's order (those done): its twin simulates
+    these. Empty for a run without its file (``lblab simulate``), whose twin's phases
+    the twin builds from the fields above."""
+    warmup: float = 0.0
+    """Seconds of warm-up at the start of each phase of the run's file."""
+    unscaled: tuple[str, ...] = ()
+    """What of the run's file a scaled twin leaves out (its timeline, its balancers):
+    a scaled twin is built from the fields above, not from the file."""
+
+    @property
+    def start_servers(self) -> tuple[TwinServer, ...]:
+        """The servers the run started with: the capacity mix a scaled twin repeats."""
+        return tuple(s for s in self.servers if not s.joins_later)
+
+    def warmup_fraction_of(self, config: SimConfig) -> float:
+        """The share of a simulated phase's sends that is warm-up (``measure.sim_window``):
+        of a phase that sends for a duration (one of the run's file, at its own length),
+        the run's warm-up over that duration; of one that sends a count, the run's share."""
+        if config.duration:
+            return min(self.warmup / config.duration, 1.0)
+        return self.warmup_fraction
 
 
-def live_testbed(manifest: Manifest) -> Testbed:
-    """A live run's testbed: its config, with the quotas and workers its servers ran with."""
+def file_testbed(manifest: Manifest) -> Testbed:
+    """The testbed of a run whose manifest holds its experiment file: the file, with the
+    quotas and workers a live run's servers ran with, and the phases the run did."""
+    from lblab.loadtests.plan import Phase, phase_config
     from lblab.loadtests.runconfig import build
+    from lblab.simulator.simulated_testbed import servers as file_servers
 
     config = build(dict(manifest.config))
     facts = manifest.testbed.get("servers", {})
     # The quotas the servers ran with: scaled to fit their CPUs (loadtests/isolation.py).
     running = (manifest.testbed.get("cpu_layout") or {}).get("quotas") or {}
     servers = []
-    for spec in config.servers:
+    for i, spec in enumerate(file_servers(config)):
         started = facts.get(spec.id, {})
         servers.append(
             TwinServer(
@@ -80,6 +127,7 @@ def live_testbed(manifest: Manifest) -> Testbed:
                 workers=int(started.get("workers") or spec.workers or 1),
                 capacity=started.get("max_inflight") or spec.max_inflight,
                 cpu_quota=running.get(spec.id, spec.cpu_quota),
+                joins_later=i >= len(config.servers),
             )
         )
     scenarios = []
@@ -99,21 +147,31 @@ def live_testbed(manifest: Manifest) -> Testbed:
                     s.name, cells, False, rate=load.rate, poisson=load.arrival == "poisson"
                 )
             )
-    notes = []
+    phases = tuple(
+        RunPhase(Phase(i, p.scenario, p.strategy, p.replication), phase_config(config, p))
+        for i, p in enumerate(manifest.phases)  # a phase's index is its place in the plan
+        if p.status == "done"
+    )
+    unscaled = []
     if config.timeline:
-        notes.append("the run's timeline events (kill, drain, add...) are not modelled")
+        unscaled.append("timeline events (kill, drain, add...)")
+    if config.testbed.balancers > 1:
+        unscaled.append(f"{config.testbed.balancers} balancers (a scaled twin has one)")
     length = config.warmup + config.duration
     return Testbed(
         servers=tuple(servers),
         strategies=config.strategies,
         strategy_options=config.strategy_options,
         scenarios=tuple(scenarios),
-        replications=config.replications,
+        replications=max((p.phase.replication for p in phases), default=config.replications),
         seed=config.seed,
         deadline=config.request_timeout,
         report_period=config.testbed.agent_interval,
         warmup_fraction=config.warmup / length if length > 0 else 0.0,
-        notes=tuple(notes),
+        warmup=config.warmup,
+        live=not manifest.simulated,
+        phases=phases,
+        unscaled=tuple(unscaled),
     )
 
 
@@ -164,6 +222,5 @@ def simulated_testbed(manifest: Manifest) -> Testbed:
         deadline=first.get("deadline"),
         report_period=float(first["report_period"]),
         warmup_fraction=0.0,
-        notes=(),
         live=False,
     )
