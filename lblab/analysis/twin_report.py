@@ -250,7 +250,7 @@ def _model_table(report: TwinReport) -> str:
         f"<th>cost model</th><th>R&sup2;</th><th>samples</th></tr>{servers}</table>"
         "<table><tr><th>scenario</th><th>front end, client (ms, round trip)</th>"
         "<th>load slope (ms)</th><th>load term per strategy (ms)</th><th>think (ms)</th>"
-        f"<th>CPU demand / work time</th><th>requests per phase</th></tr>{scenarios}</table>"
+        f"<th>CPU demand / work time</th><th>requests per measured phase (a scaled twin's start)</th></tr>{scenarios}</table>"
         "</details>"
     )
 
