@@ -6,18 +6,20 @@ compared on one cell run seconds apart, not an hour), in an order drawn from the
 seed (``plan_block``: no strategy always goes first, right after a warm cache or a heavy
 cell, and a drift of the machine cannot line up with one strategy). The answer pairs the
 strategies within blocks (``analysis/answer.py``); an adaptive run
-(``run.max_replications``) adds blocks until it is in (``Runner.next_block``). The testbed starts once; between phases the
-strategy is switched with the balancer's ``PUT /strategy`` (fresh strategy state, warm
-backend connections and agent streams, no restart cost and no reconnect transient at
-the start of a phase); a timeline that altered the pool is undone first.
+(``run.max_replications``) adds blocks until it is in (``Runner.next_block``), within
+its ``budget``, and lengthens a scenario whose phases held too few successes.
 
-Each phase runs a fresh headless Locust (``loadgen``). When it ends, its request records
-become ``parts/requests/<phase>.parquet`` at once; its picks and CPU samples become parts
-a little later (the balancer flushes its picks file once a second) or at the end of the
-run. ``manifest.json`` is rewritten atomically at every step, with each phase's status
-(pending, running, done, failed, interrupted). Ctrl-C stops Locust and the testbed by
-process group, keeps what was measured, marks the running phase interrupted, and exits
-130; ``--resume`` reruns from the first phase that is not done.
+The phases run on a testbed (``loadtests/testbed.py``), whatever it is: live processes
+driven by a headless Locust per phase (``locust_testbed.LocustTestbed``: the testbed
+starts once, the strategy is switched between phases, a timeline that altered the pool
+is undone first) or the simulator (``simulator/simulated_testbed.SimulatedTestbed``).
+The runner keeps what is the same for both: a phase's request records become
+``parts/requests/<phase>.parquet`` as it ends (its picks and CPU samples, from a live
+testbed, a little later, once flushed, or at the end of the run); ``manifest.json`` is
+rewritten atomically at every step, with each phase's status (pending, running, done,
+failed, interrupted). Ctrl-C stops the testbed by process group, keeps what was
+measured, marks the running phase interrupted, and exits 130; ``--resume`` reruns from
+the first phase that is not done, in a folder of its own (``records.new_attempt``).
 
 Measured window (``lblab/windows.py``): each phase's window, from its first request plus
 ``warmup`` to the end of its load, is in the manifest (``window``), and every row of the
