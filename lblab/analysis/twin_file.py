@@ -225,6 +225,9 @@ class TwinModel(_Part):
     deadline_s: float | None
     replications: int
     notes: tuple[str, ...] = ()
+    repeats: int | None = None
+    """Draws of each of the run's phases (None: a file written before draws existed,
+    one each)."""
 
 
 # ------------------------------------------------------------------ the report
@@ -546,6 +549,7 @@ def _model(value: Any, where: str) -> TwinModel:
         deadline_s=f("deadline_s", _maybe(_number)),
         replications=f("replications", _whole),
         notes=f("notes", _texts, ()),
+        repeats=f("repeats", _maybe(_whole), None),
     )
 
 

@@ -449,8 +449,9 @@ def twin_markdown(report: TwinReport, stamp: Stamp, command: str) -> str:
             "## Measured vs simulated",
             "",
             f"Run `{report.run_id}` ({kind}: {len(model.servers)} servers, "
-            f"{model.replications} replications); its twin took "
-            f"{_num(report.wall_seconds, '{:g}')} s.",
+            f"{model.replications} replications); its twin"
+            + (f", each phase drawn {model.repeats} times," if model.repeats else "")
+            + f" took {_num(report.wall_seconds, '{:g}')} s.",
             "",
             " ".join([_predicts(report, latency=True), *_findings(report)]),
             "",

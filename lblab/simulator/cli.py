@@ -214,6 +214,14 @@ def twin(
             "rank without CPU reports).",
         ),
     ] = None,
+    repeats: Annotated[
+        int | None,
+        typer.Option(
+            help="Draws of each of the run's phases, pooled per cell (default 3; 1: one "
+            "per phase, as the run had; more: nearer the model's expectation, less of the "
+            "simulation's own noise in the ranking).",
+        ),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
 ) -> None:
     """Simulate the run's testbed and compare: RESULTS_DIR/twin/twin.json.
@@ -236,6 +244,7 @@ def twin(
         scale or [],
         scale_replications=scale_replications,
         scale_requests=scale_requests,
+        repeats=repeats,
         echo=say,
     )
     from lblab.analysis.twin_file import load_twin

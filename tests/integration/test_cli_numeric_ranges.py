@@ -117,6 +117,7 @@ OPTIONS: dict[str, Opt] = {
     "twin --scale": o(("twin", "{tmp}", "--scale", "{v}"), "--scale", (), "100001"),
     "twin --scale-replications": o(("twin", "{tmp}", "--scale-replications", "{v}"), "--scale-replications", (), "101"),
     "twin --scale-requests": o(("twin", "{tmp}", "--scale-requests", "{v}"), "--scale-requests", (), "99", "10000001"),
+    "twin --repeats": o(("twin", "{tmp}", "--repeats", "{v}"), "--repeats", (), "21"),
     "reproduce ingram --requests": o(("reproduce", "ingram", "--requests", "{v}"), "--requests", ("1", "10000000"), "10000001"),
     "reproduce ingram --seeds": o(("reproduce", "ingram", "--seeds", "{v}"), "--seeds", ("1", "1000"), "1001"),
     "reproduce cheetah --servers": o(("reproduce", "cheetah", "--servers", "{v}"), "--servers", ("1", "100000"), "100001"),

@@ -110,3 +110,29 @@ def test_a_scaled_twin_repeats_the_servers_the_run_started_with() -> None:
     assert cfg.requests == 500 and cfg.duration is None and not cfg.timeline
     assert testbed.warmup_fraction_of(cfg) == pytest.approx(0.25)
     assert "timeline" in testbed.unscaled[0] and "2 balancers" in testbed.unscaled[1]
+
+
+def test_each_phase_is_drawn_repeats_times_as_replications_of_its_block() -> None:
+    """Draws pool into the cell's figure: the first is the phase itself (its own seed),
+    the others differ only in their seeds, and block b's draws are the twin's
+    replications (b - 1) * repeats + 1 .. b * repeats."""
+    manifest, _ = _run()
+    testbed = file_testbed(manifest)
+    services, models = _models()
+    once = file_configs(testbed, services, models, "t", {})
+    thrice = file_configs(testbed, services, models, "t", {}, repeats=3)
+    assert len(thrice) == 3 * len(once)
+    for i, own in enumerate(once):
+        draws = thrice[3 * i : 3 * i + 3]
+        assert draws[0].seed == own.seed  # the phase itself, then other draws of it
+        assert [d.replication for d in draws] == [(own.replication - 1) * 3 + k for k in (1, 2, 3)]
+        for d in draws:  # the same phase, fitted once (its service models are one object)
+            assert d.servers is draws[0].servers
+            same = replace(d, seed=own.seed, replication=own.replication, servers=own.servers)
+            assert same == own
+    seeds = [c.seed for c in thrice]
+    assert len(set(seeds)) == len(seeds)
+    cells = {(c.strategy, c.replication) for c in thrice}
+    assert len(cells) == len(thrice)  # no two draws of a cell share a replication
+    first = run_configs(testbed, services, models, "t", {}, first=True, repeats=3)
+    assert len(first) == 2  # solving the front ends takes each cell's first phase, once

@@ -36,7 +36,7 @@ from lblab.simulator.twin.measure import measure, measure_simulated, sim_window,
 from lblab.simulator.twin.measured_service import fit_service
 from lblab.simulator.twin.model import scenario_models
 from lblab.simulator.twin.scale import MAX_SCALE, auto_scale_requests, too_short
-from lblab.simulator.twin.solve import configs_for, run_configs, solve_fronts
+from lblab.simulator.twin.solve import MAX_REPEATS, REPEATS, configs_for, run_configs, solve_fronts
 from lblab.simulator.twin.testbed import Testbed, file_testbed, simulated_testbed
 
 
@@ -46,9 +46,11 @@ def make_twin(
     *,
     scale_replications: int = 1,
     scale_requests: int | None = None,
+    repeats: int | None = None,
     echo: Any = None,
 ) -> Path:
-    """Build the twin of ``run_dir``; returns ``run_dir/twin/twin.json``.
+    """Build the twin of ``run_dir``; returns ``run_dir/twin/twin.json``. Each of the
+    run's phases is simulated ``repeats`` times (by default ``solve.REPEATS``).
 
     ``lblab run --twin`` calls this at the end of a run. Raises ``ConfigError`` (one
     line for the user) when the run cannot be twinned.
@@ -59,6 +61,9 @@ def make_twin(
     for n in scales:  # before the run is read: a bad count is refused at once
         if not 1 <= n <= MAX_SCALE:
             raise ConfigError(f"--scale {n}: give a server count from 1 to {MAX_SCALE}")
+    repeats = REPEATS if repeats is None else repeats
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise ConfigError(f"--repeats {repeats}: give a number of draws from 1 to {MAX_REPEATS}")
     run_dir = Path(run_dir)
     run = open_run(run_dir)
     testbed = file_testbed(run.manifest) if run.manifest.config else simulated_testbed(run.manifest)
@@ -90,7 +95,9 @@ def make_twin(
         models,
         {(str(sc), str(sv)): float(u) for (sc, sv), u in live_busy.items()},
     )
-    base_configs = run_configs(testbed, services, models, f"twin-{run.run_id}", fronts)
+    base_configs = run_configs(
+        testbed, services, models, f"twin-{run.run_id}", fronts, repeats=repeats
+    )
     say(f"twin: simulating {len(base_configs)} phases on {n} servers")
     _simulate_all(base_configs, testbed, out)
     simulated = measure_simulated(out)
@@ -185,6 +192,7 @@ def make_twin(
         deadline_s=testbed.deadline,
         replications=testbed.replications,
         notes=_notes(testbed, scales),
+        repeats=repeats,
     )
     report = TwinReport(
         run=str(run_dir),
