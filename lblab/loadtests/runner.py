@@ -391,10 +391,11 @@ class Runner:
         return [(p, e, e.start, e.end) for p, e in entries if e.start and e.end]
 
     def _settle_flushes(self) -> None:
-        """Wait until the last phase's picks and CPU samples are surely written."""
+        """Wait until the last phase's picks and CPU samples are surely written (no wait
+        on a testbed that writes them as a phase ends: its grace is 0)."""
         ends = [self.manifest.phase(p.index).end or 0.0 for p in self.phases]
         grace = self.testbed.flush_grace
-        time.sleep(max(0.0, max(ends, default=0.0) + grace - time.time()) if grace else 0.0)
+        time.sleep(max(0.0, max(ends, default=0.0) + grace - time.time()))
 
     def check_room(self) -> None:
         """Refuse to start a phase the results filesystem has no room for (about as much
