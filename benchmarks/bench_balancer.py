@@ -10,12 +10,15 @@ or sends them all through ``lblab balancer`` ("through"); with ``--baseline REV`
 through the balancer of git revision REV ("baseline", the same backends, its own
 process: before and after a change in one run); with ``haproxy`` on PATH also through
 HAProxy in TCP mode, as a reference. For 100 B, 10 KB and 1 MB request-response
-payloads (echoed back), one request at a time and 64 in flight, it prints:
+payloads (echoed back), 1, 10 and 64 requests in flight (``--in-flight``), it prints:
 
 - added p50 / p99 latency (through minus direct, medians over rounds),
 - throughput ratio through / direct,
 - balancer CPU per request: user + sys time of its process over the measured window,
   and with a baseline each figure of "through" divided by the baseline's,
+- with HAProxy, lblab's figures against HAProxy's side by side, each against its bound
+  (CPU per request at most 1.25x HAProxy's at 1 and 10 in flight and 1.5x at 64 for
+  100 B, below HAProxy's at 1 MB; through / direct at least 0.9 at 64 in flight),
 - and ``pick`` alone in microseconds per registered strategy (pure Python, no I/O).
 
 The client uses the same number of connections for every target (``--connections``,
@@ -55,7 +58,12 @@ from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
 HERE = Path(__file__).resolve().parent
 SIZES = {"100B": 100, "10KB": 10_000, "1MB": 1_000_000}
-CONCURRENCY = (1, 64)
+IN_FLIGHT = (1, 10, 64)
+"""Requests in flight per cell by default: one at a time, the presets' regime, and many."""
+CPU_TARGET = {1: 1.25, 10: 1.25, 64: 1.5}
+"""Issue 20's bound on lblab's CPU per request over HAProxy's (100 B), by in flight."""
+THROUGH_TARGET = 0.9
+"""Issue 20's floor on lblab's through / direct at the most in flight (100 B)."""
 TARGETS = ("direct", "through", "baseline", "haproxy")
 PICK_WEIGHTS = {"s1": 1.0, "s2": 1.0, "s3": 7.0}
 """The backends of "pick alone" and their weights."""
@@ -298,6 +306,7 @@ class BalancerBench:
     baseline: str | None
     targets: list[str]
     sizes: list[str]
+    in_flight: list[int]
     results: dict[tuple[str, int, str], list[dict[str, float]]]
     picks: dict[str, float]
     """Microseconds per ``strategy.pick`` over 3 backends."""
@@ -324,6 +333,7 @@ def measure(args: argparse.Namespace) -> BalancerBench:
         if (t != "haproxy" or with_haproxy) and (t != "baseline" or args.baseline)
     ]
     sizes = [s for s in args.sizes.split(",") if s]
+    in_flight = in_flight_counts(args.in_flight)
     workdir = Path(tempfile.mkdtemp(prefix="bench-balancer-"))
     bed = start_testbed(workdir, args.strategy, with_haproxy, args.baseline)
     balancer: Child = bed["balancer"]  # type: ignore[assignment]
@@ -347,7 +357,7 @@ def measure(args: argparse.Namespace) -> BalancerBench:
 
     async def run_all() -> None:
         for size_name in sizes:
-            for conc in CONCURRENCY:
+            for conc in in_flight:
                 seconds = args.seconds * (2 if size_name == "1MB" else 1)
                 for _ in range(args.rounds):
                     for target in targets:
@@ -374,6 +384,7 @@ def measure(args: argparse.Namespace) -> BalancerBench:
         args.baseline,
         targets,
         sizes,
+        in_flight,
         results,
         picks,
         load,
@@ -393,7 +404,7 @@ def print_text(bench: BalancerBench) -> None:
     print(header)
     print("-" * len(header))
     for size in sizes:
-        for conc in CONCURRENCY:
+        for conc in bench.in_flight:
             base_rps = med(size, conc, "direct", "rps")
             base_p50 = med(size, conc, "direct", "p50_ms")
             base_p99 = med(size, conc, "direct", "p99_ms")
@@ -421,7 +432,11 @@ def print_text(bench: BalancerBench) -> None:
                 f"{row['size']:>5} {row['inflight']:>8} {row['req/s']:>7.2f} "
                 f"{row['+p50']:>7.2f} {row['CPU/req']:>8.2f}"
             )
-    if not bench.with_haproxy:
+    if bench.with_haproxy:
+        print("\nlblab against HAProxy, medians (issue 20's bounds; 'yes' where met):")
+        for row in haproxy_rows(bench):
+            print("  " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in row.items()))
+    else:
         print("\n(haproxy is not installed: no HAProxy reference rows)")
     print("\npick alone, us per call over 3 backends:")
     for name, us in bench.picks.items():
@@ -434,7 +449,7 @@ def baseline_ratios(bench: BalancerBench) -> list[dict[str, object]]:
     med = bench.med
     rows: list[dict[str, object]] = []
     for size in bench.sizes:
-        for conc in CONCURRENCY:
+        for conc in bench.in_flight:
             direct_p50 = med(size, conc, "direct", "p50_ms")
             added_now = med(size, conc, "through", "p50_ms") - direct_p50
             added_then = med(size, conc, "baseline", "p50_ms") - direct_p50
@@ -449,6 +464,63 @@ def baseline_ratios(bench: BalancerBench) -> list[dict[str, object]]:
                 }
             )
     return rows
+
+
+def haproxy_rows(bench: BalancerBench) -> list[dict[str, object]]:
+    """Per size and in flight: lblab's and HAProxy's CPU per request, added p50 and p99,
+    through / direct, and whether issue 20's bound for that cell is met."""
+    med = bench.med
+    rows: list[dict[str, object]] = []
+    for size in bench.sizes:
+        for conc in bench.in_flight:
+            cpu = med(size, conc, "through", "cpu_us") / med(size, conc, "haproxy", "cpu_us")
+            bound = CPU_TARGET.get(conc) if size == "100B" else 1.0 if size == "1MB" else None
+            through = {t: med(size, conc, t, "rps") / med(size, conc, "direct", "rps")
+                       for t in ("through", "haproxy")}  # fmt: skip
+            added = {
+                (t, q): med(size, conc, t, q) - med(size, conc, "direct", q)
+                for t in ("through", "haproxy")
+                for q in ("p50_ms", "p99_ms")
+            }
+            floor = THROUGH_TARGET if size == "100B" and conc == max(bench.in_flight) else None
+            rows.append(
+                {
+                    "size": size,
+                    "in flight": conc,
+                    "CPU us/req lblab": finite(med(size, conc, "through", "cpu_us"), 1),
+                    "CPU us/req HAProxy": finite(med(size, conc, "haproxy", "cpu_us"), 1),
+                    "CPU ratio": finite(cpu, 2),
+                    "CPU bound": None if bound is None else f"{bound:g}x: {_met(cpu <= bound)}",
+                    "added p50 ms lblab / HAProxy": (
+                        f"{added['through', 'p50_ms']:.3f} / {added['haproxy', 'p50_ms']:.3f}"
+                    ),
+                    "added p99 ms lblab / HAProxy": (
+                        f"{added['through', 'p99_ms']:.3f} / {added['haproxy', 'p99_ms']:.3f}"
+                    ),
+                    "through/direct lblab / HAProxy": (
+                        f"{through['through']:.2f} / {through['haproxy']:.2f}"
+                    ),
+                    "through bound": None
+                    if floor is None
+                    else f">= {floor:g}: {_met(through['through'] >= floor)}",
+                }
+            )
+    return rows
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "no"
+
+
+def in_flight_counts(text: str) -> list[int]:
+    """``--in-flight 1,10,64`` as a list of positive counts, or a usage error."""
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1 or max(counts) > 4096:
+        raise SystemExit(f"--in-flight {text!r}: give counts from 1 to 4096, e.g. 1,10,64")
+    return counts
 
 
 def finite(value: object, digits: int | None = None) -> object:
@@ -471,7 +543,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
     }
     cells = []
     for size in bench.sizes:
-        for conc in CONCURRENCY:
+        for conc in bench.in_flight:
             base = {k: med(size, conc, "direct", k) for k in ("rps", "p50_ms", "p99_ms")}
             for target in bench.targets:
                 row = {k: med(size, conc, target, k) for k in ("rps", "p50_ms", "p99_ms", "cpu_us")}
@@ -502,8 +574,8 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         stamp.markdown(command),
         "",
         f"Three echo backends (`benchmarks/echo_backend.py`) and one raw-frame client, closed "
-        f"loop, request-response echoing the payload, one request at a time or "
-        f"{CONCURRENCY[-1]} in flight: *direct* spreads the requests over the backends "
+        f"loop, request-response echoing the payload, "
+        f"{', '.join(map(str, bench.in_flight))} request(s) in flight: *direct* spreads the requests over the backends "
         f"itself, the others send them all through one balancer (`--strategy "
         f"{bench.strategy}`). Medians of {bench.rounds} interleaved round(s) of "
         f"{bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
@@ -513,6 +585,16 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         *table(columns, cells),
     ]
     weights = ", ".join(f"{w:g}" for w in PICK_WEIGHTS.values())
+    if bench.with_haproxy:
+        lines += [
+            "",
+            "lblab against HAProxy in the same rounds (medians), each figure against issue 20's "
+            f"bound: CPU per request at most {CPU_TARGET[1]:g}x HAProxy's at 1 and 10 in flight "
+            f"and {CPU_TARGET[64]:g}x at 64 (100 B), below it at 1 MB; through / direct at least "
+            f"{THROUGH_TARGET:g} at 64 in flight:",
+            "",
+            *table(list(haproxy_rows(bench)[0]), haproxy_rows(bench)),
+        ]
     if bench.baseline:
         ratios = [
             {
@@ -540,7 +622,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
     ]
     reading: list[str] = []
     if "100B" in bench.sizes:
-        size, conc = "100B", CONCURRENCY[-1]
+        size, conc = "100B", bench.in_flight[-1]
         ratio = med(size, conc, "through", "rps") / med(size, conc, "direct", "rps")
         added_p50 = med(size, conc, "through", "p50_ms") - med(size, conc, "direct", "p50_ms")
         cpu = med(size, conc, "through", "cpu_us")
@@ -563,6 +645,11 @@ def main() -> None:
     parser.add_argument("--strategy", default="rr")
     parser.add_argument("--connections", type=int, default=3)
     parser.add_argument("--sizes", default=",".join(SIZES), help="subset of 100B,10KB,1MB")
+    parser.add_argument(
+        "--in-flight",
+        default=",".join(map(str, IN_FLIGHT)),
+        help="requests in flight per cell, a comma list (default %(default)s)",
+    )
     parser.add_argument("--pick-iterations", type=int, default=200_000)
     parser.add_argument(
         "--baseline", metavar="REV", help="also measure the balancer of this git revision"

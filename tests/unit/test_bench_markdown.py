@@ -131,17 +131,17 @@ def fake_cell(rps: float, p50: float, cpu: float = float("nan")) -> dict[str, fl
 def test_balancer_with_a_baseline() -> None:
     m = bench("bench_balancer")
     results = {}
-    for conc in m.CONCURRENCY:
+    for conc in m.IN_FLIGHT:
         results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1)]
         results[("100B", conc, "through")] = [fake_cell(8_000.0, 0.3, 20.0)]
         results[("100B", conc, "baseline")] = [fake_cell(6_000.0, 0.5, 40.0)]
     bb = m.BalancerBench(
-        "rr", 1, 1.0, "HEAD~1", ["direct", "through", "baseline"], ["100B"], results,
-        {"rr": 0.5, "p2c": 1.25}, (0.1, 0.1, 0.1),
+        "rr", 1, 1.0, "HEAD~1", ["direct", "through", "baseline"], ["100B"], list(m.IN_FLIGHT),
+        results, {"rr": 0.5, "p2c": 1.25}, (0.1, 0.1, 0.1),
     )  # fmt: skip
     text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
     cells, ratios, picks = check_section(text, "The balancer's cost per request", "bench_balancer")
-    assert len(cells) == 2 + 3 * len(m.CONCURRENCY)
+    assert len(cells) == 2 + 3 * len(m.IN_FLIGHT)
     assert cells[2] == "| 100B | 1 | direct | 10,000 | 0.100 | 0.200 |  |  |  |  |  |"
     assert (
         cells[3]
@@ -152,6 +152,44 @@ def test_balancer_with_a_baseline() -> None:
     assert picks[3] == "| p2c | 1.25 |"
     assert "passes 0.80 of direct's throughput" in text
     assert "no HAProxy reference rows" in text
+
+
+def test_balancer_against_haproxy_states_each_bound() -> None:
+    m = bench("bench_balancer")
+    results = {}
+    for size in ("100B", "1MB"):
+        for conc in (1, 10, 64):
+            results[(size, conc, "direct")] = [fake_cell(10_000.0, 0.1)]
+            # lblab: 24 us at 1 (1.2x, met), 30 at 10 (1.5x, not), 30 at 64 (1.5x, met)
+            lblab = {1: 24.0, 10: 30.0, 64: 30.0}[conc] if size == "100B" else 900.0
+            results[(size, conc, "through")] = [fake_cell(9_500.0, 0.3, lblab)]
+            results[(size, conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 20.0)]
+    bb = m.BalancerBench(
+        "rr", 1, 1.0, None, ["direct", "through", "haproxy"], ["100B", "1MB"], [1, 10, 64],
+        results, {"rr": 0.5}, (0.1, 0.1, 0.1),
+    )  # fmt: skip
+    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
+    assert against[0].startswith("| size | in flight | CPU us/req lblab | CPU us/req HAProxy |")
+    assert against[2] == (
+        "| 100B | 1 | 24.0 | 20.0 | 1.20 | 1.25x: yes | 0.200 / 0.100 | 0.400 / 0.200 "
+        "| 0.95 / 0.99 |  |"
+    )
+    assert "| 100B | 10 | 30.0 | 20.0 | 1.50 | 1.25x: no |" in against[3]
+    assert against[4].startswith("| 100B | 64 | 30.0 | 20.0 | 1.50 | 1.5x: yes |")
+    assert against[4].endswith("| 0.95 / 0.99 | >= 0.9: yes |")
+    # 1 MB: lblab must stay below HAProxy, so 45x is not met; no through bound there
+    assert against[5].startswith("| 1MB | 1 | 900.0 | 20.0 | 45.00 | 1x: no |")
+    assert against[5].endswith("|  |")
+    assert "1, 10, 64 request(s) in flight" in text
+
+
+def test_in_flight_counts_refuse_nonsense() -> None:
+    m = bench("bench_balancer")
+    assert m.in_flight_counts("1,10,64") == [1, 10, 64]
+    for bad in ("", "0", "x", "1,-2", "5000"):
+        with pytest.raises(SystemExit, match="--in-flight"):
+            m.in_flight_counts(bad)
 
 
 def test_faults() -> None:
