@@ -192,6 +192,28 @@ def test_in_flight_counts_refuse_nonsense() -> None:
             m.in_flight_counts(bad)
 
 
+def test_harness_with_a_baseline() -> None:
+    m = bench("bench_harness")
+    now = m.Tree("this tree", [
+        {"balancer": 60.0, "locust": 70.0, "agents": 5.0, "harness": 135.0, "ok_per_s": 2000.0},
+        {"balancer": 64.0, "locust": 80.0, "agents": 6.0, "harness": 150.0, "ok_per_s": 2100.0},
+    ])  # fmt: skip
+    then = m.Tree("`HEAD~1`", [
+        {"balancer": 110.0, "locust": 150.0, "agents": 5.0, "harness": 265.0, "ok_per_s": 1900.0},
+    ])  # fmt: skip
+    command = "uv run python benchmarks/bench_harness.py --markdown"
+    text = m.markdown([now, then], STAMP, command, "rr,lc")
+    (rows,) = check_section(text, "The harness's cost per request", "bench_harness")
+    assert rows[0] == (
+        "| tree | phases | balancer us/req | locust us/req | agents us/req | harness us/req "
+        "| ok req/s |"
+    )
+    assert rows[2] == "| this tree | 2 | 62.0 | 75.0 | 5.5 | 142.5 | 2,050 |"
+    assert rows[3] == "| `HEAD~1` | 1 | 110.0 | 150.0 | 5.0 | 265.0 | 1,900 |"
+    assert "one replication of rr, lc" in text
+    assert "0.54x `HEAD~1`'s" in text
+
+
 def test_faults() -> None:
     m = bench("bench_faults")
     opts = m.Options(6.0, 12, 800.0, 2000)

@@ -1,0 +1,179 @@
+"""What the harness costs per request at the ``quick`` preset's sp+sr load, from the run's
+own ``harness_cpu`` figures.
+
+``uv run python benchmarks/bench_harness.py [--rounds 2] [--strategies r,rr,wrr,lc,dwrr]
+[--baseline REV] [--markdown]``
+
+Each round is a real ``lblab run --preset quick`` cut to the sp+sr scenario and one
+replication of each strategy (no adaptive blocks, no report): the load, the servers,
+the isolation and the CPU probe of the README's main command. Per phase, the probe's
+cores for each group of the harness's processes (the balancer, the Locust process, the
+agents; ``loadtests/probe.py``) times the measured window, over the requests in that
+window, is the group's CPU per request in microseconds.
+With ``--baseline REV`` each round also runs the same command from git revision REV's
+tree (this environment's dependencies), so before and after come from the same rounds.
+Medians over every phase of the rounds. Figures on a shared 2-core VM move between runs:
+compare within one run. ``--markdown`` prints a stamped section of
+``docs/results/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_balancer import export_revision
+
+from lblab.manifest import load
+from lblab.pages import table, this_script
+from lblab.procs import lblab_command
+from lblab.stamp import Stamp, take
+
+GROUPS = ("balancer", "locust", "agents")
+"""The harness's process groups in the probe's ``harness_cpu``."""
+RUN_FILE = """
+[run]
+scenarios = ["sp+sr"]
+replications = 1
+max_replications = 1
+strategies = {strategies}
+"""
+TIMEOUT_S = 900
+
+
+@dataclass
+class Tree:
+    """One tree's per-phase figures: us per request by group."""
+
+    name: str
+    phases: list[dict[str, float]] = field(default_factory=list)
+
+    def median(self, key: str) -> float:
+        values = [p[key] for p in self.phases if key in p]
+        return statistics.median(values) if values else float("nan")
+
+
+def run_once(workdir: Path, strategies: list[str], env: dict[str, str] | None) -> Path:
+    """One ``lblab run`` of the cut-down quick preset; its run folder."""
+    config = workdir / "harness.toml"
+    config.write_text(RUN_FILE.format(strategies=strategies).replace("'", '"'))
+    out = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
+    argv = lblab_command(
+        "run", "--preset", "quick", "--config", str(config), "--out", str(out), "--no-report"
+    )
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    if done.returncode not in (0, 1):  # 1: a phase failed a check; its figures still count
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return out
+
+
+def phase_figures(run: Path) -> list[dict[str, float]]:
+    """Per done phase: each harness group's CPU per request (us), and the ok rate."""
+    manifest = load(run / "manifest.json")
+    rows = []
+    for p in manifest.phases:
+        n = p.requests_in_window or 0
+        if p.status != "done" or p.window is None or n == 0:
+            continue
+        seconds = p.window.seconds
+        row = {"ok_per_s": float(p.ok_per_s_window or 0.0)}
+        for group in GROUPS:
+            cores = p.harness_cpu.get(group)
+            if cores:
+                row[group] = 1e6 * sum(cores) * seconds / n
+        row["harness"] = sum(row.get(g, 0.0) for g in GROUPS)
+        rows.append(row)
+    return rows
+
+
+def measure(args: argparse.Namespace) -> list[Tree]:
+    strategies = [s for s in args.strategies.split(",") if s]
+    workdir = Path(tempfile.mkdtemp(prefix="bench-harness-"))
+    trees = [Tree("this tree")]
+    envs: list[dict[str, str] | None] = [None]
+    if args.baseline:
+        tree = export_revision(args.baseline, workdir / "baseline-tree")
+        trees.append(Tree(f"`{args.baseline}`"))
+        envs.append({**os.environ, "PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"})
+    for r in range(args.rounds):
+        for tree_figures, env in zip(trees, envs, strict=True):
+            run = run_once(workdir, strategies, env)
+            rows = phase_figures(run)
+            tree_figures.phases += rows
+            print(
+                f"round {r + 1} {tree_figures.name}: {len(rows)} phases, harness "
+                f"{statistics.median(x['harness'] for x in rows):.0f} us/request",
+                file=sys.stderr,
+            )
+    return trees
+
+
+COLUMNS = ("balancer", "locust", "agents", "harness", "ok_per_s")
+
+
+def rows_of(trees: list[Tree]) -> list[dict[str, object]]:
+    return [
+        {
+            "tree": t.name,
+            "phases": len(t.phases),
+            **{
+                ("ok req/s" if k == "ok_per_s" else f"{k} us/req"): f"{t.median(k):,.0f}"
+                if k == "ok_per_s"
+                else f"{t.median(k):.1f}"
+                for k in COLUMNS
+            },
+        }
+        for t in trees
+    ]
+
+
+def markdown(trees: list[Tree], stamp: Stamp, command: str, strategies: str) -> str:
+    rows = rows_of(trees)
+    lines = [
+        "## The harness's cost per request",
+        "",
+        stamp.markdown(command),
+        "",
+        "`lblab run --preset quick` cut to the sp+sr scenario and one replication of "
+        f"{strategies.replace(',', ', ')} (no adaptive blocks, no report), per phase: each "
+        "group of the harness's processes' CPU (the run's own `harness_cpu`, user + system) "
+        "over the requests in the measured window. Medians over the phases.",
+        "",
+        *table(list(rows[0]), rows),
+    ]
+    if len(trees) == 2:
+        now, then = trees[0].median("harness"), trees[1].median("harness")
+        lines += ["", f"The harness's CPU per request is {now / then:.2f}x {trees[1].name}'s."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--strategies", default="r,rr,wrr,lc,dwrr")
+    parser.add_argument("--baseline", metavar="REV", help="also run git revision REV's tree")
+    parser.add_argument("--markdown", action="store_true", help="print a stamped section")
+    args = parser.parse_args()
+    if args.rounds < 1:
+        raise SystemExit("--rounds: give 1 or more")
+    command = this_script()
+    stamp = take() if args.markdown else None
+    trees = measure(args)
+    if stamp is not None:
+        print(markdown(trees, stamp, command, args.strategies))
+        return
+    for row in rows_of(trees):
+        print("  ".join(f"{k} {v}" for k, v in row.items()))
+
+
+if __name__ == "__main__":
+    main()
