@@ -5,7 +5,7 @@
 
 The testbed of ``bench_balancer.py``: three echo backends, ``lblab balancer``, the
 raw-frame client on 3 connections, 100-byte requests, closed loop. For each number of
-requests in flight, three passes of ``--seconds`` each, so one tool's overhead does not
+requests in flight, four passes of ``--seconds`` each, so one tool's overhead does not
 bend another's figure:
 
 1. **plain**: requests per second and the balancer's CPU per request (user + sys of its
@@ -16,6 +16,14 @@ bend another's figure:
 3. **strace** (``strace -c -f``, on the balancer): system calls per request, by call;
    ``epoll_wait`` calls per request are the event loop's wake-ups. Under ptrace the
    balancer runs several times slower, so this pass gives counts, not times.
+4. **perf** (``perf record -e cpu-clock``, on the balancer, when ``perf`` is installed
+   and allowed): the balancer's CPU by where it ran, the kernel, the interpreter
+   (libpython), uvloop, other C extensions, as shares and as microseconds per request
+   (the pass's own CPU per request times the share), and the symbols with the most
+   samples. This is the split py-spy cannot give: py-spy sees Python frames only, so it
+   charges the kernel's time in a system call and the interpreter's own work to the
+   innermost Python frame (``flush_out`` holds the ``writev``; ``Runner.run`` holds
+   uvloop, ``epoll_wait`` and every read), and code compiled to C has no frame at all.
 
 ``--markdown`` prints a stamped section of ``docs/results/benchmarks.md``.
 """
@@ -63,6 +71,11 @@ class Cell:
     by_function: dict[str, int] = field(default_factory=dict)
     requests_traced: int = 0
     syscalls: dict[str, int] = field(default_factory=dict)
+    perf_cpu_us: float = 0.0
+    """CPU per request during the perf pass (perf attached)."""
+    by_place: dict[str, float] = field(default_factory=dict)
+    """perf's share (%) of the balancer's samples by where they ran (``place_of``)."""
+    by_symbol: dict[str, float] = field(default_factory=dict)
 
     def per_request(self, calls: int) -> float:
         return calls / self.requests_traced if self.requests_traced else float("nan")
@@ -107,6 +120,56 @@ def read_folded(path: Path) -> tuple[int, dict[str, int], dict[str, int]]:
     return total, dict(modules), dict(functions)
 
 
+PLACES = ("the kernel", "the interpreter (libpython)", "uvloop", "other C extensions", "libc")
+
+
+def place_of(dso: str) -> str:
+    """perf's shared object as where the time went (``PLACES``, or ``other``)."""
+    if dso.startswith("[kernel") or dso.startswith("[vdso"):
+        return PLACES[0]
+    if dso.startswith("libpython") or dso.startswith("python3"):
+        return PLACES[1]
+    if dso.startswith("loop.cpython"):
+        return PLACES[2]
+    if ".cpython-" in dso:
+        return PLACES[3]
+    if dso.startswith("libc.") or dso.startswith("libc-"):
+        return PLACES[4]
+    return "other"
+
+
+def read_perf(data: Path, key: str) -> dict[str, float]:
+    """``perf report --sort KEY``'s shares (%) by KEY (``dso`` or ``sym``)."""
+    out = subprocess.run(
+        ["perf", "report", "--stdio", "--no-children", "-g", "none", "--sort", key, "-i", str(data)],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    return parse_perf_report(out)
+
+
+def parse_perf_report(text: str) -> dict[str, float]:
+    """Rows ``  23.37%  [.] _PyEval_EvalFrameDefault`` as {name: share}; comments skipped."""
+    shares: collections.Counter[str] = collections.Counter()
+    for line in text.splitlines():
+        share, _, name = line.strip().partition(" ")
+        if not line.startswith("#") and share.endswith("%"):
+            try:
+                shares[name.strip()] += float(share[:-1])
+            except ValueError:
+                continue
+    return dict(shares)
+
+
+def perf_usable() -> bool:
+    """perf installed, and allowed to sample another process here."""
+    if shutil.which("perf") is None:
+        return False
+    probe = subprocess.run(
+        ["perf", "stat", "-e", "cpu-clock", "true"], capture_output=True, timeout=30
+    )
+    return probe.returncode == 0
+
+
 def read_strace(path: Path) -> dict[str, int]:
     """``strace -c``'s summary: calls by system call."""
     calls: dict[str, int] = {}
@@ -135,7 +198,12 @@ def detach(tool: subprocess.Popen[bytes], name: str) -> None:
 
 
 async def profile(
-    balancer: Child, address: tuple[str, int], in_flight: int, seconds: float, workdir: Path
+    balancer: Child,
+    address: tuple[str, int],
+    in_flight: int,
+    seconds: float,
+    workdir: Path,
+    with_perf: bool,
 ) -> Cell:
     cell = Cell(in_flight)
     addresses = [address] * (1 if in_flight == 1 else 3)
@@ -157,6 +225,20 @@ async def profile(
     detach(trace, "strace")
     cell.requests_traced = int(traced["n"])
     cell.syscalls = read_strace(summary)
+
+    if with_perf:
+        data = workdir / f"perf-{in_flight}.data"
+        sampler = attach(["perf", "record", "-e", "cpu-clock", "-F", "999", "-o", str(data),
+                          "-p", str(balancer.pid)])  # fmt: skip
+        await asyncio.sleep(1.0)  # perf attaches
+        sampled = await measure_cell(addresses, SIZE, in_flight, seconds, balancer.pid)
+        detach(sampler, "perf")
+        cell.perf_cpu_us = sampled["cpu_us"]
+        places: collections.Counter[str] = collections.Counter()
+        for dso, share in read_perf(data, "dso").items():
+            places[place_of(dso)] += share
+        cell.by_place = dict(places)
+        cell.by_symbol = read_perf(data, "sym")
     return cell
 
 
@@ -165,6 +247,9 @@ def measure(args: argparse.Namespace) -> list[Cell]:
     if missing:
         raise SystemExit(f"{' and '.join(missing)} not found: scripts/setup installs them")
     workdir = Path(tempfile.mkdtemp(prefix="profile-balancer-"))
+    with_perf = perf_usable()
+    if not with_perf:
+        print("perf is not installed or not allowed here: no perf pass", file=sys.stderr)
     bed = start_testbed(workdir, args.strategy, with_haproxy=False)
     balancer: Child = bed["balancer"]  # type: ignore[assignment]
     address = ("127.0.0.1", int(balancer.ready["port"]))
@@ -174,7 +259,9 @@ def measure(args: argparse.Namespace) -> list[Cell]:
 
         for n in args.in_flight:
             print(f"profiling at {n} in flight ...", file=sys.stderr)
-            cells.append(uvloop.run(profile(balancer, address, n, args.seconds, workdir)))
+            cells.append(
+                uvloop.run(profile(balancer, address, n, args.seconds, workdir, with_perf))
+            )
     finally:
         stop_testbed(bed)
     return cells
@@ -208,6 +295,43 @@ def syscall_rows(cells: list[Cell], limit: int = 8) -> list[list[object]]:
     return rows
 
 
+def place_rows(cells: list[Cell]) -> list[list[object]]:
+    """Per place: share and us per request at each in-flight count."""
+    return [
+        [
+            place,
+            *(
+                f"{c.by_place.get(place, 0.0):.1f} % ({c.perf_cpu_us * c.by_place.get(place, 0.0) / 100:.1f} us)"
+                for c in cells
+            ),
+        ]
+        for place in (*PLACES, "other")
+        if any(c.by_place.get(place) for c in cells)
+    ]
+
+
+def perf_section(cells: list[Cell]) -> list[str]:
+    if not any(c.by_place for c in cells):
+        return ["perf was not installed or not allowed: no split by where the time went.", ""]
+    flights = [f"{c.in_flight} in flight" for c in cells]
+    middle = cells[len(cells) // 2]
+    top = sorted(middle.by_symbol.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]
+    return [
+        "Where the balancer's CPU ran (`perf record -e cpu-clock`, its shared objects), as a "
+        "share of its samples and in microseconds per request of that pass (CPU per request "
+        "with perf attached: "
+        + ", ".join(f"{c.perf_cpu_us:.1f} us at {c.in_flight}" for c in cells)
+        + "):",
+        "",
+        *table(["where", *flights], place_rows(cells)),
+        "",
+        f"The symbols with the most samples at {middle.in_flight} in flight (`[k]` kernel):",
+        "",
+        *table(["symbol", "share"], [[name, f"{share:.1f} %"] for name, share in top]),
+        "",
+    ]
+
+
 def markdown(cells: list[Cell], args: argparse.Namespace, stamp: Stamp, command: str) -> str:
     flights = [f"{c.in_flight} in flight" for c in cells]
     lines = [
@@ -228,7 +352,9 @@ def markdown(cells: list[Cell], args: argparse.Namespace, stamp: Stamp, command:
             ],
         ),
         "",
-        "Share of the balancer's CPU samples by the module of the innermost frame:",
+        *perf_section(cells),
+        "Share of the balancer's py-spy samples by the module of the innermost Python frame "
+        "(what runs in C, the kernel included, is charged to the Python frame that called it):",
         "",
         *table(["module", *flights], rows_by_module(cells)),
         "",
@@ -256,6 +382,8 @@ def print_text(cells: list[Cell]) -> None:
         )
         for module, n in sorted(c.by_module.items(), key=lambda kv: -kv[1])[:10]:
             print(f"  {_share(n, c.samples):>7}  {module}")
+        for place, share in sorted(c.by_place.items(), key=lambda kv: -kv[1]):
+            print(f"  perf {share:5.1f} % ({c.perf_cpu_us * share / 100:.1f} us)  {place}")
         calls = sum(c.syscalls.values())
         print(f"  system calls per request: {c.per_request(calls):.2f}")
         for name, n in sorted(c.syscalls.items(), key=lambda kv: -kv[1])[:6]:

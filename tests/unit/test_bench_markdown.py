@@ -214,6 +214,37 @@ def test_harness_with_a_baseline() -> None:
     assert "0.54x `HEAD~1`'s" in text
 
 
+def test_perf_split_reads_perf_and_names_places() -> None:
+    m = bench("profile_balancer")
+    report = """# Samples: 933 of event 'cpu-clock'
+#
+    48.98%  libpython3.11.so.1.0
+    42.66%  [kernel.kallsyms]
+     5.79%  loop.cpython-311-x86_64-linux-gnu.so
+     0.43%  _struct.cpython-311-x86_64-linux-gnu.so
+     1.61%  libc.so.6
+     0.53%  [unknown]
+"""
+    shares = m.parse_perf_report(report)
+    assert shares["libpython3.11.so.1.0"] == 48.98 and len(shares) == 6
+    places = {name: m.place_of(name) for name in shares}
+    assert places == {
+        "libpython3.11.so.1.0": "the interpreter (libpython)",
+        "[kernel.kallsyms]": "the kernel",
+        "loop.cpython-311-x86_64-linux-gnu.so": "uvloop",
+        "_struct.cpython-311-x86_64-linux-gnu.so": "other C extensions",
+        "libc.so.6": "libc",
+        "[unknown]": "other",
+    }
+    symbols = m.parse_perf_report("    14.58%  [k] finish_task_switch.isra.0\n")
+    assert symbols == {"[k] finish_task_switch.isra.0": 14.58}
+    cell = m.Cell(10, perf_cpu_us=40.0, by_place={"the kernel": 50.0, "uvloop": 5.0})
+    assert m.place_rows([cell]) == [
+        ["the kernel", "50.0 % (20.0 us)"],
+        ["uvloop", "5.0 % (2.0 us)"],
+    ]
+
+
 def test_faults() -> None:
     m = bench("bench_faults")
     opts = m.Options(6.0, 12, 800.0, 2000)
