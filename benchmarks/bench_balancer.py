@@ -8,8 +8,9 @@ Three rsocket-py echo backends (``benchmarks/echo_backend.py``) and one raw-fram
 rounds, the client either spreads requests over the three backends itself ("direct")
 or sends them all through ``lblab balancer`` ("through"); with ``--baseline REV`` also
 through the balancer of git revision REV ("baseline", the same backends, its own
-process: before and after a change in one run); with ``haproxy`` on PATH also through
-HAProxy in TCP mode, as a reference. For 100 B, 10 KB and 1 MB request-response
+process: before and after a change in one run); through ``benchmarks/relay.py``, a bare
+uvloop byte relay in Python (the runtime's floor: no parsing, no per-request choice);
+with ``haproxy`` on PATH also through HAProxy in TCP mode, as a reference. For 100 B, 10 KB and 1 MB request-response
 payloads (echoed back), 1, 10 and 64 requests in flight (``--in-flight``), it prints:
 
 - added p50 / p99 latency (through minus direct, medians over rounds),
@@ -64,7 +65,7 @@ CPU_TARGET = {1: 1.25, 10: 1.25, 64: 1.5}
 """Issue 20's bound on lblab's CPU per request over HAProxy's (100 B), by in flight."""
 THROUGH_TARGET = 0.9
 """Issue 20's floor on lblab's through / direct at the most in flight (100 B)."""
-TARGETS = ("direct", "through", "baseline", "haproxy")
+TARGETS = ("direct", "through", "baseline", "relay", "haproxy")
 PICK_WEIGHTS = {"s1": 1.0, "s2": 1.0, "s3": 7.0}
 """The backends of "pick alone" and their weights."""
 
@@ -217,7 +218,16 @@ def start_testbed(
     for b in backends:
         args += ["--backend", f"{b.ready['id']}=127.0.0.1:{b.ready['port']}"]
     balancer = spawn("balancer", lblab_command(*args), log_path=workdir / "lblab.balancer.log")
-    bed: dict[str, object] = {"backends": backends, "balancer": balancer}
+    relay = spawn(
+        "relay",
+        [
+            sys.executable,
+            str(HERE / "relay.py"),
+            *(f"127.0.0.1:{b.ready['port']}" for b in backends),
+        ],
+        log_path=workdir / "relay.log",
+    )
+    bed: dict[str, object] = {"backends": backends, "balancer": balancer, "relay": relay}
     if baseline is not None:
         tree = export_revision(baseline, workdir / "baseline-tree")
         bed["baseline"] = spawn(
@@ -263,6 +273,7 @@ def stop_testbed(bed: dict[str, object]) -> None:
         proc.terminate()
         proc.wait(5)
     stop(bed["balancer"])  # type: ignore[arg-type]
+    stop(bed["relay"])  # type: ignore[arg-type]
     if "baseline" in bed:
         stop(bed["baseline"])  # type: ignore[arg-type]
     for b in bed["backends"]:  # type: ignore[attr-defined]
@@ -344,6 +355,9 @@ def measure(args: argparse.Namespace) -> BalancerBench:
         "through": [("127.0.0.1", balancer.ready["port"])] * args.connections,
     }
     pids = {"direct": None, "through": balancer.pid}
+    relay: Child = bed["relay"]  # type: ignore[assignment]
+    addresses["relay"] = [("127.0.0.1", relay.ready["port"])] * args.connections
+    pids["relay"] = relay.pid
     if args.baseline:
         old: Child = bed["baseline"]  # type: ignore[assignment]
         addresses["baseline"] = [("127.0.0.1", old.ready["port"])] * args.connections
@@ -489,6 +503,11 @@ def haproxy_rows(bench: BalancerBench) -> list[dict[str, object]]:
                     "in flight": conc,
                     "CPU us/req lblab": finite(med(size, conc, "through", "cpu_us"), 1),
                     "CPU us/req HAProxy": finite(med(size, conc, "haproxy", "cpu_us"), 1),
+                    **(
+                        {"CPU us/req bare relay": finite(med(size, conc, "relay", "cpu_us"), 1)}
+                        if "relay" in bench.targets
+                        else {}
+                    ),
                     "CPU ratio": finite(cpu, 2),
                     "CPU bound": None if bound is None else f"{bound:g}x: {_met(cpu <= bound)}",
                     "added p50 ms lblab / HAProxy": (
@@ -539,6 +558,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         "direct": "direct",
         "through": "through lblab",
         "baseline": f"through lblab at `{bench.baseline}`",
+        "relay": "through a bare uvloop relay",
         "haproxy": "through HAProxy (TCP)",
     }
     cells = []
@@ -577,7 +597,9 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         f"loop, request-response echoing the payload, "
         f"{', '.join(map(str, bench.in_flight))} request(s) in flight: *direct* spreads the requests over the backends "
         f"itself, the others send them all through one balancer (`--strategy "
-        f"{bench.strategy}`). Medians of {bench.rounds} interleaved round(s) of "
+        f"{bench.strategy}`), HAProxy, or a bare uvloop relay in Python (`benchmarks/relay.py`: "
+        "each client connection pinned to one backend, no parsing, no per-request choice: what "
+        "the balancer's runtime costs before any of its logic runs). Medians of {bench.rounds} interleaved round(s) of "
         f"{bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
         "*req/s / direct* the throughput ratio; *CPU us/req* the balancer process's user + "
         "system time per request over the measured window.",
