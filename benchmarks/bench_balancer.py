@@ -599,7 +599,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         f"itself, the others send them all through one balancer (`--strategy "
         f"{bench.strategy}`), HAProxy, or a bare uvloop relay in Python (`benchmarks/relay.py`: "
         "each client connection pinned to one backend, no parsing, no per-request choice: what "
-        "the balancer's runtime costs before any of its logic runs). Medians of {bench.rounds} interleaved round(s) of "
+        f"the balancer's runtime costs before any of its logic runs). Medians of {bench.rounds} interleaved round(s) of "
         f"{bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
         "*req/s / direct* the throughput ratio; *CPU us/req* the balancer process's user + "
         "system time per request over the measured window.",

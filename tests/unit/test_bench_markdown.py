@@ -182,6 +182,7 @@ def test_balancer_against_haproxy_states_each_bound() -> None:
     assert against[5].startswith("| 1MB | 1 | 900.0 | 20.0 | 45.00 | 1x: no |")
     assert against[5].endswith("|  |")
     assert "1, 10, 64 request(s) in flight" in text
+    assert "Medians of 1 interleaved round(s)" in text and "{" not in text
 
 
 def test_in_flight_counts_refuse_nonsense() -> None:
