@@ -8,8 +8,10 @@ Three rsocket-py echo backends (``benchmarks/echo_backend.py``) and one raw-fram
 rounds, the client either spreads requests over the three backends itself ("direct")
 or sends them all through ``lblab balancer`` ("through"); with ``--baseline REV`` also
 through the balancer of git revision REV ("baseline", the same backends, its own
-process: before and after a change in one run); through ``benchmarks/relay.py``, a bare
-uvloop byte relay in Python (the runtime's floor: no parsing, no per-request choice);
+process: before and after a change in one run); through the two references in Python on
+uvloop, ``benchmarks/relay.py`` (a bare byte relay: the runtime's floor, no parsing, no
+per-request choice) and ``benchmarks/frame_router.py`` (the least a per-request frame
+router does: walk, rewrite the stream id, round robin, write);
 with ``haproxy`` on PATH also through HAProxy in TCP mode, as a reference. For 100 B, 10 KB and 1 MB request-response
 payloads (echoed back), 1, 10 and 64 requests in flight (``--in-flight``), it prints:
 
@@ -65,7 +67,9 @@ CPU_TARGET = {1: 1.25, 10: 1.25, 64: 1.5}
 """Issue 20's bound on lblab's CPU per request over HAProxy's (100 B), by in flight."""
 THROUGH_TARGET = 0.9
 """Issue 20's floor on lblab's through / direct at the most in flight (100 B)."""
-TARGETS = ("direct", "through", "baseline", "relay", "haproxy")
+TARGETS = ("direct", "through", "baseline", "relay", "router", "haproxy")
+REFERENCES = {"relay": "relay.py", "router": "frame_router.py"}
+"""The Python references every run measures: target name -> script in benchmarks/."""
 PICK_WEIGHTS = {"s1": 1.0, "s2": 1.0, "s3": 7.0}
 """The backends of "pick alone" and their weights."""
 
@@ -218,16 +222,17 @@ def start_testbed(
     for b in backends:
         args += ["--backend", f"{b.ready['id']}=127.0.0.1:{b.ready['port']}"]
     balancer = spawn("balancer", lblab_command(*args), log_path=workdir / "lblab.balancer.log")
-    relay = spawn(
-        "relay",
-        [
-            sys.executable,
-            str(HERE / "relay.py"),
-            *(f"127.0.0.1:{b.ready['port']}" for b in backends),
-        ],
-        log_path=workdir / "relay.log",
-    )
-    bed: dict[str, object] = {"backends": backends, "balancer": balancer, "relay": relay}
+    bed: dict[str, object] = {"backends": backends, "balancer": balancer}
+    for name, script in REFERENCES.items():
+        bed[name] = spawn(
+            name,
+            [
+                sys.executable,
+                str(HERE / script),
+                *(f"127.0.0.1:{b.ready['port']}" for b in backends),
+            ],
+            log_path=workdir / f"{name}.log",
+        )
     if baseline is not None:
         tree = export_revision(baseline, workdir / "baseline-tree")
         bed["baseline"] = spawn(
@@ -273,7 +278,8 @@ def stop_testbed(bed: dict[str, object]) -> None:
         proc.terminate()
         proc.wait(5)
     stop(bed["balancer"])  # type: ignore[arg-type]
-    stop(bed["relay"])  # type: ignore[arg-type]
+    for name in REFERENCES:
+        stop(bed[name])  # type: ignore[arg-type]
     if "baseline" in bed:
         stop(bed["baseline"])  # type: ignore[arg-type]
     for b in bed["backends"]:  # type: ignore[attr-defined]
@@ -355,9 +361,10 @@ def measure(args: argparse.Namespace) -> BalancerBench:
         "through": [("127.0.0.1", balancer.ready["port"])] * args.connections,
     }
     pids = {"direct": None, "through": balancer.pid}
-    relay: Child = bed["relay"]  # type: ignore[assignment]
-    addresses["relay"] = [("127.0.0.1", relay.ready["port"])] * args.connections
-    pids["relay"] = relay.pid
+    for name in REFERENCES:
+        reference: Child = bed[name]  # type: ignore[assignment]
+        addresses[name] = [("127.0.0.1", reference.ready["port"])] * args.connections
+        pids[name] = reference.pid
     if args.baseline:
         old: Child = bed["baseline"]  # type: ignore[assignment]
         addresses["baseline"] = [("127.0.0.1", old.ready["port"])] * args.connections
@@ -503,11 +510,11 @@ def haproxy_rows(bench: BalancerBench) -> list[dict[str, object]]:
                     "in flight": conc,
                     "CPU us/req lblab": finite(med(size, conc, "through", "cpu_us"), 1),
                     "CPU us/req HAProxy": finite(med(size, conc, "haproxy", "cpu_us"), 1),
-                    **(
-                        {"CPU us/req bare relay": finite(med(size, conc, "relay", "cpu_us"), 1)}
-                        if "relay" in bench.targets
-                        else {}
-                    ),
+                    **{
+                        f"CPU us/req {REFERENCE_LABELS[t]}": finite(med(size, conc, t, "cpu_us"), 1)
+                        for t in REFERENCES
+                        if t in bench.targets
+                    },
                     "CPU ratio": finite(cpu, 2),
                     "CPU bound": None if bound is None else f"{bound:g}x: {_met(cpu <= bound)}",
                     "added p50 ms lblab / HAProxy": (
@@ -525,6 +532,9 @@ def haproxy_rows(bench: BalancerBench) -> list[dict[str, object]]:
                 }
             )
     return rows
+
+
+REFERENCE_LABELS = {"relay": "bare relay", "router": "minimal router"}
 
 
 def _met(ok: bool) -> str:
@@ -559,6 +569,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         "through": "through lblab",
         "baseline": f"through lblab at `{bench.baseline}`",
         "relay": "through a bare uvloop relay",
+        "router": "through a minimal frame router",
         "haproxy": "through HAProxy (TCP)",
     }
     cells = []
@@ -597,9 +608,12 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         f"loop, request-response echoing the payload, "
         f"{', '.join(map(str, bench.in_flight))} request(s) in flight: *direct* spreads the requests over the backends "
         f"itself, the others send them all through one balancer (`--strategy "
-        f"{bench.strategy}`), HAProxy, or a bare uvloop relay in Python (`benchmarks/relay.py`: "
-        "each client connection pinned to one backend, no parsing, no per-request choice: what "
-        f"the balancer's runtime costs before any of its logic runs). Medians of {bench.rounds} interleaved round(s) of "
+        f"{bench.strategy}`), HAProxy, or one of two references in Python on uvloop: a bare "
+        "relay (`benchmarks/relay.py`: each client connection pinned to one backend, no "
+        "parsing, no per-request choice: what the runtime costs before any logic runs) and a "
+        "minimal frame router (`benchmarks/frame_router.py`: lblab's frame walk, a stream-id "
+        "rewrite, round robin per request and a write at once, none of lblab's rules: the "
+        f"gap to lblab is what those rules cost). Medians of {bench.rounds} interleaved round(s) of "
         f"{bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
         "*req/s / direct* the throughput ratio; *CPU us/req* the balancer process's user + "
         "system time per request over the measured window.",
