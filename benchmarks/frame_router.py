@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import sys
 from pathlib import Path
 
-import uvloop
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from relay import listen_forever, run
 
 from lblab.balancer.framing import FrameProtocol
 from lblab.errors import RemoteProtocolError
@@ -96,21 +96,8 @@ async def serve(addresses: list[tuple[str, int]]) -> None:
     loop = asyncio.get_running_loop()
     backends = [(await loop.create_connection(Backend, h, p))[1] for h, p in addresses]
     Client.turn = itertools.cycle(backends)
-    server = await loop.create_server(Client, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    print("lblab-ready " + json.dumps({"port": port}), flush=True)
-    await asyncio.Event().wait()
-
-
-def main() -> None:
-    try:
-        addresses = [(h, int(p)) for h, _, p in (a.rpartition(":") for a in sys.argv[1:])]
-    except ValueError:
-        addresses = []
-    if not addresses:
-        raise SystemExit("usage: frame_router.py HOST:PORT [HOST:PORT ...]")
-    uvloop.run(serve(addresses))
+    await listen_forever(Client)
 
 
 if __name__ == "__main__":
-    main()
+    run(serve)

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import json
 import sys
+from collections.abc import Awaitable, Callable
 
 import uvloop
 
@@ -75,21 +76,27 @@ async def serve(backends: list[tuple[str, int]]) -> None:
                 return
             self.join(back)
 
-    server = await loop.create_server(Front, "127.0.0.1", 0)
+    await listen_forever(Front)
+
+
+async def listen_forever(protocol: Callable[[], asyncio.BaseProtocol]) -> None:
+    """Serve ``protocol`` on a free loopback port, announce it, and never return."""
+    server = await asyncio.get_running_loop().create_server(protocol, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     print("lblab-ready " + json.dumps({"port": port}), flush=True)
     await asyncio.Event().wait()
 
 
-def main() -> None:
+def run(serve: Callable[[list[tuple[str, int]]], Awaitable[None]]) -> None:
+    """``serve`` the backends named on the command line (``HOST:PORT ...``) on uvloop."""
     try:
         backends = [(h, int(p)) for h, _, p in (a.rpartition(":") for a in sys.argv[1:])]
     except ValueError:
         backends = []
     if not backends:
-        raise SystemExit("usage: relay.py HOST:PORT [HOST:PORT ...]")
+        raise SystemExit(f"usage: {sys.argv[0]} HOST:PORT [HOST:PORT ...]")
     uvloop.run(serve(backends))
 
 
 if __name__ == "__main__":
-    main()
+    run(serve)
