@@ -108,6 +108,8 @@ def measure(args: argparse.Namespace) -> list[Tree]:
         for tree_figures, env in zip(trees, envs, strict=True):
             run = run_once(workdir, strategies, env)
             rows = phase_figures(run)
+            if not rows:
+                raise SystemExit(f"{run}: no phase was done with requests in its window")
             tree_figures.phases += rows
             print(
                 f"round {r + 1} {tree_figures.name}: {len(rows)} phases, harness "
