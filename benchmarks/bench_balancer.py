@@ -11,9 +11,10 @@ through the balancer of git revision REV ("baseline", the same backends, its own
 process: before and after a change in one run); through the two references in Python on
 uvloop, ``benchmarks/relay.py`` (a bare byte relay: the runtime's floor, no parsing, no
 per-request choice) and ``benchmarks/frame_router.py`` (the least a per-request frame
-router does: walk, rewrite the stream id, round robin, write);
-with ``haproxy`` on PATH also through HAProxy in TCP mode, as a reference. For 100 B, 10 KB and 1 MB request-response
-payloads (echoed back), 1, 10 and 64 requests in flight (``--in-flight``), it prints:
+router does: walk, rewrite the stream id, round robin, write); with ``haproxy`` on PATH
+also through HAProxy in TCP mode, as a reference. For 100 B, 10 KB and 1 MB
+request-response payloads (echoed back), 1, 10 and 64 requests in flight
+(``--in-flight``), it prints:
 
 - added p50 / p99 latency (through minus direct, medians over rounds),
 - throughput ratio through / direct,
@@ -66,7 +67,8 @@ IN_FLIGHT = (1, 10, 64)
 CPU_TARGET = {1: 1.25, 10: 1.25, 64: 1.5}
 """Issue 20's bound on lblab's CPU per request over HAProxy's (100 B), by in flight."""
 THROUGH_TARGET = 0.9
-"""Issue 20's floor on lblab's through / direct at the most in flight (100 B)."""
+THROUGH_AT = 64
+"""Issue 20's floor on lblab's through / direct, at this many in flight (100 B)."""
 TARGETS = ("direct", "through", "baseline", "relay", "router", "haproxy")
 REFERENCES = {"relay": "relay.py", "router": "frame_router.py"}
 """The Python references every run measures: target name -> script in benchmarks/."""
@@ -503,7 +505,7 @@ def haproxy_rows(bench: BalancerBench) -> list[dict[str, object]]:
                 for t in ("through", "haproxy")
                 for q in ("p50_ms", "p99_ms")
             }
-            floor = THROUGH_TARGET if size == "100B" and conc == max(bench.in_flight) else None
+            floor = THROUGH_TARGET if size == "100B" and conc == THROUGH_AT else None
             rows.append(
                 {
                     "size": size,
@@ -606,15 +608,15 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         "",
         f"Three echo backends (`benchmarks/echo_backend.py`) and one raw-frame client, closed "
         f"loop, request-response echoing the payload, "
-        f"{', '.join(map(str, bench.in_flight))} request(s) in flight: *direct* spreads the requests over the backends "
-        f"itself, the others send them all through one balancer (`--strategy "
+        f"{', '.join(map(str, bench.in_flight))} request(s) in flight: *direct* spreads the "
+        "requests over the backends itself, the others send them all through one balancer (`--strategy "
         f"{bench.strategy}`), HAProxy, or one of two references in Python on uvloop: a bare "
         "relay (`benchmarks/relay.py`: each client connection pinned to one backend, no "
         "parsing, no per-request choice: what the runtime costs before any logic runs) and a "
         "minimal frame router (`benchmarks/frame_router.py`: lblab's frame walk, a stream-id "
         "rewrite, round robin per request and a write at once, none of lblab's rules: the "
-        f"gap to lblab is what those rules cost). Medians of {bench.rounds} interleaved round(s) of "
-        f"{bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
+        f"gap to lblab is what those rules cost). Medians of {bench.rounds} interleaved "
+        f"round(s) of {bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
         "*req/s / direct* the throughput ratio; *CPU us/req* the balancer process's user + "
         "system time per request over the measured window.",
         "",
@@ -622,14 +624,15 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
     ]
     weights = ", ".join(f"{w:g}" for w in PICK_WEIGHTS.values())
     if bench.with_haproxy:
+        against = haproxy_rows(bench)
         lines += [
             "",
             "lblab against HAProxy in the same rounds (medians), each figure against issue 20's "
             f"bound: CPU per request at most {CPU_TARGET[1]:g}x HAProxy's at 1 and 10 in flight "
             f"and {CPU_TARGET[64]:g}x at 64 (100 B), below it at 1 MB; through / direct at least "
-            f"{THROUGH_TARGET:g} at 64 in flight:",
+            f"{THROUGH_TARGET:g} at {THROUGH_AT} in flight:",
             "",
-            *table(list(haproxy_rows(bench)[0]), haproxy_rows(bench)),
+            *table(list(against[0]), against),
         ]
     if bench.baseline:
         ratios = [
@@ -662,10 +665,14 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         ratio = med(size, conc, "through", "rps") / med(size, conc, "direct", "rps")
         added_p50 = med(size, conc, "through", "p50_ms") - med(size, conc, "direct", "p50_ms")
         cpu = med(size, conc, "through", "cpu_us")
-        one = med(size, 1, "through", "p50_ms") - med(size, 1, "direct", "p50_ms")
+        if 1 in bench.in_flight:
+            one = med(size, 1, "through", "p50_ms") - med(size, 1, "direct", "p50_ms")
+            reading.append(
+                f"With 100 B payloads the balancer adds {one:.3f} ms to the median of a lone "
+                "request."
+            )
         reading.append(
-            f"With 100 B payloads the balancer adds {one:.3f} ms to the median of a lone request; "
-            f"at {conc} in flight it passes {ratio:.2f} of direct's throughput, adding "
+            f"At {conc} in flight (100 B) it passes {ratio:.2f} of direct's throughput, adding "
             f"{added_p50:.3f} ms at p50, for {cpu:.1f} us of its CPU per request."
         )
     if not bench.with_haproxy:

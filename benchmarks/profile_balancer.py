@@ -45,7 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_balancer import measure_cell, start_testbed, stop_testbed
+from bench_balancer import IN_FLIGHT, in_flight_counts, measure_cell, start_testbed, stop_testbed
 
 from lblab.pages import table, this_script
 from lblab.procs import Child
@@ -395,8 +395,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="Load per pass.")
     parser.add_argument(
         "--in-flight",
-        type=lambda text: [int(x) for x in text.split(",") if x],
-        default=[1, 10, 64],
+        type=in_flight_counts,
+        default=list(IN_FLIGHT),
         help="Requests in flight, comma separated.",
     )
     parser.add_argument("--strategy", default="rr")

@@ -185,6 +185,25 @@ def test_balancer_against_haproxy_states_each_bound() -> None:
     assert "Medians of 1 interleaved round(s)" in text and "{" not in text
 
 
+def test_balancer_without_a_lone_request_renders_and_bounds_only_what_it_measured() -> None:
+    m = bench("bench_balancer")
+    results = {}
+    for conc in (10, 32):
+        results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1)]
+        results[("100B", conc, "through")] = [fake_cell(9_500.0, 0.3, 20.0)]
+        results[("100B", conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 20.0)]
+    bb = m.BalancerBench(
+        "rr", 1, 1.0, None, ["direct", "through", "haproxy"], ["100B"], [10, 32],
+        results, {"rr": 0.5}, (0.1, 0.1, 0.1),
+    )  # fmt: skip
+    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
+    assert against[3].startswith("| 100B | 32 | 20.0 | 20.0 | 1.00 |  |")  # no bound at 32
+    assert against[3].endswith("| 0.95 / 0.99 |  |")  # the through bound is at 64 only
+    assert "lone request" not in text
+    assert "At 32 in flight (100 B) it passes 0.95 of direct's throughput" in text
+
+
 def test_in_flight_counts_refuse_nonsense() -> None:
     m = bench("bench_balancer")
     assert m.in_flight_counts("1,10,64") == [1, 10, 64]
