@@ -69,9 +69,16 @@ CPU_TARGET = {1: 1.25, 10: 1.25, 64: 1.5}
 THROUGH_TARGET = 0.9
 THROUGH_AT = 64
 """Issue 20's floor on lblab's through / direct, at this many in flight (100 B)."""
-TARGETS = ("direct", "through", "baseline", "relay", "router", "haproxy")
-REFERENCES = {"relay": "relay.py", "router": "frame_router.py"}
+TARGETS = ("direct", "through", "baseline", "relay", "router", "compiled", "haproxy")
+PYTHON_REFERENCES = {"relay": "relay.py", "router": "frame_router.py"}
 """The Python references every run measures: target name -> script in benchmarks/."""
+COMPILED_ROUTER = HERE / "compiled_router"
+"""The minimal router in Rust (a cargo project), measured when cargo can build it."""
+REFERENCE_LABELS = {
+    "relay": "bare relay",
+    "router": "minimal router",
+    "compiled": "compiled minimal router",
+}
 PICK_WEIGHTS = {"s1": 1.0, "s2": 1.0, "s3": 7.0}
 """The backends of "pick alone" and their weights."""
 
@@ -224,15 +231,12 @@ def start_testbed(
     for b in backends:
         args += ["--backend", f"{b.ready['id']}=127.0.0.1:{b.ready['port']}"]
     balancer = spawn("balancer", lblab_command(*args), log_path=workdir / "lblab.balancer.log")
-    bed: dict[str, object] = {"backends": backends, "balancer": balancer}
-    for name, script in REFERENCES.items():
+    commands = reference_commands()
+    bed: dict[str, object] = {"backends": backends, "balancer": balancer, "references": commands}
+    for name, argv in commands.items():
         bed[name] = spawn(
             name,
-            [
-                sys.executable,
-                str(HERE / script),
-                *(f"127.0.0.1:{b.ready['port']}" for b in backends),
-            ],
+            [*argv, *(f"127.0.0.1:{b.ready['port']}" for b in backends)],
             log_path=workdir / f"{name}.log",
         )
     if baseline is not None:
@@ -247,6 +251,43 @@ def start_testbed(
     if with_haproxy:
         bed["haproxy"] = start_haproxy(workdir, backends)
     return bed
+
+
+def reference_commands() -> dict[str, list[str]]:
+    """The argv of each reference this machine can run (the backends' HOST:PORT follow):
+    the Python ones always, the compiled router when cargo builds it."""
+    commands = {
+        name: [sys.executable, str(HERE / script)] for name, script in PYTHON_REFERENCES.items()
+    }
+    binary = build_compiled_router()
+    if binary is not None:
+        commands["compiled"] = [str(binary)]
+    return commands
+
+
+def build_compiled_router() -> Path | None:
+    """``cargo build --release`` of ``benchmarks/compiled_router`` (a few seconds the first
+    time, then nothing to do); its binary, or None with the reason on stderr."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        print("(cargo is not installed: no compiled minimal router reference)", file=sys.stderr)
+        return None
+    manifest = COMPILED_ROUTER / "Cargo.toml"
+    try:
+        done = subprocess.run(
+            [cargo, "build", "--release", "--locked", "--quiet", "--manifest-path", str(manifest)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except subprocess.TimeoutExpired:
+        print("(cargo build of the compiled router took over 600 s: left out)", file=sys.stderr)
+        return None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        print(f"(the compiled router did not build, left out:\n{tail})", file=sys.stderr)
+        return None
+    return COMPILED_ROUTER / "target" / "release" / "lblab-compiled-router"
 
 
 def start_haproxy(workdir: Path, backends: list[Child]) -> tuple[subprocess.Popen[bytes], int]:
@@ -280,7 +321,7 @@ def stop_testbed(bed: dict[str, object]) -> None:
         proc.terminate()
         proc.wait(5)
     stop(bed["balancer"])  # type: ignore[arg-type]
-    for name in REFERENCES:
+    for name in bed["references"]:  # type: ignore[attr-defined]
         stop(bed[name])  # type: ignore[arg-type]
     if "baseline" in bed:
         stop(bed["baseline"])  # type: ignore[arg-type]
@@ -363,7 +404,7 @@ def measure(args: argparse.Namespace) -> BalancerBench:
         "through": [("127.0.0.1", balancer.ready["port"])] * args.connections,
     }
     pids = {"direct": None, "through": balancer.pid}
-    for name in REFERENCES:
+    for name in bed["references"]:  # type: ignore[attr-defined]
         reference: Child = bed[name]  # type: ignore[assignment]
         addresses[name] = [("127.0.0.1", reference.ready["port"])] * args.connections
         pids[name] = reference.pid
@@ -514,7 +555,7 @@ def haproxy_rows(bench: BalancerBench) -> list[dict[str, object]]:
                     "CPU us/req HAProxy": finite(med(size, conc, "haproxy", "cpu_us"), 1),
                     **{
                         f"CPU us/req {REFERENCE_LABELS[t]}": finite(med(size, conc, t, "cpu_us"), 1)
-                        for t in REFERENCES
+                        for t in REFERENCE_LABELS
                         if t in bench.targets
                     },
                     "CPU ratio": finite(cpu, 2),
@@ -534,9 +575,6 @@ def haproxy_rows(bench: BalancerBench) -> list[dict[str, object]]:
                 }
             )
     return rows
-
-
-REFERENCE_LABELS = {"relay": "bare relay", "router": "minimal router"}
 
 
 def _met(ok: bool) -> str:
