@@ -11,7 +11,9 @@ through the balancer of git revision REV ("baseline", the same backends, its own
 process: before and after a change in one run); through the two references in Python on
 uvloop, ``benchmarks/relay.py`` (a bare byte relay: the runtime's floor, no parsing, no
 per-request choice) and ``benchmarks/frame_router.py`` (the least a per-request frame
-router does: walk, rewrite the stream id, round robin, write); with ``haproxy`` on PATH
+router does: walk, rewrite the stream id, round robin, write); through the same minimal
+router compiled (``benchmarks/compiled_router``, Rust on epoll; built with ``cargo`` as the
+run starts, left out with the reason when it cannot be); with ``haproxy`` on PATH
 also through HAProxy in TCP mode, as a reference. For 100 B, 10 KB and 1 MB
 request-response payloads (echoed back), 1, 10 and 64 requests in flight
 (``--in-flight``), it prints:
@@ -610,6 +612,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         "baseline": f"through lblab at `{bench.baseline}`",
         "relay": "through a bare uvloop relay",
         "router": "through a minimal frame router",
+        "compiled": "through the compiled minimal router",
         "haproxy": "through HAProxy (TCP)",
     }
     cells = []
@@ -648,12 +651,20 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         f"loop, request-response echoing the payload, "
         f"{', '.join(map(str, bench.in_flight))} request(s) in flight: *direct* spreads the "
         "requests over the backends itself, the others send them all through one balancer (`--strategy "
-        f"{bench.strategy}`), HAProxy, or one of two references in Python on uvloop: a bare "
+        f"{bench.strategy}`), HAProxy, or a reference: two in Python on uvloop, a bare "
         "relay (`benchmarks/relay.py`: each client connection pinned to one backend, no "
         "parsing, no per-request choice: what the runtime costs before any logic runs) and a "
         "minimal frame router (`benchmarks/frame_router.py`: lblab's frame walk, a stream-id "
         "rewrite, round robin per request and a write at once, none of lblab's rules: the "
-        f"gap to lblab is what those rules cost). Medians of {bench.rounds} interleaved "
+        "gap to lblab is what those rules cost)"
+        + (
+            ", and the same minimal router compiled (`benchmarks/compiled_router`, Rust on "
+            "epoll, writes batched per poll iteration: what per-request routing costs with no "
+            "interpreter in the path)"
+            if "compiled" in bench.targets
+            else ""
+        )
+        + f". Medians of {bench.rounds} interleaved "
         f"round(s) of {bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
         "*req/s / direct* the throughput ratio; *CPU us/req* the balancer process's user + "
         "system time per request over the measured window.",
@@ -713,6 +724,16 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
             f"At {conc} in flight (100 B) it passes {ratio:.2f} of direct's throughput, adding "
             f"{added_p50:.3f} ms at p50, for {cpu:.1f} us of its CPU per request."
         )
+        if bench.with_haproxy and "compiled" in bench.targets:
+            ratios = ", ".join(
+                f"{med(size, c, 'compiled', 'cpu_us') / med(size, c, 'haproxy', 'cpu_us'):.2f}x "
+                f"at {c}"
+                for c in bench.in_flight
+            )
+            reading.append(
+                f"The compiled minimal router costs {ratios} in flight HAProxy's CPU per "
+                "request (100 B): per-request routing with no interpreter in the path."
+            )
     if not bench.with_haproxy:
         reading.append("`haproxy` was not installed: no HAProxy reference rows.")
     reading.append("Compare within one run: figures move +-15-25 % between runs on a 2-core VM.")

@@ -315,3 +315,33 @@ def test_every_fault_case_is_described() -> None:
 def test_markdown_is_a_flag(script: str) -> None:
     """Each script names the flag in its docstring, where its usage is."""
     assert "--markdown" in (bench(script).__doc__ or "")
+
+
+def test_balancer_names_the_compiled_reference_only_when_it_ran() -> None:
+    m = bench("bench_balancer")
+    results = {}
+    for conc in (1, 10, 64):
+        results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1)]
+        results[("100B", conc, "through")] = [fake_cell(9_000.0, 0.3, 30.0)]
+        results[("100B", conc, "router")] = [fake_cell(9_200.0, 0.25, 22.0)]
+        results[("100B", conc, "compiled")] = [fake_cell(9_800.0, 0.2, 12.5)]
+        results[("100B", conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 10.0)]
+    targets = ["direct", "through", "router", "compiled", "haproxy"]
+    bb = m.BalancerBench(
+        "rr", 1, 1.0, None, targets, ["100B"], [1, 10, 64], results, {"rr": 0.5}, (0.1, 0.1, 0.1)
+    )
+    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
+    assert against[0].startswith(
+        "| size | in flight | CPU us/req lblab | CPU us/req HAProxy | CPU us/req minimal router "
+        "| CPU us/req compiled minimal router | CPU ratio |"
+    )
+    assert against[2].startswith("| 100B | 1 | 30.0 | 10.0 | 22.0 | 12.5 | 3.00 | 1.25x: no |")
+    assert "`benchmarks/compiled_router`" in text
+    assert "costs 1.25x at 1, 1.25x at 10, 1.25x at 64 in flight HAProxy's CPU" in text
+    without = m.BalancerBench(
+        "rr", 1, 1.0, None, [t for t in targets if t != "compiled"], ["100B"], [1, 10, 64],
+        results, {"rr": 0.5}, (0.1, 0.1, 0.1),
+    )  # fmt: skip
+    text = m.markdown(without, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    assert "compiled" not in text
