@@ -466,7 +466,7 @@ def print_text(bench: BalancerBench) -> None:
         f"average {load1:.1f} (1 min) {load5:.1f} (5 min) at the end: above 1 the machine "
         "was shared and the figures are indicative\n"
     )
-    header = f"{'size':>5} {'inflight':>8} {'target':>8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} {'ratio':>6} {'CPU us/req':>10}"
+    header = f"{'size':>5} {'inflight':>8} {'target':>8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} {'ratio':>6} {'CPU us/req':>10} {'of it sys':>9}"
     print(header)
     print("-" * len(header))
     for size in sizes:
@@ -479,14 +479,15 @@ def print_text(bench: BalancerBench) -> None:
                 p50 = med(size, conc, target, "p50_ms")
                 p99 = med(size, conc, target, "p99_ms")
                 cpu = med(size, conc, target, "cpu_us")
+                sys_us = med(size, conc, target, "sys_us")
                 added = target != "direct"
                 errors = bench.errors(size, conc, target)
                 print(
                     f"{size:>5} {conc:>8} {target:>8} {rps:>9.0f} {p50:>8.3f} {p99:>8.3f} "
                     + (
-                        f"{p50 - base_p50:>+8.3f} {p99 - base_p99:>+8.3f} {rps / base_rps:>6.2f} {cpu:>10.1f}"
+                        f"{p50 - base_p50:>+8.3f} {p99 - base_p99:>+8.3f} {rps / base_rps:>6.2f} {cpu:>10.1f} {sys_us:>9.1f}"
                         if added
-                        else f"{'':>8} {'':>8} {'':>6} {'':>10}"
+                        else f"{'':>8} {'':>8} {'':>6} {'':>10} {'':>9}"
                     )
                     + (f"  errors={errors}" if errors else "")
                 )
@@ -620,7 +621,10 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         for conc in bench.in_flight:
             base = {k: med(size, conc, "direct", k) for k in ("rps", "p50_ms", "p99_ms")}
             for target in bench.targets:
-                row = {k: med(size, conc, target, k) for k in ("rps", "p50_ms", "p99_ms", "cpu_us")}
+                row = {
+                    k: med(size, conc, target, k)
+                    for k in ("rps", "p50_ms", "p99_ms", "cpu_us", "sys_us")
+                }
                 added = target != "direct"
                 cells.append(
                     {
@@ -638,6 +642,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
                         else None,
                         "req/s / direct": finite(row["rps"] / base["rps"], 2) if added else None,
                         "CPU us/req": finite(row["cpu_us"], 1) if added else None,
+                        "of it kernel": finite(row["sys_us"], 1) if added else None,
                         "errors": bench.errors(size, conc, target) or None,
                     }
                 )
@@ -667,7 +672,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         + f". Medians of {bench.rounds} interleaved "
         f"round(s) of {bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
         "*req/s / direct* the throughput ratio; *CPU us/req* the balancer process's user + "
-        "system time per request over the measured window.",
+        "system time per request over the measured window, *of it kernel* the system time.",
         "",
         *table(columns, cells),
     ]

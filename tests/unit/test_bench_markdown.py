@@ -125,7 +125,11 @@ def test_loadgen() -> None:
 
 
 def fake_cell(rps: float, p50: float, cpu: float = float("nan")) -> dict[str, float]:
-    return {"n": 10.0, "rps": rps, "p50_ms": p50, "p99_ms": 2 * p50, "cpu_us": cpu, "errors": 0}
+    """A measured cell; its kernel time is a quarter of its CPU."""
+    return {
+        "n": 10.0, "rps": rps, "p50_ms": p50, "p99_ms": 2 * p50, "cpu_us": cpu,
+        "sys_us": cpu / 4, "errors": 0,
+    }  # fmt: skip
 
 
 def test_balancer_with_a_baseline() -> None:
@@ -142,10 +146,9 @@ def test_balancer_with_a_baseline() -> None:
     text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
     cells, ratios, picks = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert len(cells) == 2 + 3 * len(m.IN_FLIGHT)
-    assert cells[2] == "| 100B | 1 | direct | 10,000 | 0.100 | 0.200 |  |  |  |  |  |"
-    assert (
-        cells[3]
-        == "| 100B | 1 | through lblab | 8,000 | 0.300 | 0.600 | 0.200 | 0.400 | 0.80 | 20.0 |  |"
+    assert cells[2] == "| 100B | 1 | direct | 10,000 | 0.100 | 0.200 |  |  |  |  |  |  |"
+    assert cells[3] == (
+        "| 100B | 1 | through lblab | 8,000 | 0.300 | 0.600 | 0.200 | 0.400 | 0.80 | 20.0 | 5.0 |  |"
     )
     assert "through lblab at `HEAD~1`" in cells[4]
     assert ratios[2] == "| 100B | 1 | 1.33 | 0.50 | 0.50 |"
