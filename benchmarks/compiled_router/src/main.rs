@@ -3,12 +3,13 @@
 //! spends its CPU").
 //!
 //! `lblab-compiled-router HOST:PORT [HOST:PORT ...]` connects once to each backend (with
-//! its own SETUP), listens on a free loopback port, prints `lblab-ready {"port": N}`, and
-//! does exactly what `benchmarks/frame_router.py` does, on one thread over epoll (mio):
-//! each client request frame goes to the next backend in turn with its stream id
-//! rewritten, remembered under the backend's stream id; each answer frame goes back the
-//! same way and ends the stream. Writes are batched: every destination gets one `write`
-//! per poll iteration, as lblab's outbox does. Nothing else: no checks, no lifecycle, no
+//! its own SETUP), listens on a free loopback port, prints `lblab-ready {"role": ...,
+//! "port": N}`, and does the routing work of `benchmarks/frame_router.py`, on one thread
+//! over epoll (mio): each client request frame goes to the next backend in turn with its
+//! stream id rewritten, remembered under the backend's stream id; each answer frame goes
+//! back the same way and ends the stream. Unlike the Python router, which writes each
+//! frame at once, writes are batched as lblab's outbox batches them: every destination
+//! gets one `write` per poll iteration. Nothing else: no checks, no lifecycle, no
 //! deadlines, no replay copy, no fragments, keepalives or errors.
 
 use std::collections::HashMap;
@@ -102,6 +103,17 @@ fn push_rewritten(out: &mut Vec<u8>, frame: &[u8], sid: u32) {
 impl Router {
     fn conn(&mut self, token: usize) -> Option<&mut Conn> {
         self.conns.get_mut(token).and_then(|c| c.as_mut())
+    }
+
+    /// Register a connection for reads; its token is its index in `conns`.
+    fn add(&mut self, mut sock: TcpStream, backend: bool) -> usize {
+        let token = self.conns.len();
+        self.poll
+            .registry()
+            .register(&mut sock, Token(token), Interest::READABLE)
+            .expect("register");
+        self.conns.push(Some(Conn::new(sock, backend)));
+        token
     }
 
     fn mark(&mut self, token: usize) {
@@ -279,14 +291,7 @@ fn main() {
         stream.set_nodelay(true).expect("nodelay");
         (&stream).write_all(&setup).expect("setup");
         stream.set_nonblocking(true).expect("nonblocking");
-        let mut sock = TcpStream::from_std(stream);
-        let token = router.conns.len();
-        router
-            .poll
-            .registry()
-            .register(&mut sock, Token(token), Interest::READABLE)
-            .expect("register");
-        router.conns.push(Some(Conn::new(sock, true)));
+        let token = router.add(TcpStream::from_std(stream), true);
         router.backends.push(token);
     }
     let mut listener = TcpListener::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
@@ -312,15 +317,9 @@ fn main() {
         }
         for event in events.iter() {
             if event.token() == LISTENER {
-                while let Ok((mut sock, _)) = listener.accept() {
+                while let Ok((sock, _)) = listener.accept() {
                     sock.set_nodelay(true).expect("nodelay");
-                    let token = router.conns.len();
-                    router
-                        .poll
-                        .registry()
-                        .register(&mut sock, Token(token), Interest::READABLE)
-                        .expect("register");
-                    router.conns.push(Some(Conn::new(sock, false)));
+                    router.add(sock, false);
                 }
                 continue;
             }
