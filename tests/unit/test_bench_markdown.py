@@ -5,30 +5,14 @@ Only the pure renderers, on made-up figures: no benchmark runs and no process st
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from lblab.stamp import Stamp
+from tests.benchmark_scripts import bench
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 STAMP = Stamp("abc1234", "2026-01-02 03:04 UTC", 2, (0.5, 0.4, 0.3))
-
-
-def bench(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` as a module (the folder is not a package)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def tables(text: str) -> list[list[str]]:
