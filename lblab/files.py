@@ -104,6 +104,10 @@ def folder_bytes(folder: Path) -> int:
     return total
 
 
+RESUME_FREE_BYTES = 64 * 1024
+"""Free room an ``AppendLog`` waits for before it tries again after a failed batch."""
+
+
 class AppendLog:
     """A file of lines that grows by whole batches, for a process that must go on when
     its disk is full (the balancer's picks, an agent's samples).
@@ -111,7 +115,10 @@ class AppendLog:
     A batch the filesystem has no room for is dropped whole (the file is cut back to its
     size before the batch, so no half line is left for a reader or a later batch to
     run into), counted in ``dropped``, and logged once per spell of failures; the
-    process carries on, and writes again once there is room."""
+    process carries on, and writes again once there is room: once the filesystem has
+    ``RESUME_FREE_BYTES`` free. Until then a batch is dropped without a write, so a
+    short batch that happens to fit into the unused end of the file's last block does
+    not end the spell only for the next one to start it again (two warnings a flap)."""
 
     def __init__(self, path: Path, log: logging.Logger) -> None:
         self.path, self._log = path, log
@@ -122,6 +129,11 @@ class AppendLog:
 
     def append(self, data: bytes, lines: int) -> bool:
         """Append ``data`` (``lines`` whole lines) or nothing; True when written."""
+        if self._failing:
+            free = os.fstatvfs(self._fd)
+            if free.f_bavail * free.f_frsize < max(RESUME_FREE_BYTES, len(data)):
+                self.dropped += lines
+                return False
         size = os.fstat(self._fd).st_size
         view = memoryview(data)
         try:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rsocket.payload import Payload
 
+from lblab.files import AppendLog
 from lblab.loadtests.record_table import read_records
 from lblab.loadtests.records import RequestRecorder, read_progress
 from lblab.procs import lblab_command, spawn
@@ -131,3 +132,26 @@ def test_an_agent_on_a_full_disk_keeps_sampling_says_so_once_and_writes_again(
         assert "is written again" in text and "lines were dropped for lack of room" in text
         for line in out.read_bytes().splitlines():  # every line whole
             assert json.loads(line)["server"] == "s1"
+
+
+def test_an_append_log_at_the_edge_of_a_full_disk_warns_once_per_spell(tmp_path, caplog):
+    """A short batch that would fit into the unused end of the file's last page is not
+    taken as room again: the spell of failures lasts until the disk has room, with one
+    warning at its start and one at its end (it once flapped: two of each)."""
+    log = logging.getLogger("test.appendlog")
+    with small_filesystem(tmp_path / "fs", 1) as fs:
+        out = AppendLog(fs / "lines.jsonl", log)
+        assert out.append(b"1\n", 1)  # one page holds it, with room to spare
+        filler = fill(fs)
+        with caplog.at_level(logging.WARNING, logger="test.appendlog"):
+            assert not out.append(b"x" * 8191 + b"\n", 1)  # needs pages the disk has not
+            assert not out.append(b"2\n", 1)  # would fit the first page's end: not tried
+            filler.unlink()
+            assert out.append(b"3\n", 1)
+        out.close()
+        assert (fs / "lines.jsonl").read_bytes() == b"1\n3\n"
+    messages = [r.getMessage() for r in caplog.records if r.name == "test.appendlog"]
+    assert len(messages) == 3, messages  # the spell's start, its end, and close's count
+    assert "No space left" in messages[0]
+    assert "is written again (2 lines dropped so far)" in messages[1]
+    assert out.dropped == 2
