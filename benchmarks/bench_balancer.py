@@ -219,8 +219,15 @@ def export_revision(rev: str, into: Path) -> Path:
 
 
 def start_testbed(
-    workdir: Path, strategy: str, with_haproxy: bool, baseline: str | None = None
+    workdir: Path,
+    strategy: str,
+    with_haproxy: bool,
+    baseline: str | None = None,
+    references: bool = True,
 ) -> dict[str, object]:
+    """Three echo backends, lblab's balancer over them, and what is compared with it:
+    the references (``reference_commands``) unless ``references`` is False, a baseline
+    tree's balancer, HAProxy."""
     backends = [
         spawn(
             f"e{i}",
@@ -233,7 +240,7 @@ def start_testbed(
     for b in backends:
         args += ["--backend", f"{b.ready['id']}=127.0.0.1:{b.ready['port']}"]
     balancer = spawn("balancer", lblab_command(*args), log_path=workdir / "lblab.balancer.log")
-    commands = reference_commands()
+    commands = reference_commands() if references else {}
     bed: dict[str, object] = {"backends": backends, "balancer": balancer, "references": commands}
     for name, argv in commands.items():
         bed[name] = spawn(

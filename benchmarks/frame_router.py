@@ -2,7 +2,7 @@
 
 ``python benchmarks/frame_router.py HOST:PORT [HOST:PORT ...]`` connects once to each
 backend (with its own SETUP), listens on a free loopback port, prints
-``lblab-ready {"port": N}``, and for each client request frame picks the next backend in
+its ``lblab-ready`` line (with ``"port": N``), and for each client request frame picks the next backend in
 turn, rewrites the stream id, remembers (client, client stream id) under the backend's
 stream id, and writes the frame at once; each answer frame goes back the same way. It
 walks frames with lblab's own ``FrameProtocol``. Nothing else: no checks, no lifecycle,

@@ -250,7 +250,7 @@ def measure(args: argparse.Namespace) -> list[Cell]:
     with_perf = perf_usable()
     if not with_perf:
         print("perf is not installed or not allowed here: no perf pass", file=sys.stderr)
-    bed = start_testbed(workdir, args.strategy, with_haproxy=False)
+    bed = start_testbed(workdir, args.strategy, with_haproxy=False, references=False)
     balancer: Child = bed["balancer"]  # type: ignore[assignment]
     address = ("127.0.0.1", int(balancer.ready["port"]))
     cells = []

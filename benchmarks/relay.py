@@ -1,7 +1,7 @@
 """A bare uvloop byte relay in Python: the floor of the balancer's runtime.
 
 ``python benchmarks/relay.py HOST:PORT [HOST:PORT ...]`` listens on a free loopback port,
-prints ``lblab-ready {"port": N}`` and pins each client connection to one backend in
+prints its ``lblab-ready`` line (with ``"port": N``) and pins each client connection to one backend in
 turn, as HAProxy's TCP mode does, copying bytes both ways with no parsing: no frames, no
 stream ids, no per-request choice. What it costs per request is what Python on uvloop
 costs before any balancing logic runs (``bench_balancer.py`` measures it beside lblab
@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import uvloop
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lblab.config import parse_hostport
+from lblab.errors import ConfigError
+from lblab.procs import announce_ready
 
 BUFFER_BYTES = 256 * 1024
 
@@ -82,17 +88,16 @@ async def serve(backends: list[tuple[str, int]]) -> None:
 async def listen_forever(protocol: Callable[[], asyncio.BaseProtocol]) -> None:
     """Serve ``protocol`` on a free loopback port, announce it, and never return."""
     server = await asyncio.get_running_loop().create_server(protocol, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    print("lblab-ready " + json.dumps({"port": port}), flush=True)
+    announce_ready("reference", port=server.sockets[0].getsockname()[1])
     await asyncio.Event().wait()
 
 
 def run(serve: Callable[[list[tuple[str, int]]], Awaitable[None]]) -> None:
     """``serve`` the backends named on the command line (``HOST:PORT ...``) on uvloop."""
     try:
-        backends = [(h, int(p)) for h, _, p in (a.rpartition(":") for a in sys.argv[1:])]
-    except ValueError:
-        backends = []
+        backends = [parse_hostport(a, "backend") for a in sys.argv[1:]]
+    except ConfigError as exc:
+        raise SystemExit(f"{exc}\nusage: {sys.argv[0]} HOST:PORT [HOST:PORT ...]") from None
     if not backends:
         raise SystemExit(f"usage: {sys.argv[0]} HOST:PORT [HOST:PORT ...]")
     uvloop.run(serve(backends))
