@@ -164,9 +164,15 @@ class RSocketClient:
         return template[:3] + U32.pack(stream_id) + template[7:]
 
     def _send(self, data: bytes) -> None:
-        assert self._sock is not None
+        sock = self._sock
+        assert sock is not None
         try:
-            self._sock.sendall(data)
+            # ``send`` first: gevent's ``sendall`` asks the kernel for the send buffer's
+            # size (a ``getsockopt``) on every call; one ``send`` takes a request whole
+            # unless the buffer is full (large packages), and ``sendall`` sends the rest.
+            sent = sock.send(data)
+            if sent < len(data):
+                sock.sendall(memoryview(data)[sent:])
         except OSError as exc:
             self.close()
             raise ConnectionLost(f"send to {self.host}:{self.port} failed: {exc}") from exc
@@ -174,10 +180,12 @@ class RSocketClient:
     def _await(self, stream_id: int, deadline: float) -> Response:
         rsocket = self._rsocket
         assert rsocket is not None
+        sent_just_now = True
         while True:
             event = rsocket.next_event()
             if event is NEED_DATA:
-                self._receive(rsocket, deadline)
+                self._receive(rsocket, deadline, wait_first=sent_just_now)
+                sent_just_now = False
                 continue
             match event:
                 case Payload(stream_id=sid) if sid == stream_id:
@@ -198,7 +206,7 @@ class RSocketClient:
                     )
                 # Anything else (late frames of cancelled streams, KEEPALIVE answers) is dropped.
 
-    def _receive(self, rsocket: Connection, deadline: float) -> None:
+    def _receive(self, rsocket: Connection, deadline: float, *, wait_first: bool) -> None:
         sock = self._sock
         assert sock is not None
         out = rsocket.data_to_send()  # KEEPALIVE answers, before we block
@@ -209,6 +217,8 @@ class RSocketClient:
             raise RequestTimeout("no response before the deadline")
         sock.settimeout(remaining)
         try:
+            if wait_first:
+                _wait_readable(sock)
             chunk = sock.recv(READ_SIZE)
         except TimeoutError:
             raise RequestTimeout("no response before the deadline") from None
@@ -219,6 +229,20 @@ class RSocketClient:
             self.close()
             raise ConnectionLost(f"{self.host}:{self.port} closed the connection")
         rsocket.receive_data(chunk)
+
+
+def _wait_readable(sock: socket.socket) -> None:
+    """Under gevent, wait on the socket's own read watcher (with its timeout) before the
+    first ``recv`` after a send: gevent's ``recv`` tries the read first, and right after a
+    send the answer is never there yet, so every request paid for a read failing with
+    EAGAIN and the exception around it (with the ``send`` change in ``_send``, 20.4 -> 17.1
+    us of CPU per request for ten gevent users against ``benchmarks/echo_server.py``).
+    Later reads of the same answer try first, as gevent does: its rest is usually there. A
+    stdlib socket's ``recv`` blocks instead: nothing to do. gevent is pinned; ``_wait`` and
+    ``_read_event`` are its socket's own."""
+    wait = getattr(sock, "_wait", None)
+    if wait is not None:
+        wait(sock._read_event)  # type: ignore[attr-defined]
 
 
 def _code_name(code: int) -> str:
