@@ -70,9 +70,12 @@ class RemoteProtocolError(ProtocolError):
 
 
 class ApplicationError(LblabError):
-    """An ERROR frame on one stream: the request failed, the connection is fine."""
+    """An ERROR frame on one stream: the request failed, the connection is fine.
 
-    def __init__(self, message: str, error_code: ErrorCode = ErrorCode.APPLICATION_ERROR) -> None:
+    ``error_code`` is the frame's code as sent: an ``ErrorCode`` or any other 32-bit value
+    a peer chose (an application's own codes)."""
+
+    def __init__(self, message: str, error_code: int = ErrorCode.APPLICATION_ERROR) -> None:
         super().__init__(message)
         self.error_code = error_code
 

@@ -191,7 +191,7 @@ class RSocketClient:
                 case Payload(stream_id=sid) if sid == stream_id:
                     return Response(event.data, event.metadata)
                 case Error(stream_id=sid) if sid == stream_id:
-                    raise ApplicationError(event.message, event.error_code)  # type: ignore[arg-type]
+                    raise ApplicationError(event.message, event.error_code)
                 case PeerClosed():
                     self.close()
                     raise ConnectionLost(
