@@ -320,18 +320,25 @@ class Backend:
                     self.mark_down()
                 await asyncio.sleep(self._backoff())
                 continue
-            old, self.conn = self.conn, conn
-            self.attempts = 0
-            self.hung = False
-            if old is not None:
-                self._retire(old)  # a re-SETUP: the old connection finishes its streams
-            elif not self._pool_up:
-                self._pool_up = True
-                self.wiring.events.backend_up(self.id)
+            self._adopt(conn)
             self._wake = loop.create_future()
             await self._wake
+            # Read again after the wait (``connection_closed`` may have cleared it). The
+            # assignment is in ``_adopt`` so that no narrowing of ``self.conn`` reaches
+            # here: compiled, a narrowed read is a type check, and None would fail it.
             if self.conn is None and not self.stopped:
                 await asyncio.sleep(self._backoff())
+
+    def _adopt(self, conn: BackendConnection) -> None:
+        """``conn`` serves from now on."""
+        old, self.conn = self.conn, conn
+        self.attempts = 0
+        self.hung = False
+        if old is not None:
+            self._retire(old)  # a re-SETUP: the old connection finishes its streams
+        elif not self._pool_up:
+            self._pool_up = True
+            self.wiring.events.backend_up(self.id)
 
     async def _connect(self) -> BackendConnection | None:
         """Connect, SETUP, and wait for the first KEEPALIVE answer, all within
