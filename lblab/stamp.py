@@ -1,4 +1,5 @@
-"""Where and when a figure was measured: the commit, the date, the machine's cores and load.
+"""Where and when a figure was measured: the commit, the date, the machine's cores and load,
+and whether lblab's per-request path ran compiled (``lblab/compiled.py``).
 
 Pages of figures that a command regenerates (``lblab validate --format markdown``) open
 with this stamp, so a reader knows which code and which machine made them, and whether
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from lblab import compiled
+
 _SOURCE = Path(__file__).resolve().parent
 
 
@@ -26,6 +29,9 @@ class Stamp:
     cores: int
     load: tuple[float, float, float]
     """The 1, 5 and 15 minute load averages when the stamp was taken."""
+    code: str = ""
+    """``compiled.status()`` of the process that took it: the processes it starts from
+    the same tree run the same code."""
 
     def markdown(self, command: str) -> str:
         """One paragraph: the command, then the stamp."""
@@ -33,7 +39,8 @@ class Stamp:
         load = " / ".join(f"{x:.1f}" for x in self.load)
         return (
             f"Produced by `{command}` at commit `{self.commit}` on {self.date}, "
-            f"{self.cores} cores, load average {load}{busy}."
+            f"{self.cores} cores, load average {load}{busy}"
+            + (f"; lblab's per-request path {self.code}." if self.code else ".")
         )
 
 
@@ -54,4 +61,4 @@ def take() -> Stamp:
     if commit != "unknown" and _git("status", "--porcelain", "--untracked-files=no"):
         commit += "+changes"
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return Stamp(commit, now, os.cpu_count() or 1, os.getloadavg())
+    return Stamp(commit, now, os.cpu_count() or 1, os.getloadavg(), compiled.status())

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 
+from mypy_extensions import mypyc_attr
+
 from lblab.errors import RemoteProtocolError
 from lblab.wire.codes import (
     FLAG_COMPLETE,
@@ -58,6 +60,7 @@ _PREFIX_AND_HEADER = LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH
 _unpack_header = HEADER.unpack_from
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FrameProtocol(asyncio.BufferedProtocol):
     """Base of the balancer's connections: buffer management and the frame walk.
 

@@ -51,6 +51,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from lblab.balancer.pool import Pool
 from lblab.balancer.strategies.base import (
     MAX_ATTEMPTS,
@@ -64,6 +66,7 @@ SWEEP_DEADLINES_AT = 4096
 """Deadline queue length above which ended requests are swept out of it."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Attempted:
     """The lifecycle's part of one request's record; each driver's record extends it."""
 

@@ -55,6 +55,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from lblab.config import check_weight
 from lblab.errors import ConfigError, LocalProtocolError
 from lblab.loadreport import LoadReport, ProbeAnswer
@@ -129,6 +131,7 @@ class _Health:
     ewma_at: float = 0.0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Pool:
     def __init__(
         self,

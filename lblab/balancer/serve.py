@@ -7,6 +7,7 @@ import ctypes
 import ctypes.util
 import logging
 
+from lblab import compiled
 from lblab.balancer.admin import start_admin
 from lblab.balancer.agent_listener import start_agent_listener
 from lblab.balancer.node import BalancerNode, NodeConfig
@@ -57,7 +58,10 @@ async def serve(config: NodeConfig) -> None:
             "admin_port", config.admin_port, lambda p: start_admin(node, admin_host, p)
         )
     stop = stop_on_signals(loop)
-    announce_ready("balancer", **node.ports(), strategy=node.strategy.name)
+    log.info("per-request path: %s", compiled.status())
+    announce_ready(
+        "balancer", **node.ports(), strategy=node.strategy.name, compiled=compiled.active()
+    )
     await stop.wait()
     await node.close()
 

@@ -1,0 +1,170 @@
+"""The balancer's forwarding path compiled by mypyc, used only while it matches the source.
+
+``scripts/compile`` (run by ``scripts/setup`` where a C compiler is) compiles ``MODULES``,
+the modules a request passes through in the balancer and in the load generator's client,
+from the same typed source with mypyc, into ``lblab/_compiled/``, and writes there a
+manifest with each source's SHA-256 and the interpreter it was built for. At the first
+import of ``lblab`` (``install``), a finder serving those extension modules goes first on
+``sys.meta_path`` if the manifest matches the source and this interpreter; otherwise
+nothing changes and everything runs as plain Python. It is all or nothing: compiled code
+reaches into the classes of the other compiled modules, so one changed source means none
+is used (an edited module runs at once as its source says; ``scripts/setup`` builds again).
+``LBLAB_PURE_PYTHON=1`` turns it off. Why compile at all, and what it gains and costs:
+docs/FIELD-NOTES.md, "Where lblab's balancer spends its CPU".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+
+MODULES = (
+    "lblab.balancer.framing",
+    "lblab.balancer.outbox",
+    "lblab.balancer.router",
+    "lblab.balancer.streams",
+    "lblab.balancer.pool",
+    "lblab.balancer.backend",
+    "lblab.balancer.frontend",
+    "lblab.balancer.lifecycle",
+    "lblab.wire.codec",
+    "lblab.wire.codes",
+    "lblab.wire.connection",
+    "lblab.wire.metadata",
+    "lblab.loadtests.rsocket_client",
+)
+"""What is compiled: the per-request path of the balancer and of the Locust user's client.
+The strategies are not (each would run faster than a strategy compared with it that is
+not; a strategy's pick is a small part of a request's cost)."""
+
+GROUP = "lblab_core"
+"""mypyc's name for the shared library of the group (``lblab_core__mypyc``)."""
+
+PACKAGE = Path(__file__).resolve().parent
+BUILD_DIR = PACKAGE / "_compiled"
+MANIFEST = BUILD_DIR / "manifest.json"
+OFF_ENV = "LBLAB_PURE_PYTHON"
+
+_state: dict[str, str] = {}
+
+
+def source_of(module: str, package: Path = PACKAGE) -> Path:
+    """The ``.py`` file of a module of ``MODULES``."""
+    return package.joinpath(*module.split(".")[1:]).with_suffix(".py")
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def interpreter() -> str:
+    """What an extension module is built for: implementation, version, platform."""
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    return f"{sys.implementation.cache_tag} {sys.version.split()[0]} {suffix}"
+
+
+def manifest_for(modules: Sequence[str], package: Path = PACKAGE) -> dict[str, object]:
+    """The manifest a build of ``modules`` from ``package``'s source writes."""
+    return {
+        "group": GROUP,
+        "interpreter": interpreter(),
+        "sources": {m: digest(source_of(m, package)) for m in modules},
+    }
+
+
+def stale_reason(manifest: dict[str, object], package: Path = PACKAGE) -> str | None:
+    """Why the build described by ``manifest`` must not be used here, or None if it may."""
+    if manifest.get("group") != GROUP or manifest.get("interpreter") != interpreter():
+        return f"built for {manifest.get('interpreter')!r}, this is {interpreter()!r}"
+    sources = manifest.get("sources")
+    if not isinstance(sources, dict) or sorted(sources) != sorted(MODULES):
+        return "built from another list of modules"
+    for module, sha in sources.items():
+        try:
+            if digest(source_of(module, package)) != sha:
+                return f"{source_of(module, package).name} changed since the build"
+        except OSError as exc:
+            return f"cannot read {module}'s source: {exc}"
+    return None
+
+
+class _CompiledFinder(importlib.abc.MetaPathFinder):
+    """Serves ``MODULES`` and the group's shared library from the build folder."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self.files = files
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        file = self.files.get(name)
+        if file is None:
+            return None
+        loader = importlib.machinery.ExtensionFileLoader(name, str(file))
+        return importlib.util.spec_from_file_location(name, file, loader=loader)
+
+
+def _extension(folder: Path, stem: str) -> Path | None:
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        if (file := folder / (stem + suffix)).is_file():
+            return file
+    return None
+
+
+def install() -> None:
+    """Put the compiled modules first on the import path, if they match (once per process)."""
+    if _state:
+        return
+    if os.environ.get(OFF_ENV, "") not in ("", "0"):
+        _state["status"] = f"plain Python ({OFF_ENV} is set)"
+        return
+    try:
+        manifest = json.loads(MANIFEST.read_text())
+    except FileNotFoundError:
+        _state["status"] = "plain Python (not compiled: scripts/compile builds it)"
+        return
+    except (OSError, ValueError) as exc:
+        _state["status"] = f"plain Python (unreadable {MANIFEST}: {exc})"
+        return
+    reason = stale_reason(manifest)
+    files: dict[str, Path] = {}
+    if reason is None:
+        for name in (*MODULES, f"{GROUP}__mypyc"):
+            parts = name.split(".")
+            file = _extension(BUILD_DIR.joinpath(*parts[:-1]), parts[-1])
+            if file is None:
+                reason = f"{name} is missing from {BUILD_DIR}"
+                break
+            files[name] = file
+    if reason is not None:
+        _state["status"] = f"plain Python (the compiled build is not used: {reason})"
+        return
+    sys.meta_path.insert(0, _CompiledFinder(files))
+    _state["status"] = f"compiled ({len(MODULES)} modules, mypyc)"
+
+
+def status() -> str:
+    """``compiled (...)`` or ``plain Python (why)``: how this process runs ``MODULES``."""
+    install()
+    return _state["status"]
+
+
+def active() -> bool:
+    """Does this process run ``MODULES`` compiled?"""
+    return status().startswith("compiled")
+
+
+def is_compiled(module: ModuleType) -> bool:
+    """Is ``module`` running from its compiled extension?"""
+    return str(getattr(module, "__file__", "")).endswith(
+        tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    )

@@ -1,0 +1,58 @@
+"""When a mypyc build of the per-request path may be used (lblab/compiled.py)."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+from lblab import compiled
+
+
+def _package_copy(tmp_path: Path) -> Path:
+    """The sources of ``MODULES`` in a package folder of their own."""
+    package = tmp_path / "lblab"
+    for module in compiled.MODULES:
+        target = compiled.source_of(module, package)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(compiled.source_of(module), target)
+    return package
+
+
+def test_a_build_of_the_current_source_for_this_interpreter_may_be_used(tmp_path):
+    package = _package_copy(tmp_path)
+    assert compiled.stale_reason(compiled.manifest_for(compiled.MODULES, package), package) is None
+
+
+def test_one_changed_source_makes_the_whole_build_stale_and_names_the_file(tmp_path):
+    package = _package_copy(tmp_path)
+    manifest = compiled.manifest_for(compiled.MODULES, package)
+    router = compiled.source_of("lblab.balancer.router", package)
+    router.write_text(router.read_text() + "\n# edited\n")
+    assert compiled.stale_reason(manifest, package) == "router.py changed since the build"
+
+
+def test_a_build_for_another_interpreter_or_module_list_is_not_used(tmp_path):
+    package = _package_copy(tmp_path)
+    manifest = compiled.manifest_for(compiled.MODULES, package)
+    other = {**manifest, "interpreter": "cpython-312 3.12.1 .cpython-312-x86_64-linux-gnu.so"}
+    assert "built for 'cpython-312" in (compiled.stale_reason(other, package) or "")
+    fewer = compiled.manifest_for(compiled.MODULES[:-1], package)
+    assert compiled.stale_reason(fewer, package) == "built from another list of modules"
+
+
+def test_a_missing_source_is_a_reason_not_a_crash(tmp_path):
+    package = _package_copy(tmp_path)
+    manifest = compiled.manifest_for(compiled.MODULES, package)
+    compiled.source_of("lblab.wire.codec", package).unlink()
+    assert (compiled.stale_reason(manifest, package) or "").startswith(
+        "cannot read lblab.wire.codec's source"
+    )
+
+
+def test_mypy_warns_of_unreachable_code_in_exactly_the_compiled_modules():
+    settings = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    overrides = [
+        o for o in settings["tool"]["mypy"]["overrides"] if o.get("warn_unreachable") is True
+    ]
+    assert [sorted(o["module"]) for o in overrides] == [sorted(compiled.MODULES)]
