@@ -36,15 +36,20 @@ MODULES = (
     "lblab.balancer.backend",
     "lblab.balancer.frontend",
     "lblab.balancer.lifecycle",
+    "lblab.balancer.strategies.base",
+    "lblab.balancer.strategies.available",
+    "lblab.balancer.strategies.ewma",
     "lblab.wire.codec",
     "lblab.wire.codes",
     "lblab.wire.connection",
     "lblab.wire.metadata",
     "lblab.loadtests.rsocket_client",
 )
-"""What is compiled: the per-request path of the balancer and of the Locust user's client.
-The strategies are not (each would run faster than a strategy compared with it that is
-not; a strategy's pick is a small part of a request's cost)."""
+"""What is compiled: the per-request path of the balancer and of the Locust user's client,
+and what every strategy shares (the views, the base class, the available list, the EWMA
+decay). The strategies themselves are not: one compiled would pick faster than one
+compared with it that is not (a pick is 0.1-3 us of a request's cost,
+``benchmarks/bench_pick.py``)."""
 
 GROUP = "lblab_core"
 """mypyc's name for the shared library of the group (``lblab_core__mypyc``)."""

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, NamedTuple, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from lblab.loadreport import LoadReport
 
 
@@ -183,6 +185,7 @@ class Strategy(Protocol):
         recent median latency at about that RIF (``lblab.loadreport.RifLatency``)."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BaseStrategy:
     """No-op hooks, so a strategy defines only what it uses.
 
