@@ -72,9 +72,9 @@ def digest(path: Path) -> str:
 
 
 def interpreter() -> str:
-    """What an extension module is built for: implementation, version, platform."""
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    return f"{sys.implementation.cache_tag} {sys.version.split()[0]} {suffix}"
+    """What an extension module is built for: the implementation and minor version, and
+    the platform (``cpython-311 .cpython-311-x86_64-linux-gnu.so``), as wheels are."""
+    return f"{sys.implementation.cache_tag} {importlib.machinery.EXTENSION_SUFFIXES[0]}"
 
 
 def manifest_for(modules: Sequence[str], package: Path = PACKAGE) -> dict[str, object]:
