@@ -125,6 +125,27 @@ def _extension(folder: Path, stem: str) -> Path | None:
     return None
 
 
+def locate() -> tuple[dict[str, Path], str | None]:
+    """The build's extension files by module name, or why it cannot be used here."""
+    try:
+        manifest = json.loads(MANIFEST.read_text())
+    except FileNotFoundError:
+        return {}, "not built yet"
+    except (OSError, ValueError) as exc:
+        return {}, f"unreadable {MANIFEST}: {exc}"
+    reason = stale_reason(manifest)
+    if reason is not None:
+        return {}, reason
+    files = {}
+    for name in (*MODULES, f"{GROUP}__mypyc"):
+        parts = name.split(".")
+        file = _extension(BUILD_DIR.joinpath(*parts[:-1]), parts[-1])
+        if file is None:
+            return {}, f"{name} is missing from {BUILD_DIR}"
+        files[name] = file
+    return files, None
+
+
 def install() -> None:
     """Put the compiled modules first on the import path, if they match (once per process)."""
     if _state:
@@ -132,26 +153,9 @@ def install() -> None:
     if os.environ.get(OFF_ENV, "") not in ("", "0"):
         _state["status"] = f"plain Python ({OFF_ENV} is set)"
         return
-    try:
-        manifest = json.loads(MANIFEST.read_text())
-    except FileNotFoundError:
-        _state["status"] = "plain Python (not compiled: scripts/compile builds it)"
-        return
-    except (OSError, ValueError) as exc:
-        _state["status"] = f"plain Python (unreadable {MANIFEST}: {exc})"
-        return
-    reason = stale_reason(manifest)
-    files: dict[str, Path] = {}
-    if reason is None:
-        for name in (*MODULES, f"{GROUP}__mypyc"):
-            parts = name.split(".")
-            file = _extension(BUILD_DIR.joinpath(*parts[:-1]), parts[-1])
-            if file is None:
-                reason = f"{name} is missing from {BUILD_DIR}"
-                break
-            files[name] = file
+    files, reason = locate()
     if reason is not None:
-        _state["status"] = f"plain Python (the compiled build is not used: {reason})"
+        _state["status"] = f"plain Python ({reason}; scripts/compile builds it)"
         return
     sys.meta_path.insert(0, _CompiledFinder(files))
     _state["status"] = f"compiled ({len(MODULES)} modules, mypyc)"

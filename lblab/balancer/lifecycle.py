@@ -210,7 +210,7 @@ class Deadlines(Generic[Life]):
         while queue and queue[0].done:
             queue.popleft()
         if len(queue) > SWEEP_DEADLINES_AT and len(queue) > 4 * live:
-            self.queue = deque(life for life in queue if not life.done)
+            self.queue = deque([life for life in queue if not life.done])
 
     def first(self) -> float | None:
         """The first deadline in the queue, if any (after ``sweep``: of a request still open)."""
