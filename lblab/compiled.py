@@ -15,8 +15,8 @@ docs/FIELD-NOTES.md, "Where lblab's balancer spends its CPU".
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
@@ -59,8 +59,6 @@ BUILD_DIR = PACKAGE / "_compiled"
 MANIFEST = BUILD_DIR / "manifest.json"
 OFF_ENV = "LBLAB_PURE_PYTHON"
 
-_state: dict[str, str] = {}
-
 
 def source_of(module: str, package: Path = PACKAGE) -> Path:
     """The ``.py`` file of a module of ``MODULES``."""
@@ -80,7 +78,6 @@ def interpreter() -> str:
 def manifest_for(modules: Sequence[str], package: Path = PACKAGE) -> dict[str, object]:
     """The manifest a build of ``modules`` from ``package``'s source writes."""
     return {
-        "group": GROUP,
         "interpreter": interpreter(),
         "sources": {m: digest(source_of(m, package)) for m in modules},
     }
@@ -88,7 +85,7 @@ def manifest_for(modules: Sequence[str], package: Path = PACKAGE) -> dict[str, o
 
 def stale_reason(manifest: dict[str, object], package: Path = PACKAGE) -> str | None:
     """Why the build described by ``manifest`` must not be used here, or None if it may."""
-    if manifest.get("group") != GROUP or manifest.get("interpreter") != interpreter():
+    if manifest.get("interpreter") != interpreter():
         return f"built for {manifest.get('interpreter')!r}, this is {interpreter()!r}"
     sources = manifest.get("sources")
     if not isinstance(sources, dict) or sorted(sources) != sorted(MODULES):
@@ -102,8 +99,10 @@ def stale_reason(manifest: dict[str, object], package: Path = PACKAGE) -> str | 
     return None
 
 
-class _CompiledFinder(importlib.abc.MetaPathFinder):
-    """Serves ``MODULES`` and the group's shared library from the build folder."""
+class _CompiledFinder:
+    """Serves ``MODULES`` and the group's shared library from the build folder (a
+    meta path finder by its ``find_spec``; ``importlib.abc``'s base class would import
+    ``importlib.resources`` into every lblab process)."""
 
     def __init__(self, files: dict[str, Path]) -> None:
         self.files = files
@@ -146,34 +145,24 @@ def locate() -> tuple[dict[str, Path], str | None]:
     return files, None
 
 
-def install() -> None:
-    """Put the compiled modules first on the import path, if they match (once per process)."""
-    if _state:
-        return
+@functools.cache
+def install() -> str:
+    """Put the compiled modules first on the import path, if they match (once per
+    process); ``status()``."""
     if os.environ.get(OFF_ENV, "") not in ("", "0"):
-        _state["status"] = f"plain Python ({OFF_ENV} is set)"
-        return
+        return f"plain Python ({OFF_ENV} is set)"
     files, reason = locate()
     if reason is not None:
-        _state["status"] = f"plain Python ({reason}; scripts/compile builds it)"
-        return
+        return f"plain Python ({reason}; scripts/compile builds it)"
     sys.meta_path.insert(0, _CompiledFinder(files))
-    _state["status"] = f"compiled ({len(MODULES)} modules, mypyc)"
+    return f"compiled ({len(MODULES)} modules, mypyc)"
 
 
 def status() -> str:
     """``compiled (...)`` or ``plain Python (why)``: how this process runs ``MODULES``."""
-    install()
-    return _state["status"]
+    return install()
 
 
 def active() -> bool:
     """Does this process run ``MODULES`` compiled?"""
     return status().startswith("compiled")
-
-
-def is_compiled(module: ModuleType) -> bool:
-    """Is ``module`` running from its compiled extension?"""
-    return str(getattr(module, "__file__", "")).endswith(
-        tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    )

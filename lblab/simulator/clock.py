@@ -65,7 +65,8 @@ def run_events(env: Environment) -> int:
     triggered by the allocations, cost about 15 % of a run at 1000 servers. The
     collector runs as before once the loop ends, however it ends.
     """
-    queue = env._queue  # type: ignore[attr-defined]  # SimPy's queue is untyped
+    # SimPy types its queue as 4-tuples; ``at`` adds 5-tuples (a callback and its value).
+    queue: list[tuple[Any, ...]] = env._queue  # type: ignore[attr-defined]
     events = 0
     collecting = gc.isenabled()
     gc.disable()

@@ -50,9 +50,6 @@ def test_a_missing_source_is_a_reason_not_a_crash(tmp_path):
     )
 
 
-def test_mypy_warns_of_unreachable_code_in_exactly_the_compiled_modules():
+def test_mypy_warns_of_unreachable_code_the_compiled_only_failure_class():
     settings = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
-    overrides = [
-        o for o in settings["tool"]["mypy"]["overrides"] if o.get("warn_unreachable") is True
-    ]
-    assert [sorted(o["module"]) for o in overrides] == [sorted(compiled.MODULES)]
+    assert settings["tool"]["mypy"]["warn_unreachable"] is True
