@@ -19,7 +19,8 @@ on (its affinity, which isolation sets: ``loadtests/isolation.py``), and from
 **What is computed**, over the samples nearest inside the window (``seconds`` apart),
 for a set of CPUs C:
 
-    busy(C)       = sum over c in C of (user + nice + system) / USER_HZ / seconds
+    busy(C)       = sum over c in C of (seconds - (idle + iowait + irq + softirq + steal)
+                    / USER_HZ) / seconds
     steal(C)      = sum over c in C of steal / USER_HZ / seconds
     experiment(C) = CPU seconds of the experiment's processes that may run on C / seconds
     outside(C)    = busy(C) - experiment(C)
@@ -31,23 +32,35 @@ experiment process may use) and, under isolation, for ``servers`` (the CPUs of t
 processes placed off the runner's own set: only the servers are) and ``harness`` (the
 runner's own CPUs). Without isolation the three are the same set.
 
-Why user + nice + system and not irq and softirq: with IRQ time accounting the kernel
-charges interrupt time to no process, so the experiment's own loopback softirq work would
-count as outside; without it a task's system time holds the ticks it spent in softirq
-while ``/proc/stat`` files them under softirq, so leaving them out can only make outside
+Why busy is the time a CPU was not idle, and not its user + nice + system: on a kernel
+that accounts CPU time by the tick (``CONFIG_TICK_CPU_ACCOUNTING``, the common build) and
+stops the tick on idle CPUs (``NO_HZ``), ``/proc/stat``'s user and system are whole ticks
+charged to whatever ran when a tick came, while idle and iowait are the exact time the CPU
+slept. A CPU whose tasks run in bursts shorter than a tick, as throttled servers do, gets
+ticks that do not add up to the time that passed. Measured on this project's 2-core VM in
+32 phases of 3 s (sp+sr and mp+mr, three servers at 0.25-0.5 CPU quotas on CPU 1):
+user + nice + system minus the servers' own CPU time was -0.19 to +0.14 cores (sd 0.076),
+enough to fail a phase's check on a machine running nothing else; the time CPU 1 was not
+idle minus the servers' CPU time was -0.015 to +0.026 (sd 0.010). A process's CPU time
+(``/proc/PID/stat``) is scaled to its exact run time, so both sides are exact.
+
+Why irq and softirq are taken out: with IRQ time accounting the kernel charges interrupt
+time to no process, so the experiment's own loopback softirq work would count as outside;
+without it a task's CPU time holds the softirq work done in its context, and the irq and
+softirq fields are the ticks that fell in it, so taking them out can only make outside
 smaller. Guest time is inside user and nice: a virtual machine on this host is outside.
 
 **Limits.** (1) Outside can be understated by interrupt work done for other processes
 and, on a kernel without IRQ time accounting, by the experiment's in-process softirq time;
 it is overstated by the CPU of an experiment process in the quarter second before it
-exits (no sample sees it) and by kernel threads working for the experiment (writeback of
-its files). (2) On a tick-accounting kernel (``CONFIG_TICK_CPU_ACCOUNTING``) ``/proc/stat``
-samples busy time once per kernel tick while process CPU times are exact: on a half-busy
-CPU at HZ = 250 a 4 s window is off by about 0.016 cores (one sd, sqrt(N/4) ticks of N);
-the counters' 1/100 s steps add at most 2 of them per process and 3 per CPU. Both shrink
-with longer windows. In a tiny run here the servers' CPU counted this way was 0.454 cores
-and their agents' cgroup readings said 0.45. (3) A pid of the experiment reused within 0.25 s by a stranger, or the
-reverse, is misread (pids are allocated in turn, so this needs the pid space to wrap).
+exits (no sample sees it), by kernel threads working for the experiment (writeback of its
+files) and by interrupts that wake an idle CPU for it (the wake-up of a server by the
+balancer's send: a few microseconds each, inside the +0.026 above). (2) The counters'
+1/100 s steps add at most 2 of them per process and 3 per CPU: 0.01 cores over a 3 s
+window for one CPU and a handful of processes. On a kernel that never stops the tick,
+idle is counted in ticks too, and the ticks then add up to the time that passed. (3) A
+pid of the experiment reused within 0.25 s by a stranger, or the reverse, is misread
+(pids are allocated in turn, so this needs the pid space to wrap).
 
 **Cost**, measured on this project's 2-core VM with 94 processes on the machine, 13 of
 them the experiment's: 0.6 ms of CPU per sample (listing the pids 0.08 ms, ``/proc/stat``
@@ -79,8 +92,11 @@ PROC_STAT = Path("/proc/stat")
 class Jiffies(NamedTuple):
     """One CPU's counters from ``/proc/stat``, in USER_HZ ticks since boot."""
 
-    busy: int
-    """user + nice + system: time in tasks (guest time is inside user and nice)."""
+    idle: int
+    """idle + iowait: the time the CPU slept (exact on a kernel that stops the tick)."""
+    interrupt: int
+    """irq + softirq: interrupt work the kernel did not charge to a task (the module's
+    account)."""
     steal: int
     """Time the hypervisor ran something else while this virtual CPU wanted to run."""
 
@@ -91,8 +107,10 @@ def parse_proc_stat(text: str) -> dict[int, Jiffies]:
     out = {}
     for line in text.splitlines():
         if line.startswith("cpu") and line[3:4].isdigit():
-            name, user, nice, system, _idle, _iowait, _irq, _softirq, steal, *_ = line.split()
-            out[int(name[3:])] = Jiffies(int(user) + int(nice) + int(system), int(steal))
+            name, _user, _nice, _system, idle, iowait, irq, softirq, steal, *_ = line.split()
+            out[int(name[3:])] = Jiffies(
+                int(idle) + int(iowait), int(irq) + int(softirq), int(steal)
+            )
     return out
 
 
@@ -122,7 +140,8 @@ def disturbance(
 
     def scope(cpus: frozenset[int]) -> dict[str, Any]:
         present = sorted(c for c in cpus if c in before and c in after)
-        busy = sum(after[c].busy - before[c].busy for c in present) / hz / seconds
+        not_busy = sum(sum(after[c]) - sum(before[c]) for c in present) / hz / seconds
+        busy = len(present) - not_busy
         experiment = sum(s for where, s in own.items() if where & cpus) / seconds
         return {
             "cpus": present,

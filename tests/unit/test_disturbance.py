@@ -20,10 +20,11 @@ from lblab.loadtests.validity import phase_checks
 from lblab.manifest import PhaseEntry
 from lblab.windows import Window
 
-# Two snapshots 2 s apart at USER_HZ = 100: user nice system idle iowait irq softirq
-# steal guest guest_nice. CPU 0 (the harness's): 120 busy ticks (0.6 cores), 10 steal,
-# and 40 of irq and softirq, which do not count. CPU 1 (the servers'): 190 busy ticks
-# (0.95 cores), 4 steal.
+# Two snapshots 2 s apart at USER_HZ = 100 (200 ticks a CPU): user nice system idle iowait
+# irq softirq steal guest guest_nice. CPU 0 (the harness's) slept 30 ticks (idle + iowait),
+# 40 went to irq and softirq and 10 to steal: busy 120 (0.6 cores). CPU 1 (the servers')
+# slept 4, 2 softirq, 4 steal: busy 190 (0.95 cores). Their user + system ticks (190 and
+# 160) say otherwise, as they do on a tickless kernel: they are not read.
 BEFORE = """cpu  3000 20 800 9000 10 5 40 50 0 0
 cpu0 1000 10 400 5000 5 5 20 30 0 0
 cpu1 2000 10 400 4000 5 0 20 20 0 0
@@ -31,9 +32,9 @@ intr 1434042 0 0 0
 ctxt 99
 btime 1700000000
 """
-AFTER = """cpu  3260 20 850 9070 10 25 80 64 0 0
-cpu0 1090 10 430 5020 5 25 40 40 0 0
-cpu1 2170 10 420 4050 5 0 40 24 0 0
+AFTER = """cpu  3300 20 850 9029 15 25 62 64 0 0
+cpu0 1150 10 440 5025 10 25 40 40 0 0
+cpu1 2150 10 410 4004 5 0 22 24 0 0
 intr 1434099 0 0 0
 ctxt 120
 btime 1700000000
@@ -41,8 +42,19 @@ btime 1700000000
 HARNESS, SERVERS = frozenset({0}), frozenset({1})
 
 
-def test_parse_reads_each_cpu_and_leaves_irq_softirq_and_the_total_out() -> None:
-    assert parse_proc_stat(BEFORE) == {0: Jiffies(1410, 30), 1: Jiffies(2410, 20)}
+def test_parse_reads_each_cpu_s_idle_interrupt_and_steal_time_and_not_the_total() -> None:
+    assert parse_proc_stat(BEFORE) == {0: Jiffies(5005, 25, 30), 1: Jiffies(4005, 20, 20)}
+
+
+def test_busy_is_the_time_not_idle_when_the_ticks_do_not_add_up() -> None:
+    # A tickless kernel, 2 s: CPU 1 slept 1.2 s, but its user + system ticks say 1.3 s
+    # (250 ticks in 200). The servers ran 0.8 s, so nothing else did; counted from the
+    # user + system ticks, 0.25 cores would be outside (a failed check).
+    before = parse_proc_stat("cpu1 1000 0 300 1000 0 0 0 0 0 0")
+    after = parse_proc_stat("cpu1 1100 0 330 1120 0 0 0 0 0 0")
+    d = disturbance(before, after, 2.0, {SERVERS: 0.8}, HARNESS, hz=100)
+    assert d["servers"]["busy_cores"] == pytest.approx(0.4)
+    assert d["servers"]["outside_cores"] == pytest.approx(0.0)
 
 
 def test_isolated_servers_cpus_show_what_else_ran_there() -> None:
