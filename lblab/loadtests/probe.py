@@ -33,7 +33,7 @@ processes placed off the runner's own set: only the servers are) and ``harness``
 runner's own CPUs). Without isolation the three are the same set.
 
 Why busy is the time a CPU was not idle, and not its user + nice + system: on a kernel
-that accounts CPU time by the tick (``CONFIG_TICK_CPU_ACCOUNTING``, the common build) and
+that accounts CPU time by the tick (``CONFIG_TICK_CPU_ACCOUNTING``, this project's VM) and
 stops the tick on idle CPUs (``NO_HZ``), ``/proc/stat``'s user and system are whole ticks
 charged to whatever ran when a tick came, while idle and iowait are the exact time the CPU
 slept. A CPU whose tasks run in bursts shorter than a tick, as throttled servers do, gets
@@ -95,8 +95,7 @@ class Jiffies(NamedTuple):
     idle: int
     """idle + iowait: the time the CPU slept (exact on a kernel that stops the tick)."""
     interrupt: int
-    """irq + softirq: interrupt work the kernel did not charge to a task (the module's
-    account)."""
+    """irq + softirq: interrupt time, left out of busy (the module's account says why)."""
     steal: int
     """Time the hypervisor ran something else while this virtual CPU wanted to run."""
 
@@ -140,6 +139,7 @@ def disturbance(
 
     def scope(cpus: frozenset[int]) -> dict[str, Any]:
         present = sorted(c for c in cpus if c in before and c in after)
+        # Every field of Jiffies is time the CPU did no task's work.
         not_busy = sum(sum(after[c]) - sum(before[c]) for c in present) / hz / seconds
         busy = len(present) - not_busy
         experiment = sum(s for where, s in own.items() if where & cpus) / seconds
