@@ -11,7 +11,8 @@ Theory of operation: one request at a time per connection (the caller is one Loc
 user, or one slot of the open-loop pool). ``request_response`` sends the frame, then reads
 frames until the PAYLOAD or ERROR of its own stream id arrives or the deadline passes.
 Frames of older stream ids (late answers to timed-out requests, which we CANCELled) are
-dropped, so a timeout leaves the connection usable. A lost connection is replaced on the
+dropped, so a timeout leaves the connection usable. Under gevent the deadline is kept by
+one timer per process (``loadtests/deadlines.py``), outside it by the socket's timeout. A lost connection is replaced on the
 next call, and so is one whose peer has been silent beyond its max lifetime (checked
 before each request: the peer has closed it by then, so failing a request on it would
 only be noise). The request bytes are built once per (metadata, data) and only the stream id
@@ -23,6 +24,7 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from lblab.errors import ApplicationError, LblabError
 from lblab.failures import classify_error
@@ -76,6 +78,7 @@ class RSocketClient:
         "_rsocket",
         "_sock",
         "_templates",
+        "_watch",
         "connect_timeout",
         "host",
         "port",
@@ -95,6 +98,8 @@ class RSocketClient:
         self.connect_timeout = connect_timeout
         self._sock: socket.socket | None = None
         self._rsocket: Connection | None = None
+        self._watch: Any = None
+        """Under gevent, the hub's ``DeadlineWatch``: the socket then has no timeout."""
         # (metadata, data) -> frame bytes with stream id 1; bounded by the few distinct cells.
         self._templates: dict[tuple[bytes | None, bytes], bytes] = {}
 
@@ -110,6 +115,11 @@ class RSocketClient:
         except OSError as exc:
             raise ConnectionLost(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if hasattr(sock, "_wait"):  # a gevent socket: deadlines by the hub's one timer
+            from lblab.loadtests.deadlines import deadline_watch
+
+            sock.settimeout(None)
+            self._watch = deadline_watch()
         self._sock = sock
         setup = Setup(
             keepalive_ms=KEEPALIVE_MS,
@@ -142,13 +152,21 @@ class RSocketClient:
             assert rsocket is not None
         stream_id = rsocket.next_stream_id()
         out = rsocket.data_to_send()  # our KEEPALIVE, when due
-        self._send(out + self._request_bytes(stream_id, metadata, data))
+        watch = self._watch
+        if watch is not None:
+            watch.enter(deadline)
         try:
+            self._send(out + self._request_bytes(stream_id, metadata, data))
             return self._await(stream_id, deadline)
         except RequestTimeout:
             if self._sock is not None:
+                if watch is not None:  # the CANCEL gets as long as the request had
+                    watch.enter(time.monotonic() + timeout)
                 self._send(encode_frame(Cancel(stream_id=stream_id)))
             raise
+        finally:
+            if watch is not None:
+                watch.leave()
 
     # ------------------------------------------------------------ internals
 
@@ -215,7 +233,8 @@ class RSocketClient:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RequestTimeout("no response before the deadline")
-        sock.settimeout(remaining)
+        if self._watch is None:
+            sock.settimeout(remaining)
         try:
             if wait_first:
                 _wait_readable(sock)
@@ -232,7 +251,8 @@ class RSocketClient:
 
 
 def _wait_readable(sock: socket.socket) -> None:
-    """Under gevent, wait on the socket's own read watcher (with its timeout) before the
+    """Under gevent, wait on the socket's own read watcher (the socket has no timeout
+    there: ``loadtests/deadlines.py`` ends the wait at the deadline) before the
     first ``recv`` after a send: gevent's ``recv`` tries the read first, and right after a
     send the answer is never there yet, so every request paid for a read failing with
     EAGAIN and the exception around it (with the ``send`` change in ``_send``, 20.4 -> 17.1
