@@ -51,7 +51,9 @@ softirq fields are the ticks that fell in it, so taking them out can only make o
 smaller. Guest time is inside user and nice: a virtual machine on this host is outside.
 
 **Limits.** (1) Outside can be understated by interrupt work done for other processes
-and, on a kernel without IRQ time accounting, by the experiment's in-process softirq time;
+and, on a kernel without IRQ time accounting, by the experiment's in-process softirq time
+(on this project's VM the harness's CPU, where Locust and the balancer do the loopback's
+softirq work, read -0.01 to -0.05 cores outside at 0.2-0.4 cores busy in a quiet run);
 it is overstated by the CPU of an experiment process in the quarter second before it
 exits (no sample sees it), by kernel threads working for the experiment (writeback of its
 files) and by interrupts that wake an idle CPU for it (the wake-up of a server by the
