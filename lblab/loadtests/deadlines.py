@@ -81,5 +81,6 @@ class DeadlineWatch:
         if self._waiting:
             self._arm(min(self._waiting.values()))
         for g in overdue:
-            # Runs g until it waits again; it may enter a new request meanwhile.
-            g.throw(TimeoutError("no response before the deadline"))
+            if not g.dead:  # (a request always leaves; this keeps the hub safe if not)
+                # Runs g until it waits again; it may enter a new request meanwhile.
+                g.throw(TimeoutError("no response before the deadline"))
