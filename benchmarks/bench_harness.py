@@ -12,8 +12,12 @@ agents; ``loadtests/probe.py``) times the measured window, over the requests in 
 window, is the group's CPU per request in microseconds.
 With ``--baseline REV`` each round also runs the same command from git revision REV's
 tree (this environment's dependencies), so before and after come from the same rounds.
-Medians over every phase of the rounds. Figures on a shared 2-core VM move between runs:
-compare within one run. ``--markdown`` prints a stamped section of
+Medians over every phase of the rounds, and per strategy: a phase's cost per request
+falls as its throughput rises, and the strategies' throughputs differ by 2x at this load.
+With a baseline, also the paired ratio: the median over (round, strategy) of this tree's
+figure over the baseline's, so the host's drift between rounds cancels. Figures on a
+shared 2-core VM move between runs (the same code 100-154 us in one day): compare within
+one run. ``--markdown`` prints a stamped section of
 ``docs/results/benchmarks.md``.
 """
 
@@ -50,16 +54,45 @@ strategies = {strategies}
 TIMEOUT_S = 900
 
 
+@dataclass(frozen=True)
+class Phase:
+    """One phase's figures: us per request by group, and ``ok_per_s``."""
+
+    round: int
+    strategy: str
+    figures: dict[str, float]
+
+
 @dataclass
 class Tree:
-    """One tree's per-phase figures: us per request by group."""
+    """One tree's phases."""
 
     name: str
-    phases: list[dict[str, float]] = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)
 
-    def median(self, key: str) -> float:
-        values = [p[key] for p in self.phases if key in p]
+    def median(self, key: str, strategy: str | None = None) -> float:
+        values = [
+            p.figures[key]
+            for p in self.phases
+            if key in p.figures and strategy in (None, p.strategy)
+        ]
         return statistics.median(values) if values else float("nan")
+
+    def strategies(self) -> list[str]:
+        return list(dict.fromkeys(p.strategy for p in self.phases))
+
+
+def paired_ratio(now: Tree, then: Tree, key: str) -> float:
+    """The median over (round, strategy) of ``now``'s figure over ``then``'s: each pair
+    ran in the same round on the same load, so the machine's drift between rounds (the
+    harness's cost follows the phases' throughput, which follows the host) cancels."""
+    before = {(p.round, p.strategy): p.figures[key] for p in then.phases if key in p.figures}
+    ratios = [
+        p.figures[key] / before[(p.round, p.strategy)]
+        for p in now.phases
+        if key in p.figures and before.get((p.round, p.strategy))
+    ]
+    return statistics.median(ratios) if ratios else float("nan")
 
 
 def run_once(workdir: Path, strategies: list[str], env: dict[str, str] | None) -> Path:
@@ -76,7 +109,7 @@ def run_once(workdir: Path, strategies: list[str], env: dict[str, str] | None) -
     return out
 
 
-def phase_figures(run: Path) -> list[dict[str, float]]:
+def phase_figures(run: Path, round_: int) -> list[Phase]:
     """Per done phase: each harness group's CPU per request (us), and the ok rate."""
     manifest = load(run / "manifest.json")
     rows = []
@@ -91,7 +124,7 @@ def phase_figures(run: Path) -> list[dict[str, float]]:
             if cores:
                 row[group] = 1e6 * sum(cores) * seconds / n
         row["harness"] = sum(row.get(g, 0.0) for g in GROUPS)
-        rows.append(row)
+        rows.append(Phase(round_, p.strategy, row))
     return rows
 
 
@@ -107,13 +140,13 @@ def measure(args: argparse.Namespace) -> list[Tree]:
     for r in range(args.rounds):
         for tree_figures, env in zip(trees, envs, strict=True):
             run = run_once(workdir, strategies, env)
-            rows = phase_figures(run)
+            rows = phase_figures(run, r + 1)
             if not rows:
                 raise SystemExit(f"{run}: no phase was done with requests in its window")
             tree_figures.phases += rows
             print(
                 f"round {r + 1} {tree_figures.name}: {len(rows)} phases, harness "
-                f"{statistics.median(x['harness'] for x in rows):.0f} us/request",
+                f"{statistics.median(x.figures['harness'] for x in rows):.0f} us/request",
                 file=sys.stderr,
             )
     return trees
@@ -122,24 +155,37 @@ def measure(args: argparse.Namespace) -> list[Tree]:
 COLUMNS = ("balancer", "locust", "agents", "harness", "ok_per_s")
 
 
+def _figures(t: Tree, strategy: str | None = None) -> dict[str, str]:
+    return {
+        ("ok req/s" if k == "ok_per_s" else f"{k} us/req"): f"{t.median(k, strategy):,.0f}"
+        if k == "ok_per_s"
+        else f"{t.median(k, strategy):.1f}"
+        for k in COLUMNS
+    }
+
+
 def rows_of(trees: list[Tree]) -> list[dict[str, object]]:
+    return [{"tree": t.name, "phases": len(t.phases), **_figures(t)} for t in trees]
+
+
+def strategy_rows(trees: list[Tree]) -> list[dict[str, object]]:
+    """Per tree and strategy: the strategies load the harness differently (their
+    throughput differs), so the overall median depends on the mix."""
     return [
         {
             "tree": t.name,
-            "phases": len(t.phases),
-            **{
-                ("ok req/s" if k == "ok_per_s" else f"{k} us/req"): f"{t.median(k):,.0f}"
-                if k == "ok_per_s"
-                else f"{t.median(k):.1f}"
-                for k in COLUMNS
-            },
+            "strategy": name,
+            "phases": sum(p.strategy == name for p in t.phases),
+            **_figures(t, name),
         }
         for t in trees
+        for name in t.strategies()
     ]
 
 
 def markdown(trees: list[Tree], stamp: Stamp, command: str, strategies: str) -> str:
     rows = rows_of(trees)
+    by_strategy = strategy_rows(trees)
     lines = [
         "## The harness's cost per request",
         "",
@@ -151,10 +197,21 @@ def markdown(trees: list[Tree], stamp: Stamp, command: str, strategies: str) -> 
         "over the requests in the measured window. Medians over the phases.",
         "",
         *table(list(rows[0]), rows),
+        "",
+        "By strategy (a phase's cost per request falls as its throughput rises):",
+        "",
+        *table(list(by_strategy[0]), by_strategy),
     ]
     if len(trees) == 2:
-        now, then = trees[0].median("harness"), trees[1].median("harness")
-        lines += ["", f"The harness's CPU per request is {now / then:.2f}x {trees[1].name}'s."]
+        now, then = trees
+        ratios = {k: paired_ratio(now, then, k) for k in ("harness", "balancer", "locust")}
+        lines += [
+            "",
+            f"Paired by round and strategy, the harness's CPU per request is "
+            f"{ratios['harness']:.2f}x {then.name}'s (the balancer's {ratios['balancer']:.2f}x, "
+            f"Locust's {ratios['locust']:.2f}x); the ratio of the medians above is "
+            f"{now.median('harness') / then.median('harness'):.2f}x.",
+        ]
     return "\n".join(lines)
 
 
@@ -173,8 +230,11 @@ def main() -> None:
     if stamp is not None:
         print(markdown(trees, stamp, command, args.strategies))
         return
-    for row in rows_of(trees):
+    for row in rows_of(trees) + strategy_rows(trees):
         print("  ".join(f"{k} {v}" for k, v in row.items()))
+    if len(trees) == 2:
+        ratio = paired_ratio(trees[0], trees[1], "harness")
+        print(f"paired by round and strategy: harness {ratio:.2f}x {trees[1].name}'s")
 
 
 if __name__ == "__main__":

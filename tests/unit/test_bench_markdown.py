@@ -201,24 +201,41 @@ def test_in_flight_counts_refuse_nonsense() -> None:
 
 def test_harness_with_a_baseline() -> None:
     m = bench("bench_harness")
+
+    def phase(round_: int, strategy: str, balancer: float, locust: float, rate: float) -> object:
+        agents = 5.0
+        figures = {"balancer": balancer, "locust": locust, "agents": agents, "ok_per_s": rate}
+        return m.Phase(round_, strategy, {**figures, "harness": balancer + locust + agents})
+
     now = m.Tree("this tree", [
-        {"balancer": 60.0, "locust": 70.0, "agents": 5.0, "harness": 135.0, "ok_per_s": 2000.0},
-        {"balancer": 64.0, "locust": 80.0, "agents": 6.0, "harness": 150.0, "ok_per_s": 2100.0},
+        phase(1, "rr", 60.0, 70.0, 2000.0),
+        phase(1, "lc", 40.0, 45.0, 4000.0),
+        phase(2, "rr", 64.0, 80.0, 2100.0),
     ])  # fmt: skip
     then = m.Tree("`HEAD~1`", [
-        {"balancer": 110.0, "locust": 150.0, "agents": 5.0, "harness": 265.0, "ok_per_s": 1900.0},
+        phase(1, "rr", 110.0, 150.0, 1900.0),
+        phase(1, "lc", 50.0, 60.0, 3800.0),
+        # This tree's round 2 rr has no partner here: left out of the pairing.
+        phase(2, "lc", 45.0, 55.0, 3900.0),
     ])  # fmt: skip
     command = "uv run python benchmarks/bench_harness.py --markdown"
     text = m.markdown([now, then], STAMP, command, "rr,lc")
-    (rows,) = check_section(text, "The harness's cost per request", "bench_harness")
-    assert rows[0] == (
+    overall, by_strategy = check_section(text, "The harness's cost per request", "bench_harness")
+    assert overall[0] == (
         "| tree | phases | balancer us/req | locust us/req | agents us/req | harness us/req "
         "| ok req/s |"
     )
-    assert rows[2] == "| this tree | 2 | 62.0 | 75.0 | 5.5 | 142.5 | 2,050 |"
-    assert rows[3] == "| `HEAD~1` | 1 | 110.0 | 150.0 | 5.0 | 265.0 | 1,900 |"
+    assert overall[2] == "| this tree | 3 | 60.0 | 70.0 | 5.0 | 135.0 | 2,100 |"
+    assert overall[3] == "| `HEAD~1` | 3 | 50.0 | 60.0 | 5.0 | 115.0 | 3,800 |"
+    assert by_strategy[0].startswith("| tree | strategy | phases | balancer us/req |")
+    assert by_strategy[2] == "| this tree | rr | 2 | 62.0 | 75.0 | 5.0 | 142.0 | 2,050 |"
+    assert by_strategy[3] == "| this tree | lc | 1 | 40.0 | 45.0 | 5.0 | 90.0 | 4,000 |"
+    assert by_strategy[5] == "| `HEAD~1` | lc | 2 | 47.5 | 57.5 | 5.0 | 110.0 | 3,850 |"
     assert "one replication of rr, lc" in text
-    assert "0.54x `HEAD~1`'s" in text
+    # Pairs (1, rr): 135 / 265, (1, lc): 90 / 115; the median of the two ratios.
+    paired = (135 / 265 + 90 / 115) / 2
+    assert f"is {paired:.2f}x `HEAD~1`'s" in text
+    assert "the ratio of the medians above is 1.17x" in text
 
 
 def test_perf_split_reads_perf_and_names_places() -> None:
