@@ -234,10 +234,11 @@ class RSocketClient:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RequestTimeout("no response before the deadline")
-        if self._watch is None:
+        gevent_socket = self._watch is not None  # set by ``connect`` for a gevent socket
+        if not gevent_socket:
             sock.settimeout(remaining)
         try:
-            if wait_first:
+            if wait_first and gevent_socket:
                 _wait_readable(sock)
             chunk = sock.recv(READ_SIZE)
         except TimeoutError:
@@ -259,11 +260,9 @@ def _wait_readable(sock: socket.socket) -> None:
     EAGAIN and the exception around it (with the ``send`` change in ``_send``, 20.4 -> 17.1
     us of CPU per request for ten gevent users against ``benchmarks/echo_server.py``).
     Later reads of the same answer try first, as gevent does: its rest is usually there. A
-    stdlib socket's ``recv`` blocks instead: nothing to do. gevent is pinned; ``_wait`` and
-    ``_read_event`` are its socket's own."""
-    wait = getattr(sock, "_wait", None)
-    if wait is not None:
-        wait(sock._read_event)  # type: ignore[attr-defined]
+    stdlib socket's ``recv`` blocks instead, so only a gevent socket comes here. gevent is
+    pinned; ``_wait`` and ``_read_event`` are its socket's own."""
+    sock._wait(sock._read_event)  # type: ignore[attr-defined]
 
 
 def _code_name(code: int) -> str:
