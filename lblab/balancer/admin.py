@@ -35,6 +35,7 @@ from urllib.parse import unquote
 
 import orjson
 
+from lblab import collector
 from lblab.balancer import input_checks
 from lblab.balancer.pool import COUNTER_HELP
 from lblab.config import check_weight, parse_hostport
@@ -315,7 +316,8 @@ def authorize(token: str | None, header: str | None) -> None:
 
 
 async def _get_metrics(node: BalancerNode, request: Request) -> Response:
-    return Response(200, "text/plain; version=0.0.4", metrics_text(node.snapshot()).encode())
+    text = metrics_text(node.snapshot()) + collector.prometheus_text()
+    return Response(200, "text/plain; version=0.0.4", text.encode())
 
 
 async def _get_status(node: BalancerNode, request: Request) -> Response:

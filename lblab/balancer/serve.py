@@ -1,4 +1,5 @@
-"""Running the balancer node as a process: event loop, allocator tuning, signals, ready line."""
+"""Running the balancer node as a process: event loop, allocator and collector tuning,
+signals, ready line."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import ctypes
 import ctypes.util
 import logging
 
-from lblab import compiled
+from lblab import collector, compiled
 from lblab.balancer.admin import start_admin
 from lblab.balancer.agent_listener import start_agent_listener
 from lblab.balancer.node import BalancerNode, NodeConfig
@@ -59,6 +60,7 @@ async def serve(config: NodeConfig) -> None:
         )
     stop = stop_on_signals(loop)
     log.info("per-request path: %s", compiled.status())
+    collector.settle()
     announce_ready(
         "balancer", **node.ports(), strategy=node.strategy.name, compiled=compiled.active()
     )

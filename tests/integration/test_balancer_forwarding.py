@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections import Counter
 
@@ -168,6 +169,37 @@ def test_status_and_metrics_account_every_request(testbed):
     for name in COUNTER_NAMES:
         assert f"# TYPE lblab_balancer_{name}_total counter" in text, name
         assert f'lblab_balancer_{name}_total{{backend="e2"}} ' in text, name
+
+
+def _gc_collections(balancer) -> dict[str, float]:
+    code, text = admin(balancer, "GET", "/metrics")
+    assert code == 200
+    found = re.findall(r'^python_gc_collections_total\{generation="(\d)"\} (\S+)$', text, re.M)
+    assert [g for g, _ in found] == ["0", "1", "2"], text
+    return {g: float(v) for g, v in found}
+
+
+def test_the_collector_stays_out_of_the_forwarding_path(testbed):
+    """Ten thousand requests at 64 in flight run no collection of the cyclic GC: the
+    in-flight requests' own objects once kept crossing the default threshold (a young
+    collection every few hundred requests, a full one of every start-up object, 20-30 ms,
+    every second or two); lblab/collector.py freezes start-up and sets the threshold."""
+    balancer, _ = testbed
+    before = _gc_collections(balancer)
+    client = RawClient(balancer.ready["port"])
+    client.send(client_setup())
+    sent = answered = 0
+    for _ in range(160):
+        client.send(*(RequestResponse(stream_id=2 * (sent + i) + 1, data=b"x" * 100)
+                      for i in range(64)))  # fmt: skip
+        sent += 64
+        while answered < sent:
+            frame = client.recv()
+            assert frame is not None and frame.stream_id % 2 == 1, frame
+            answered += 1
+    after = _gc_collections(balancer)
+    assert after["2"] == before["2"], (before, after)
+    assert after["0"] - before["0"] <= 2, (before, after)
 
 
 def test_admin_rejects_bad_requests(testbed):
