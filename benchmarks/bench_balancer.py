@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
 
+from lblab import compiled
 from lblab.balancer.framing import FrameProtocol
 from lblab.pages import table, this_script
 from lblab.procs import Child, lblab_command, spawn, stop
@@ -201,9 +202,27 @@ async def measure_cell(
 # ---------------------------------------------------------------- the testbed
 
 
-def export_revision(rev: str, into: Path) -> Path:
-    """The source tree of git revision ``rev`` (``git archive``), to run its balancer
-    with this environment's dependencies."""
+@dataclass
+class Baseline:
+    """Another git revision's tree, ready to run beside this one."""
+
+    rev: str
+    env: dict[str, str]
+    """This environment with the tree first on the path (and not the working directory)."""
+    runs_as: str
+    """"compiled", or "plain Python" and why."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.rev} ({self.runs_as})"
+
+
+def export_revision(rev: str, into: Path, plain: bool = False) -> Baseline:
+    """The source tree of git revision ``rev`` (``git archive``), to run with this
+    environment's dependencies, and its per-request path compiled as ``scripts/setup``
+    would (its own ``scripts/compile``, where it has one): a compiled tree measured
+    against a baseline left as plain Python would credit the compiler to the change.
+    ``plain``: no build, and the tree runs as plain Python (what compiling gains)."""
     into.mkdir(parents=True)
     repo = HERE.parent
     archive = subprocess.run(
@@ -215,14 +234,33 @@ def export_revision(rev: str, into: Path) -> Path:
     if archive.returncode:
         raise SystemExit(f"--baseline {rev}: {archive.stderr.decode().strip()}")
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True, timeout=60)
-    return into
+    env = {**os.environ, "PYTHONPATH": str(into), "PYTHONSAFEPATH": "1"}
+    script = into / "scripts" / "compile"
+    if plain:
+        return Baseline(rev, {**env, compiled.OFF_ENV: "1"}, "plain Python, as asked")
+    if not script.exists():
+        return Baseline(rev, env, "plain Python: no scripts/compile then")
+    print(f"(building {rev}'s compiled path ...)", file=sys.stderr)
+    built = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=into,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    if built.returncode:
+        tail = "\n".join((built.stdout + built.stderr).splitlines()[-5:])
+        print(f"({rev}'s compile failed; it runs as plain Python:\n{tail})", file=sys.stderr)
+        return Baseline(rev, env, "plain Python: its compile failed")
+    return Baseline(rev, env, "compiled")
 
 
 def start_testbed(
     workdir: Path,
     strategy: str,
     with_haproxy: bool,
-    baseline: str | None = None,
+    baseline: Baseline | None = None,
     references: bool = True,
 ) -> dict[str, object]:
     """Three echo backends, lblab's balancer over them, and what is compared with it:
@@ -249,13 +287,11 @@ def start_testbed(
             log_path=workdir / f"{name}.log",
         )
     if baseline is not None:
-        tree = export_revision(baseline, workdir / "baseline-tree")
         bed["baseline"] = spawn(
             "baseline balancer",
             lblab_command(*args),
             log_path=workdir / "baseline.log",
-            # The old tree first on the path, and not the working directory (this tree).
-            env={**os.environ, "PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"},
+            env=baseline.env,
         )
     if with_haproxy:
         bed["haproxy"] = start_haproxy(workdir, backends)
@@ -373,6 +409,7 @@ class BalancerBench:
     rounds: int
     seconds: float
     baseline: str | None
+    """The baseline's revision and how its code ran, e.g. ``HEAD (compiled)``."""
     targets: list[str]
     sizes: list[str]
     in_flight: list[int]
@@ -404,7 +441,12 @@ def measure(args: argparse.Namespace) -> BalancerBench:
     sizes = [s for s in args.sizes.split(",") if s]
     in_flight = in_flight_counts(args.in_flight)
     workdir = Path(tempfile.mkdtemp(prefix="bench-balancer-"))
-    bed = start_testbed(workdir, args.strategy, with_haproxy, args.baseline)
+    baseline = (
+        export_revision(args.baseline, workdir / "baseline-tree", args.plain_baseline)
+        if args.baseline
+        else None
+    )
+    bed = start_testbed(workdir, args.strategy, with_haproxy, baseline)
     balancer: Child = bed["balancer"]  # type: ignore[assignment]
     backends: list[Child] = bed["backends"]  # type: ignore[assignment]
     direct = [("127.0.0.1", b.ready["port"]) for b in backends]
@@ -454,7 +496,7 @@ def measure(args: argparse.Namespace) -> BalancerBench:
         args.strategy,
         args.rounds,
         args.seconds,
-        args.baseline,
+        baseline.label if baseline else None,
         targets,
         sizes,
         in_flight,
@@ -766,7 +808,14 @@ def main() -> None:
     )
     parser.add_argument("--pick-iterations", type=int, default=200_000)
     parser.add_argument(
-        "--baseline", metavar="REV", help="also measure the balancer of this git revision"
+        "--baseline",
+        metavar="REV",
+        help="also measure the balancer of this git revision, compiled as scripts/setup would",
+    )
+    parser.add_argument(
+        "--plain-baseline",
+        action="store_true",
+        help="run the baseline as plain Python (--baseline HEAD: what compiling gains)",
     )
     parser.add_argument(
         "--markdown",

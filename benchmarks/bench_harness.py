@@ -24,7 +24,6 @@ one run. ``--markdown`` prints a stamped section of
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -134,9 +133,9 @@ def measure(args: argparse.Namespace) -> list[Tree]:
     trees = [Tree("this tree")]
     envs: list[dict[str, str] | None] = [None]
     if args.baseline:
-        tree = export_revision(args.baseline, workdir / "baseline-tree")
-        trees.append(Tree(f"`{args.baseline}`"))
-        envs.append({**os.environ, "PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"})
+        baseline = export_revision(args.baseline, workdir / "baseline-tree", args.plain_baseline)
+        trees.append(Tree(f"`{baseline.rev}` ({baseline.runs_as})"))
+        envs.append(baseline.env)
     for r in range(args.rounds):
         for tree_figures, env in zip(trees, envs, strict=True):
             run = run_once(workdir, strategies, env)
@@ -219,7 +218,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--strategies", default="r,rr,wrr,lc,dwrr")
-    parser.add_argument("--baseline", metavar="REV", help="also run git revision REV's tree")
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run git revision REV's tree, compiled as setup would",
+    )
+    parser.add_argument(
+        "--plain-baseline", action="store_true", help="run the baseline as plain Python"
+    )
     parser.add_argument("--markdown", action="store_true", help="print a stamped section")
     args = parser.parse_args()
     if args.rounds < 1:
