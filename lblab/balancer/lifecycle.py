@@ -121,8 +121,7 @@ class Lifecycle:
     def skip(self, life: Attempted, backend_id: str) -> None:
         """The picked backend cannot take the request (the driver has no way to it):
         exclude it from this request's picks; the driver picks again."""
-        request = life.request
-        life.request = request._replace(exclude=request.exclude | {backend_id})
+        life.request = life.request.excluding(backend_id, life.request.attempt)
 
     def dispatched(self, life: Attempted, view: BackendView, now: float) -> None:
         """The current attempt went to ``view`` at ``now``: its timing starts here."""

@@ -81,9 +81,8 @@ class RecordingPool(Pool):
     ) -> None:
         # Rounded to the nanosecond: the drivers add their times in different orders.
         latency = round(outcome.latency_ms, 6)
-        self.calls.append(
-            ("complete", view.id, *_request(request), outcome._replace(latency_ms=latency), now)
-        )
+        rounded = Outcome(outcome.ok, latency, outcome.error_kind, outcome.server_fault)
+        self.calls.append(("complete", view.id, *_request(request), rounded, now))
         super().complete(view, request, outcome, now)
 
 

@@ -26,7 +26,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar, NamedTuple, Protocol
+from typing import ClassVar, Protocol
 
 from mypy_extensions import mypyc_attr
 
@@ -77,21 +77,81 @@ class BackendView:
         return self.state is Health.UP
 
 
-class RequestView(NamedTuple):
-    """What a strategy may know of one request. Immutable, and a tuple because both
-    drivers build one per request: 3-4 times cheaper than a frozen dataclass, whose
-    ``__init__`` sets every field through ``object.__setattr__``."""
+class RequestView:
+    """What a strategy may know of one request. The driver builds one per request and
+    nothing changes it afterwards (``excluding`` makes a changed copy).
+
+    A plain class, not a NamedTuple: compiled (``lblab/compiled.py``) it is a C struct
+    built by one call, where a NamedTuple's ``__new__`` runs as interpreted Python with
+    its keyword arguments gathered into a dict, 0.3-0.4 us a request in the balancer
+    (docs/FIELD-NOTES.md, "Where lblab's balancer spends its CPU"). It compares and
+    hashes by its fields, as the tuple did."""
 
     request_id: int
-    interaction: Interaction = Interaction.REQUEST_RESPONSE
-    package_bytes: int = 0
-    routing_key: bytes | None = None
+    interaction: Interaction
+    package_bytes: int
+    routing_key: bytes | None
     """From the request's routing-key metadata, for the hash strategies."""
-    client_address: str | None = None
+    client_address: str | None
     """The client's IP address as text, for ``ip-hash``."""
-    exclude: frozenset[str] = frozenset()
+    exclude: frozenset[str]
     """Backends already tried for this request (a REJECTED replay must go elsewhere)."""
-    attempt: int = 0
+    attempt: int
+
+    def __init__(
+        self,
+        request_id: int,
+        interaction: Interaction = Interaction.REQUEST_RESPONSE,
+        package_bytes: int = 0,
+        routing_key: bytes | None = None,
+        client_address: str | None = None,
+        exclude: frozenset[str] = frozenset(),
+        attempt: int = 0,
+    ) -> None:
+        self.request_id = request_id
+        self.interaction = interaction
+        self.package_bytes = package_bytes
+        self.routing_key = routing_key
+        self.client_address = client_address
+        self.exclude = exclude
+        self.attempt = attempt
+
+    def excluding(self, backend_id: str, attempt: int) -> RequestView:
+        """This request again as attempt ``attempt``, never to ``backend_id``."""
+        return RequestView(
+            self.request_id,
+            self.interaction,
+            self.package_bytes,
+            self.routing_key,
+            self.client_address,
+            self.exclude | {backend_id},
+            attempt,
+        )
+
+    def _fields(self) -> tuple[object, ...]:
+        return (
+            self.request_id,
+            self.interaction,
+            self.package_bytes,
+            self.routing_key,
+            self.client_address,
+            self.exclude,
+            self.attempt,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RequestView) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"RequestView(request_id={self.request_id}, interaction={self.interaction!s}, "
+            f"package_bytes={self.package_bytes}, routing_key={self.routing_key!r}, "
+            f"client_address={self.client_address!r}, exclude={set(self.exclude) or '{}'}, "
+            f"attempt={self.attempt})"
+        )
 
 
 MAX_ATTEMPTS = 3
@@ -105,20 +165,32 @@ def next_attempt(
     that already refused it, or None once it has had ``max_attempts`` tries."""
     if request.attempt + 1 >= max_attempts:
         return None
-    return request._replace(exclude=request.exclude | {rejected_by}, attempt=request.attempt + 1)
+    return request.excluding(rejected_by, request.attempt + 1)
 
 
-class Outcome(NamedTuple):
-    """How one dispatch ended, as the driver saw it (immutable; a tuple for speed, as
-    ``RequestView``)."""
+class Outcome:
+    """How one dispatch ended, as the driver saw it. Built once and not changed; a plain
+    class for the reason ``RequestView`` is one."""
 
     ok: bool
     latency_ms: float
     """Balancer-observed: dispatch to first response frame (or to the error)."""
-    error_kind: str | None = None
+    error_kind: str | None
     """One of ``lblab.failures.ERROR_KINDS`` when not ok."""
-    server_fault: bool = False
+    server_fault: bool
     """An error the backend flagged as its own failure (``lblab.failures.is_server_fault``)."""
+
+    def __init__(
+        self,
+        ok: bool,
+        latency_ms: float,
+        error_kind: str | None = None,
+        server_fault: bool = False,
+    ) -> None:
+        self.ok = ok
+        self.latency_ms = latency_ms
+        self.error_kind = error_kind
+        self.server_fault = server_fault
 
     @property
     def backend_fault(self) -> bool:
@@ -130,6 +202,21 @@ class Outcome(NamedTuple):
         that is overload, "safe to retry elsewhere", and the request is replayed.
         """
         return not self.ok and (self.error_kind in BACKEND_FAULT_KINDS or self.server_fault)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.ok, self.latency_ms, self.error_kind, self.server_fault)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Outcome) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"Outcome(ok={self.ok}, latency_ms={self.latency_ms}, "
+            f"error_kind={self.error_kind!r}, server_fault={self.server_fault})"
+        )
 
 
 BACKEND_FAULT_KINDS = frozenset({"timeout", "connection"})
