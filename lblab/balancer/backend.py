@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import cast
+from typing import Final, cast
 
 import orjson
 
@@ -53,21 +53,21 @@ from lblab.wire_asyncio import within
 
 log = logging.getLogger("lblab.balancer.backend")
 
-KEEPALIVE_MS = 1_000
+KEEPALIVE_MS: Final = 1_000
 """Our KEEPALIVE interval toward backends: one 9-byte frame a second per backend is
 nothing, and it bounds how long a hung backend goes unnoticed."""
-CONNECT_TIMEOUT_S = 3.0
-BACKEND_WRITE_HIGH_BYTES = 4 * 1024 * 1024
+CONNECT_TIMEOUT_S: Final = 3.0
+BACKEND_WRITE_HIGH_BYTES: Final = 4 * 1024 * 1024
 """Pause the clients feeding a backend once this much is queued toward it: 4 MiB holds
 64 in-flight 64 KB requests or four 1 MB ones, so normal pipelining never pauses."""
 
-_pack_u32 = U32.pack_into
-_unpack_u32 = U32.unpack_from
-_STREAM_FRAMES = frozenset(
+_pack_u32: Final = U32.pack_into
+_unpack_u32: Final = U32.unpack_from
+_STREAM_FRAMES: Final = frozenset(
     (FrameType.PAYLOAD, FrameType.ERROR, FrameType.REQUEST_N, FrameType.CANCEL)
 )
 """What a backend may send on a stream the balancer opened."""
-_LIVENESS_FRAMES = frozenset((FrameType.KEEPALIVE, FrameType.LEASE, FrameType.METADATA_PUSH))
+_LIVENESS_FRAMES: Final = frozenset((FrameType.KEEPALIVE, FrameType.LEASE, FrameType.METADATA_PUSH))
 """Connection-level frames that show the backend accepted our SETUP and is serving."""
 
 

@@ -27,6 +27,7 @@ refused at the client connection it came from.
 from __future__ import annotations
 
 import asyncio
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -46,18 +47,18 @@ from lblab.wire.codes import (
     FrameType,
 )
 
-INITIAL_BUFFER_BYTES = 256 * 1024
+INITIAL_BUFFER_BYTES: Final = 256 * 1024
 """Receive buffer of a busy connection. 256 KiB holds ~64 pipelined 10 KB requests per
 read, so one read (one system call) serves many frames; larger frames grow the buffer
 for as long as they need it. A connection that starts smaller (a client's, 4 KiB, so
 a thousand idle clients hold 4 MiB) doubles its resting size up to this each time a
 read fills the buffer."""
-MIN_READ_BYTES = 64 * 1024
+MIN_READ_BYTES: Final = 64 * 1024
 """Compact the buffer before a read when less than this is free at its tail."""
-GROW_STEP_BYTES = 64 * 1024
+GROW_STEP_BYTES: Final = 64 * 1024
 """Least growth for a partial frame larger than the buffer (module docstring)."""
-_PREFIX_AND_HEADER = LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH
-_unpack_header = HEADER.unpack_from
+_PREFIX_AND_HEADER: Final = LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH
+_unpack_header: Final = HEADER.unpack_from
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -170,12 +171,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
         raise NotImplementedError
 
 
-_unpack_u32 = U32.unpack_from
-_FNF = int(FrameType.REQUEST_FNF)
-_REQUEST_N = int(FrameType.REQUEST_N)
-_CANCEL = int(FrameType.CANCEL)
-_PAYLOAD = int(FrameType.PAYLOAD)
-_NCF = FLAG_NEXT | FLAG_COMPLETE | FLAG_FOLLOWS
+_unpack_u32: Final = U32.unpack_from
+_FNF: Final = int(FrameType.REQUEST_FNF)
+_REQUEST_N: Final = int(FrameType.REQUEST_N)
+_CANCEL: Final = int(FrameType.CANCEL)
+_PAYLOAD: Final = int(FrameType.PAYLOAD)
+_NCF: Final = FLAG_NEXT | FLAG_COMPLETE | FLAG_FOLLOWS
 
 
 def frame_problem(

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import cast
+from typing import Final, cast
 
 from lblab.admission import Admission
 from lblab.balancer.framing import frame_problem
@@ -66,25 +66,25 @@ from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
 log = logging.getLogger("lblab.balancer.frontend")
 
-ACCEPTED_DATA_MIMES = (APPLICATION_JSON,)
+ACCEPTED_DATA_MIMES: Final = (APPLICATION_JSON,)
 """Data MIME types a client may declare: what the backends' SETUP declares (docs/DESIGN.md,
 "Wire contract"). Payloads are forwarded untouched, so anything else would be mislabelled."""
-CLIENT_WRITE_HIGH_BYTES = 2 * 1024 * 1024
+CLIENT_WRITE_HIGH_BYTES: Final = 2 * 1024 * 1024
 """Responses queued toward one client before we stop reading its requests: two 1 MB
 responses, or ~200 10 KB ones (asyncio's default 64 KiB would pause on every 1 MB)."""
-CLIENT_MAX_PENDING_BYTES = 64 * 1024 * 1024
+CLIENT_MAX_PENDING_BYTES: Final = 64 * 1024 * 1024
 """Responses queued toward one client before it is disconnected as not reading."""
 
-CLIENT_BUFFER_BYTES = 4096
+CLIENT_BUFFER_BYTES: Final = 4096
 """A client connection's first receive buffer: a SETUP is ~100 bytes (up to 64 KiB grows
 it), and busy clients grow it to ``INITIAL_BUFFER_BYTES`` within a few reads."""
 
-_STREAM_FRAMES = frozenset(
+_STREAM_FRAMES: Final = frozenset(
     (FrameType.PAYLOAD, FrameType.REQUEST_N, FrameType.CANCEL, FrameType.ERROR)
 )
-_FIRST_REQUEST = FrameType.REQUEST_RESPONSE
-_LAST_REQUEST = FrameType.REQUEST_CHANNEL
-KEEPALIVE_MIN_LENGTH = 14
+_FIRST_REQUEST: Final = FrameType.REQUEST_RESPONSE
+_LAST_REQUEST: Final = FrameType.REQUEST_CHANNEL
+KEEPALIVE_MIN_LENGTH: Final = 14
 """Header (6) and the 8-byte last received position."""
 
 

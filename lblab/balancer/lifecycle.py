@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from mypy_extensions import mypyc_attr
 
@@ -62,7 +62,7 @@ from lblab.balancer.strategies.base import (
     next_attempt,
 )
 
-SWEEP_DEADLINES_AT = 4096
+SWEEP_DEADLINES_AT: Final = 4096
 """Deadline queue length above which ended requests are swept out of it."""
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -99,8 +99,8 @@ class BackendCounters:
     )
 
 
-COUNTER_NAMES = tuple(f.name for f in fields(BackendCounters))
-COUNTER_HELP = {f.name: str(f.metadata["help"]) for f in fields(BackendCounters)}
+COUNTER_NAMES: Final = tuple(f.name for f in fields(BackendCounters))
+COUNTER_HELP: Final = {f.name: str(f.metadata["help"]) for f in fields(BackendCounters)}
 
 
 @dataclass(frozen=True, slots=True)

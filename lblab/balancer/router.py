@@ -38,7 +38,7 @@ suffices (``expire``, run from the node's periodic tick).
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Final, Protocol
 
 from lblab.balancer.lifecycle import Deadlines, Lifecycle
 from lblab.balancer.pool import Pool
@@ -67,19 +67,19 @@ from lblab.wire.metadata import LOAD_REPORT, ROUTING_KEY, find_entry
 
 log = logging.getLogger("lblab.balancer")
 
-NO_BACKEND_MESSAGE = balancer_message("rejected", "no backend available")
-STOPPING_MESSAGE = balancer_message(
+NO_BACKEND_MESSAGE: Final = balancer_message("rejected", "no backend available")
+STOPPING_MESSAGE: Final = balancer_message(
     "rejected", "the balancer is stopping; the request was not processed, retry elsewhere"
 )
-_pack_u32 = U32.pack_into
-_unpack_u32 = U32.unpack_from
-_RR = FrameType.REQUEST_RESPONSE
-_FNF = FrameType.REQUEST_FNF
-_CHANNEL = FrameType.REQUEST_CHANNEL
-_PAYLOAD = FrameType.PAYLOAD
-_CANCEL = FrameType.CANCEL
-_ERROR = FrameType.ERROR
-_REQUEST_N = FrameType.REQUEST_N
+_pack_u32: Final = U32.pack_into
+_unpack_u32: Final = U32.unpack_from
+_RR: Final = FrameType.REQUEST_RESPONSE
+_FNF: Final = FrameType.REQUEST_FNF
+_CHANNEL: Final = FrameType.REQUEST_CHANNEL
+_PAYLOAD: Final = FrameType.PAYLOAD
+_CANCEL: Final = FrameType.CANCEL
+_ERROR: Final = FrameType.ERROR
+_REQUEST_N: Final = FrameType.REQUEST_N
 
 
 class PickRecorder(Protocol):

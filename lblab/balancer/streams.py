@@ -14,24 +14,24 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Final, Protocol
 
 from lblab.balancer.lifecycle import Attempted
 from lblab.balancer.strategies.base import Interaction, RequestView
 from lblab.wire.codes import FrameType
 from lblab.wire.connection import StreamIds
 
-INTERACTIONS: dict[int, Interaction] = {
+INTERACTIONS: Final[dict[int, Interaction]] = {
     FrameType.REQUEST_RESPONSE: Interaction.REQUEST_RESPONSE,
     FrameType.REQUEST_FNF: Interaction.FIRE_AND_FORGET,
     FrameType.REQUEST_STREAM: Interaction.REQUEST_STREAM,
     FrameType.REQUEST_CHANNEL: Interaction.REQUEST_CHANNEL,
 }
-REQUEST_TYPES = frozenset(INTERACTIONS)
-REPLAYABLE = frozenset((FrameType.REQUEST_RESPONSE, FrameType.REQUEST_STREAM))
+REQUEST_TYPES: Final = frozenset(INTERACTIONS)
+REPLAYABLE: Final = frozenset((FrameType.REQUEST_RESPONSE, FrameType.REQUEST_STREAM))
 """A REJECTED answer before any response frame is replayed elsewhere only for these:
 a channel keeps sending after its first frame, so its request cannot be kept whole."""
-MAX_REPLAY_BYTES = 16 * 1024 * 1024
+MAX_REPLAY_BYTES: Final = 16 * 1024 * 1024
 """Most a request's frames may hold for a replay: beyond it they are let go and the
 request is not replayed (its backend's answer, REJECTED included, goes to the client).
 Bounds the memory one client's fragmented request holds at the balancer."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from lblab.errors import ApplicationError, LblabError
 from lblab.failures import classify_error
@@ -37,11 +37,11 @@ from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
 # 64 KiB reads: 1 MB payloads are 2.4x faster than with 1 KiB reads
 # (docs/FIELD-NOTES.md, "rsocket-py 0.4.20 pitfalls").
-READ_SIZE = 65536
-KEEPALIVE_MS = 20_000
+READ_SIZE: Final = 65536
+KEEPALIVE_MS: Final = 20_000
 # Generous, so a user with long think times is not dropped by the balancer.
-MAX_LIFETIME_MS = 120_000
-DEFAULT_SETUP_DATA = b'{"client": "lblab-loadtest"}'
+MAX_LIFETIME_MS: Final = 120_000
+DEFAULT_SETUP_DATA: Final = b'{"client": "lblab-loadtest"}'
 
 
 class RequestTimeout(LblabError):

@@ -278,7 +278,7 @@ def decode_frame_body(body: bytes | memoryview) -> Frame | None:
         raise _bad(f"malformed {frame_type.name} frame: {exc}", code) from None
 
 
-_CONNECTION_LEVEL = frozenset(
+_CONNECTION_LEVEL: Final = frozenset(
     (
         FrameType.SETUP,
         FrameType.LEASE,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 from struct import Struct
+from typing import Final
 
 
 class FrameType(IntEnum):
@@ -40,35 +41,35 @@ class ErrorCode(IntEnum):
 # Flag bits of the 10-bit flags field. 0x80 and 0x40 mean different things per frame type:
 # FOLLOWS on REQUEST_* / PAYLOAD, RESPOND on KEEPALIVE, RESUME on SETUP
 # (docs/FIELD-NOTES.md, "Frame-level forwarding: what bites").
-FLAG_IGNORE = 0x200
-FLAG_METADATA = 0x100
-FLAG_FOLLOWS = 0x80
-FLAG_RESPOND = 0x80
-FLAG_RESUME = 0x80
-FLAG_LEASE = 0x40
-FLAG_COMPLETE = 0x40
-FLAG_NEXT = 0x20
-FLAGS_MASK = 0x3FF
+FLAG_IGNORE: Final = 0x200
+FLAG_METADATA: Final = 0x100
+FLAG_FOLLOWS: Final = 0x80
+FLAG_RESPOND: Final = 0x80
+FLAG_RESUME: Final = 0x80
+FLAG_LEASE: Final = 0x40
+FLAG_COMPLETE: Final = 0x40
+FLAG_NEXT: Final = 0x20
+FLAGS_MASK: Final = 0x3FF
 
-MAJOR_VERSION = 1
-MINOR_VERSION = 0
+MAJOR_VERSION: Final = 1
+MINOR_VERSION: Final = 0
 
 # The TCP length prefix is 24 bits, so no frame body can exceed this (spec, "Framing").
-MAX_FRAME_LENGTH = 0xFFFFFF
+MAX_FRAME_LENGTH: Final = 0xFFFFFF
 # Stream ids and REQUEST_N are 31-bit values.
-MAX_STREAM_ID = 0x7FFFFFFF
-MAX_REQUEST_N = 0x7FFFFFFF
+MAX_STREAM_ID: Final = 0x7FFFFFFF
+MAX_REQUEST_N: Final = 0x7FFFFFFF
 # KEEPALIVE and RESUME positions are 63-bit values.
-MAX_POSITION = 0x7FFFFFFFFFFFFFFF
+MAX_POSITION: Final = 0x7FFFFFFFFFFFFFFF
 # The first frame of a connection (SETUP) is refused above this before its body is awaited:
 # a SETUP carries two MIME types and a small payload (credentials, options).
-MAX_SETUP_LENGTH = 64 * 1024
-FRAME_HEADER_LENGTH = 6  # stream id (4) + type and flags (2)
-LENGTH_PREFIX_LENGTH = 3
+MAX_SETUP_LENGTH: Final = 64 * 1024
+FRAME_HEADER_LENGTH: Final = 6  # stream id (4) + type and flags (2)
+LENGTH_PREFIX_LENGTH: Final = 3
 
 # Module-level structs: unpack_from on the receive buffer builds no intermediate bytes.
-HEADER = Struct(">IH")  # stream id, type << 10 | flags
-U8 = Struct(">B")
-U16 = Struct(">H")
-U32 = Struct(">I")
-U64 = Struct(">Q")
+HEADER: Final = Struct(">IH")  # stream id, type << 10 | flags
+U8: Final = Struct(">B")
+U16: Final = Struct(">H")
+U32: Final = Struct(">I")
+U64: Final = Struct(">Q")

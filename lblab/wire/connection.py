@@ -81,12 +81,12 @@ __all__ = [
     "StreamIds",
 ]
 
-LIFETIME_CHECKS = 4
+LIFETIME_CHECKS: Final = 4
 """Checks of the peer's silence per max lifetime while it talks: dead within 1.25x."""
-_PREFIX_AND_HEADER = LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH
-_KEEPALIVE_MIN_LENGTH = FRAME_HEADER_LENGTH + 8  # and the 8-byte last received position
-_KEEPALIVE_REQUEST = encode_frame(Keepalive(respond=True))
-_unpack_u32 = U32.unpack_from
+_PREFIX_AND_HEADER: Final = LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH
+_KEEPALIVE_MIN_LENGTH: Final = FRAME_HEADER_LENGTH + 8  # and the 8-byte last received position
+_KEEPALIVE_REQUEST: Final = encode_frame(Keepalive(respond=True))
+_unpack_u32: Final = U32.unpack_from
 
 
 class Role(IntEnum):
@@ -102,9 +102,9 @@ class State(IntEnum):
     CLOSED = 2
 
 
-_AWAITING_SETUP = State.AWAITING_SETUP
-_OPEN = State.OPEN
-_CLOSED = State.CLOSED
+_AWAITING_SETUP: Final = State.AWAITING_SETUP
+_OPEN: Final = State.OPEN
+_CLOSED: Final = State.CLOSED
 
 
 class Control(IntEnum):

@@ -8,25 +8,26 @@ Routing content is a list of tags, each ``u8 length`` + UTF-8 bytes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Final
 
 from lblab.errors import LocalProtocolError, RemoteProtocolError
 
-COMPOSITE_METADATA = "message/x.rsocket.composite-metadata.v0"
-ROUTING = "message/x.rsocket.routing.v0"
-APPLICATION_JSON = "application/json"
-TEXT_PLAIN = "text/plain"
+COMPOSITE_METADATA: Final = "message/x.rsocket.composite-metadata.v0"
+ROUTING: Final = "message/x.rsocket.routing.v0"
+APPLICATION_JSON: Final = "application/json"
+TEXT_PLAIN: Final = "text/plain"
 # lblab's own entries. A custom MIME per the extension spec's rules (not well known).
-ROUTING_KEY = "message/x.lblab.routing-key.v0"
+ROUTING_KEY: Final = "message/x.lblab.routing-key.v0"
 """UTF-8 key that hash strategies (ip-hash aside) hash on."""
-LOAD_REPORT = "application/x.lblab.load-report.v0+json"
+LOAD_REPORT: Final = "application/x.lblab.load-report.v0+json"
 """A ``lblab.loadreport.LoadReport`` as JSON, in response metadata or METADATA_PUSH."""
 
-WORK_ROUTE = "work"
-PROBE_ROUTE = "probe"
+WORK_ROUTE: Final = "work"
+PROBE_ROUTE: Final = "probe"
 """A load probe (``prequal``): the server answers it from its own counters at once."""
 
 # The subset of the well-known table lblab meets; ids from the extension spec.
-WELL_KNOWN_IDS: dict[str, int] = {
+WELL_KNOWN_IDS: Final[dict[str, int]] = {
     "application/json": 0x05,
     "application/octet-stream": 0x06,
     "text/plain": 0x21,
@@ -37,7 +38,7 @@ WELL_KNOWN_IDS: dict[str, int] = {
     ROUTING: 0x7E,
     COMPOSITE_METADATA: 0x7F,
 }
-WELL_KNOWN_NAMES: dict[int, str] = {v: k for k, v in WELL_KNOWN_IDS.items()}
+WELL_KNOWN_NAMES: Final[dict[int, str]] = {v: k for k, v in WELL_KNOWN_IDS.items()}
 
 
 def encode_composite(entries: Iterable[tuple[str, bytes]]) -> bytes:
@@ -125,6 +126,6 @@ def request_metadata(route: str = WORK_ROUTE, routing_key: str | None = None) ->
     return encode_composite(entries)
 
 
-PROBE_METADATA = request_metadata(PROBE_ROUTE)
+PROBE_METADATA: Final = request_metadata(PROBE_ROUTE)
 """The whole metadata of a probe: the one routing entry ``probe``. A server recognises a
 probe by these exact bytes (one comparison per request, no metadata parsing)."""
