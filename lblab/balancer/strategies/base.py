@@ -142,6 +142,9 @@ class RequestView:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RequestView) and self._fields() == other._fields()
 
+    def __reduce__(self) -> tuple[type[RequestView], tuple[object, ...]]:
+        return RequestView, self._fields()  # picklable compiled too, as the tuple was
+
     def __hash__(self) -> int:
         return hash(self._fields())
 
@@ -208,6 +211,9 @@ class Outcome:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Outcome) and self._fields() == other._fields()
+
+    def __reduce__(self) -> tuple[type[Outcome], tuple[object, ...]]:
+        return Outcome, self._fields()
 
     def __hash__(self) -> int:
         return hash(self._fields())
