@@ -77,15 +77,47 @@ class BackendView:
         return self.state is Health.UP
 
 
-class RequestView:
+class _Value:
+    """Equality, hashing, pickling and repr by a value's fields, for the values built per
+    request below (they were NamedTuples, and callers relied on all four). ``_fields``
+    lists them in the order of ``__init__``'s parameters, and ``_names`` names them."""
+
+    _names: ClassVar[tuple[str, ...]] = ()
+
+    def _fields(self) -> tuple[object, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Value)
+            and type(other) is type(self)
+            and self._fields() == other._fields()
+        )
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __reduce__(self) -> tuple[type[_Value], tuple[object, ...]]:
+        return type(self), self._fields()  # picklable compiled too, as the tuples were
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{n}={v!r}" for n, v in zip(self._names, self._fields(), strict=True))
+        return f"{type(self).__name__}({pairs})"
+
+
+class RequestView(_Value):
     """What a strategy may know of one request. The driver builds one per request and
     nothing changes it afterwards (``excluding`` makes a changed copy).
 
     A plain class, not a NamedTuple: compiled (``lblab/compiled.py``) it is a C struct
     built by one call, where a NamedTuple's ``__new__`` runs as interpreted Python with
     its keyword arguments gathered into a dict, 0.3-0.4 us a request in the balancer
-    (docs/FIELD-NOTES.md, "Where lblab's balancer spends its CPU"). It compares and
-    hashes by its fields, as the tuple did."""
+    (docs/FIELD-NOTES.md, "Where lblab's balancer spends its CPU")."""
+
+    _names: ClassVar[tuple[str, ...]] = (
+        "request_id", "interaction", "package_bytes", "routing_key", "client_address",
+        "exclude", "attempt",
+    )  # fmt: skip
 
     request_id: int
     interaction: Interaction
@@ -139,23 +171,6 @@ class RequestView:
             self.attempt,
         )
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RequestView) and self._fields() == other._fields()
-
-    def __reduce__(self) -> tuple[type[RequestView], tuple[object, ...]]:
-        return RequestView, self._fields()  # picklable compiled too, as the tuple was
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return (
-            f"RequestView(request_id={self.request_id}, interaction={self.interaction!s}, "
-            f"package_bytes={self.package_bytes}, routing_key={self.routing_key!r}, "
-            f"client_address={self.client_address!r}, exclude={set(self.exclude) or '{}'}, "
-            f"attempt={self.attempt})"
-        )
-
 
 MAX_ATTEMPTS: Final = 3
 """Tries of one request across backends when they answer REJECTED (docs/DESIGN.md, "Reliability rules")."""
@@ -171,9 +186,11 @@ def next_attempt(
     return request.excluding(rejected_by, request.attempt + 1)
 
 
-class Outcome:
+class Outcome(_Value):
     """How one dispatch ended, as the driver saw it. Built once and not changed; a plain
     class for the reason ``RequestView`` is one."""
+
+    _names: ClassVar[tuple[str, ...]] = ("ok", "latency_ms", "error_kind", "server_fault")
 
     ok: bool
     latency_ms: float
@@ -208,21 +225,6 @@ class Outcome:
 
     def _fields(self) -> tuple[object, ...]:
         return (self.ok, self.latency_ms, self.error_kind, self.server_fault)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Outcome) and self._fields() == other._fields()
-
-    def __reduce__(self) -> tuple[type[Outcome], tuple[object, ...]]:
-        return Outcome, self._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return (
-            f"Outcome(ok={self.ok}, latency_ms={self.latency_ms}, "
-            f"error_kind={self.error_kind!r}, server_fault={self.server_fault})"
-        )
 
 
 BACKEND_FAULT_KINDS: Final = frozenset({"timeout", "connection"})
