@@ -1,4 +1,4 @@
-"""CPython's cyclic garbage collector in the harness's long-running processes.
+"""CPython's cyclic garbage collector in the balancer's process.
 
 The per-request path makes no reference cycles: reference counting frees every request's
 objects. The cyclic collector still ran, because it counts container objects allocated
@@ -14,7 +14,9 @@ collection every 1.5 s (docs/FIELD-NOTES.md, "Where lblab's balancer spends its 
 view (``gc.freeze``) and raises the first threshold far above what requests in flight
 hold, so a collection runs only when container objects really pile up (cycles, or a
 leak). ``prometheus_text()`` exposes the collector's counts in the names of
-``prometheus_client``'s ``GCCollector``.
+``prometheus_client``'s ``GCCollector``. Locust's processes, timed the same way over a
+quick run, ran no collection under load, so they are left as they are; the servers'
+collections are part of the work they model.
 """
 
 from __future__ import annotations
