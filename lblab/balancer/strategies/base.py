@@ -79,13 +79,14 @@ class BackendView:
 
 class _Value:
     """Equality, hashing, pickling and repr by a value's fields, for the values built per
-    request below (they were NamedTuples, and callers relied on all four). ``_fields``
-    lists them in the order of ``__init__``'s parameters, and ``_names`` names them."""
+    request below (they were NamedTuples, and callers relied on all four). ``_names``
+    names the fields in the order of ``__init__``'s parameters. Not a dataclass: compiled,
+    a dataclass took 222 ns to build against 115 for this (one ``timeit`` each)."""
 
     _names: ClassVar[tuple[str, ...]] = ()
 
     def _fields(self) -> tuple[object, ...]:
-        raise NotImplementedError
+        return tuple(getattr(self, name) for name in self._names)
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -160,17 +161,6 @@ class RequestView(_Value):
             attempt,
         )
 
-    def _fields(self) -> tuple[object, ...]:
-        return (
-            self.request_id,
-            self.interaction,
-            self.package_bytes,
-            self.routing_key,
-            self.client_address,
-            self.exclude,
-            self.attempt,
-        )
-
 
 MAX_ATTEMPTS: Final = 3
 """Tries of one request across backends when they answer REJECTED (docs/DESIGN.md, "Reliability rules")."""
@@ -222,9 +212,6 @@ class Outcome(_Value):
         that is overload, "safe to retry elsewhere", and the request is replayed.
         """
         return not self.ok and (self.error_kind in BACKEND_FAULT_KINDS or self.server_fault)
-
-    def _fields(self) -> tuple[object, ...]:
-        return (self.ok, self.latency_ms, self.error_kind, self.server_fault)
 
 
 BACKEND_FAULT_KINDS: Final = frozenset({"timeout", "connection"})
