@@ -235,9 +235,9 @@ def export_revision(rev: str, into: Path, plain: bool = False) -> Baseline:
         raise SystemExit(f"--baseline {rev}: {archive.stderr.decode().strip()}")
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True, timeout=60)
     env = {**os.environ, "PYTHONPATH": str(into), "PYTHONSAFEPATH": "1"}
-    script = into / "scripts" / "compile"
     if plain:
         return Baseline(rev, {**env, compiled.OFF_ENV: "1"}, "plain Python, as asked")
+    script = into / "scripts" / "compile"
     if not script.exists():
         return Baseline(rev, env, "plain Python: no scripts/compile then")
     print(f"(building {rev}'s compiled path ...)", file=sys.stderr)

@@ -134,7 +134,7 @@ def measure(args: argparse.Namespace) -> list[Tree]:
     envs: list[dict[str, str] | None] = [None]
     if args.baseline:
         baseline = export_revision(args.baseline, workdir / "baseline-tree", args.plain_baseline)
-        trees.append(Tree(f"`{baseline.rev}` ({baseline.runs_as})"))
+        trees.append(Tree(f"`{baseline.label}`"))
         envs.append(baseline.env)
     for r in range(args.rounds):
         for tree_figures, env in zip(trees, envs, strict=True):
