@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib
 import inspect
 import logging
 import re
@@ -212,6 +211,17 @@ def field_docs(cls: type) -> dict[str, str]:
         if above:
             docs[name] = _code_spans(" ".join(above))
     return docs
+
+
+def source_docstring(module: str) -> str:
+    """A lblab module's docstring, read from its source: a module compiled by mypyc
+    (``lblab/compiled.py``) has none at run time."""
+    from lblab.compiled import source_of
+
+    doc = ast.get_docstring(ast.parse(source_of(module).read_text()))
+    if not doc:
+        raise ValueError(f"{module} has no docstring: the reference page needs one")
+    return doc
 
 
 def constant_docs(module: Any) -> list[tuple[str, str, str]]:
@@ -682,14 +692,13 @@ def strategies_page() -> str:
         )
     out.append("")
     for name, cls in STRATEGIES.items():
-        module = importlib.import_module(cls.__module__)
         out += [
             f"## {name}",
             "",
             f"`{cls.__module__}` (`{cls.__name__}`)"
             + ("; a full scan of the backends per pick" if cls.full_scan else ""),
             "",
-            rst_to_md(module.__doc__),
+            rst_to_md(source_docstring(cls.__module__)),
         ]
     return "\n".join(out)
 

@@ -39,6 +39,38 @@ MODULES = (
     "lblab.balancer.strategies.base",
     "lblab.balancer.strategies.available",
     "lblab.balancer.strategies.ewma",
+    "lblab.balancer.strategies.awrr",
+    "lblab.balancer.strategies.c3",
+    "lblab.balancer.strategies.configured",
+    "lblab.balancer.strategies.dwrr",
+    "lblab.balancer.strategies.dwrr_latency",
+    "lblab.balancer.strategies.dynamic",
+    "lblab.balancer.strategies.dynamic_hybrid",
+    "lblab.balancer.strategies.dynamic_immediate",
+    "lblab.balancer.strategies.edf",
+    "lblab.balancer.strategies.first",
+    "lblab.balancer.strategies.ip_hash",
+    "lblab.balancer.strategies.lc",
+    "lblab.balancer.strategies.lease",
+    "lblab.balancer.strategies.least_load",
+    "lblab.balancer.strategies.least_request",
+    "lblab.balancer.strategies.least_time",
+    "lblab.balancer.strategies.lrt",
+    "lblab.balancer.strategies.maglev",
+    "lblab.balancer.strategies.minheap",
+    "lblab.balancer.strategies.p2c",
+    "lblab.balancer.strategies.peak_ewma",
+    "lblab.balancer.strategies.prequal",
+    "lblab.balancer.strategies.quantile",
+    "lblab.balancer.strategies.r",
+    "lblab.balancer.strategies.ring_hash",
+    "lblab.balancer.strategies.rr",
+    "lblab.balancer.strategies.rsocket_weighted",
+    "lblab.balancer.strategies.smooth",
+    "lblab.balancer.strategies.weights",
+    "lblab.balancer.strategies.wrr",
+    "lblab.balancer.strategies.wrr_block",
+    "lblab.balancer.strategies.wrr_orca",
     "lblab.wire.codec",
     "lblab.wire.codes",
     "lblab.wire.connection",
@@ -46,10 +78,11 @@ MODULES = (
     "lblab.loadtests.rsocket_client",
 )
 """What is compiled: the per-request path of the balancer and of the Locust user's client,
-and what every strategy shares (the views, the base class, the available list, the EWMA
-decay). The strategies themselves are not: one compiled would pick faster than one
-compared with it that is not (a pick is 0.1-3 us of a request's cost,
-``benchmarks/bench_pick.py``)."""
+and every registered strategy with what it shares (the views, the base classes, the
+available list, the EWMA decay, the schedulers), so that all strategies pick at the
+same, compiled price (``benchmarks/bench_pick.py``). Left out: the strategies' option
+classes (``strategies/configs.py``: mypyc erases ``Literal`` annotations and its frozen
+dataclasses cannot be copied), the registry and the simulator's own strategies."""
 
 GROUP = "lblab_core"
 """mypyc's name for the shared library of the group (``lblab_core__mypyc``)."""

@@ -81,3 +81,71 @@ def test_an_edited_source_runs_as_written_not_the_old_build(tmp_path):
     assert where_router == str(router), status
     assert where_codec == str(copy / "wire" / "codec.py"), "all or nothing: none compiled"
     assert status == "plain Python (router.py changed since the build; scripts/compile builds it)"
+
+
+SEQUENCES = """
+import json, random, sys
+from lblab import compiled
+from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import Outcome, RequestView
+from lblab.balancer.strategies.registry import STRATEGIES, make_strategy
+from lblab.loadreport import LoadReport
+
+out = {"status": compiled.status()}
+for name in STRATEGIES:
+    rng = random.Random(7)
+    specs = [BackendSpec(f"s{i}", 1 + i % 3) for i in range(5)]
+    pool = Pool(specs, make_strategy(name, rng=rng))
+    for view in pool.views:
+        view.lease_remaining, view.lease_expires_at = 10**6, 1e9
+    picked, inflight = [], []
+    for k in range(300):
+        now = k * 0.003
+        req = RequestView(request_id=k)
+        view = pool.pick(req, now)
+        if view is None:
+            picked.append("-")
+            continue
+        pool.dispatch(view, req, now)
+        inflight.append((view, req))
+        picked.append(view.id)
+        if k % 3 != 0:  # leave a third of them in flight a while: loads differ
+            done, done_req = inflight.pop(0)
+            report = LoadReport(
+                server=done.id, source="response", t=now, service_ms=1.0 + k % 5, inflight=k % 4
+            )
+            pool.report(done.id, report, now)
+            pool.complete(done, done_req, Outcome(ok=True, latency_ms=2.0 + k % 7), now)
+        if k % 50 == 0:  # agents: the servers' CPU, unequal
+            for i, view in enumerate(pool.views):
+                cpu = LoadReport(server=view.id, source="agent", t=now, cpu_util=0.2 * (i + 1), qps=100.0)
+                pool.report(view.id, cpu, now)
+    out[name] = ["".join(picked), rng.random()]
+json.dump(out, sys.stdout)
+"""
+
+
+def test_every_strategy_picks_alike_compiled_and_as_plain_python():
+    """The strategies are compiled (``lblab/compiled.py``), their exact definitions are
+    written for Python: the same seeds give the same picks and leave the same random
+    state either way. It failed when a compiled strategy's constructor ran twice (mypyc's
+    double ``__init__`` without ``allow_interpreted_subclasses``), drawing its seed anew."""
+
+    def run(env: dict[str, str]) -> dict[str, object]:
+        done = subprocess.run(
+            [sys.executable, "-c", SEQUENCES],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    compiled_run = run(dict(os.environ))
+    plain_run = run({**os.environ, compiled.OFF_ENV: "1"})
+    assert compiled_run.pop("status").startswith("compiled"), compiled_run
+    assert plain_run.pop("status").startswith("plain"), plain_run
+    differ = [name for name in plain_run if compiled_run[name] != plain_run[name]]
+    assert not differ, f"compiled and plain Python pick differently: {differ}"
+    assert len({seq for seq, _ in plain_run.values()}) > 10  # the strategies differ

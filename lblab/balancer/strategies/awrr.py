@@ -27,26 +27,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from mypy_extensions import mypyc_attr
 
 from lblab.loadreport import LoadReport
 
 from .base import BackendView, RequestView, eligible
+from .configs import AwrrConfig
 from .configured import ConfiguredStrategy
-from .options import check
 
 MIN_BUCKETS = 2
 MAX_BUCKETS = 30
-
-
-@dataclass(frozen=True, slots=True)
-class AwrrConfig:
-    interval: float = 0.1
-    a: float = 0.5
-
-    def __post_init__(self) -> None:
-        check(self.interval > 0, f"interval={self.interval}: must be > 0 seconds")
-        check(0 <= self.a <= 1, f"a={self.a}: must be in [0, 1]")
 
 
 def bucket_count(load: float, load_avg: float, a: float) -> int:
@@ -64,11 +55,11 @@ def bucket_count(load: float, load_avg: float, a: float) -> int:
     return min(MAX_BUCKETS, max(MIN_BUCKETS, raw))
 
 
-class AutomaticWeightedRoundRobin(ConfiguredStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class AutomaticWeightedRoundRobin(ConfiguredStrategy[AwrrConfig]):
     name = "awrr"
     summary = "Cheetah AWRR: buckets = round(10 L_avg / ((1-a) L_i + a L_avg)) in [2, 30], shuffled"
     Config = AwrrConfig
-    config: AwrrConfig
     uses_agent_reports = True
 
     def _setup(self) -> None:

@@ -49,13 +49,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from mypy_extensions import mypyc_attr
 
 from lblab.loadreport import LoadReport
 
 from .base import BACKEND_FAULT_KINDS, BackendView, Outcome, RequestView
+from .configs import C3Config
 from .configured import ConfiguredStrategy
-from .options import check
 
 ALPHA = 0.9
 """Weight of the newest sample in the queue, service and response time EWMAs."""
@@ -73,27 +74,6 @@ INITIAL_SEND_RATE = 1.0
 INITIAL_RECEIVE_RATE = 100.0
 RECEIVE_ALPHA = 1 / 20
 """The code's ``(now - lastTick) / interval`` for one slot of its default 20 ms."""
-
-
-@dataclass(frozen=True, slots=True)
-class C3Config:
-    clients: int = 1
-    """``n``: the clients sharing the servers (the concurrency compensation)."""
-    rate_interval_ms: float = 20.0
-    """delta: the rate limiter's and the receive-rate tracker's interval."""
-    max_tokens: float = 200.0
-    """The token bucket's capacity."""
-
-    def __post_init__(self) -> None:
-        check(1 <= self.clients <= 1_000_000, f"clients={self.clients}: must be in 1..1000000")
-        check(
-            math.isfinite(self.rate_interval_ms) and self.rate_interval_ms > 0,
-            f"rate_interval_ms={self.rate_interval_ms}: must be > 0 ms",
-        )
-        check(
-            math.isfinite(self.max_tokens) and self.max_tokens >= 1,
-            f"max_tokens={self.max_tokens}: must be >= 1",
-        )
 
 
 class ServerState:
@@ -154,7 +134,7 @@ class ServerState:
         if gap == 1:
             self.rrate = RECEIVE_ALPHA * self.count + (1 - RECEIVE_ALPHA) * self.rrate
         elif gap > 1:
-            self.rrate = self.count
+            self.rrate = float(self.count)
         if gap > 0:
             self.slot, self.count = slot, 0
         return self.rrate
@@ -182,11 +162,11 @@ class ServerState:
             self.srate = send + CUBIC_SMAX if target - send > CUBIC_SMAX else target
 
 
-class C3(ConfiguredStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class C3(ConfiguredStrategy[C3Config]):
     name = "c3"
     summary = "C3: rank by R - 1/mu + (1 + os*n + q)^3 / mu; cubic per-server rate limits"
     Config = C3Config
-    config: C3Config
     uses_response_reports = True
     full_scan = True
 

@@ -11,27 +11,33 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
+
+from mypy_extensions import mypyc_attr
 
 from .available import AvailableList
 from .base import BackendView, BaseStrategy, RequestView
+from .configs import NoOptions
 from .weights import validate_weights, weight_of
 
-
-@dataclass(frozen=True, slots=True)
-class NoOptions:
-    """Config of a strategy that takes no options."""
+C = TypeVar("C")
+"""A strategy's config class (``NoOptions`` for one that takes none)."""
 
 
-class ConfiguredStrategy(BaseStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class ConfiguredStrategy(BaseStrategy, Generic[C]):
+    """Generic in its config, so that a compiled subclass reads ``self.config`` as its
+    own ``Config`` (mypyc keeps an attribute's type in subclasses; narrowing it there is
+    refused). Open to interpreted subclasses: the simulator's own strategies."""
+
     Config: ClassVar[type[Any]] = NoOptions
+    config: C
     full_scan: ClassVar[bool] = False
     """True when ``pick`` looks at every available backend (documented in the module)."""
 
     def __init__(
         self,
-        config: Any = None,
+        config: C | None = None,
         *,
         rng: random.Random | None = None,
         weights: Mapping[str, float] | None = None,

@@ -22,38 +22,24 @@ gives every reported backend weight 1.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from mypy_extensions import mypyc_attr
 
 from lblab.loadreport import LoadReport
 
 from .base import BackendView, Outcome, RequestView
+from .configs import DynamicWrrConfig
 from .configured import ConfiguredStrategy
-from .options import check
 from .smooth import SmoothWeights
 
 MAX_WEIGHT = 100
 
 
-@dataclass(frozen=True, slots=True)
-class DynamicWrrConfig:
-    interval: float = 0.5
-    """Seconds between weight recomputations."""
-    eps: float = 0.01
-    """Floor of the CPU utilisation in the denominator."""
-    alpha: float = 0.5
-    """EWMA weight of the newest score."""
-
-    def __post_init__(self) -> None:
-        check(self.interval > 0, f"interval={self.interval}: must be > 0 seconds")
-        check(0 < self.eps <= 1, f"eps={self.eps}: must be in (0, 1]")
-        check(0 < self.alpha <= 1, f"alpha={self.alpha}: must be in (0, 1]")
-
-
-class DynamicWeightedRoundRobin(ConfiguredStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class DynamicWeightedRoundRobin(ConfiguredStrategy[DynamicWrrConfig]):
     name = "dwrr"
     summary = "smooth WRR on w = qps / max(cpu util, eps) from agents, EWMA, 1..100, every 0.5 s"
     Config = DynamicWrrConfig
-    config: DynamicWrrConfig
     uses_agent_reports = True
     full_scan = True
 

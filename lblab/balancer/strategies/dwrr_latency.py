@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from mypy_extensions import mypyc_attr
+
 from lblab.loadreport import LoadReport
 
 from .base import BackendView
@@ -22,6 +24,7 @@ from .wrr_block import BlockWeightedRoundRobin
 SAMPLES = 3
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LatencyDynamicWeightedRoundRobin(BlockWeightedRoundRobin):
     name = "dwrr-latency"
     summary = "thesis DWRR: w = max(inv) // inv, inv = ceil(lat / max(1, min lat)), per cycle"

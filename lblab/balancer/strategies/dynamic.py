@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from lblab.loadreport import LoadReport
 
 from .base import BackendView
@@ -42,6 +44,7 @@ def estimate_ms(report: LoadReport) -> float | None:
     return None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Dynamic(LeastLoadStrategy):
     name = "dynamic"
     summary = "least server-estimated queued work, updated from response reports only (herds)"

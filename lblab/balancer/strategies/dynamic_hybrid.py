@@ -5,9 +5,12 @@ Source: S. Ingram, *CS 422 Project Report* ("dynamicHybrid").
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from .dynamic import Dynamic
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DynamicHybrid(Dynamic):
     name = "dynamic-hybrid"
     summary = "as dynamic, from both response reports and pushed estimates"

@@ -8,9 +8,12 @@ instead of with each response. Source: S. Ingram, *CS 422 Project Report*.
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from .dynamic import Dynamic
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DynamicImmediate(Dynamic):
     name = "dynamic-immediate"
     summary = "as dynamic, but from estimates the server pushes when a request arrives"

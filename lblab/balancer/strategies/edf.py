@@ -53,7 +53,7 @@ class EdfScheduler:
             return cls()
         picks %= MAX_PRE_PICKS
         aug = [w + WEIGHT_EPSILON for w in weights]
-        total = sum(aug)
+        total = sum(aug, 0.0)
         entries = []
         done = 0
         clock = 0.0

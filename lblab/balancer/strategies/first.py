@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mypy_extensions import mypyc_attr
+
 from .base import BackendView, RequestView
 from .configured import ConfiguredStrategy
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class First(ConfiguredStrategy):
     name = "first"
     summary = "always the first available backend (no balancing)"

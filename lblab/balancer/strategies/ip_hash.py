@@ -24,6 +24,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
 
+from mypy_extensions import mypyc_attr
+
 from .base import BackendView, RequestView, eligible
 from .configured import ConfiguredStrategy
 from .smooth import SmoothWeights
@@ -46,6 +48,7 @@ def key_bytes(address: str | None) -> bytes:
     return v4.packed[:3]  # type: ignore[union-attr]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class IpHash(ConfiguredStrategy):
     name = "ip-hash"
     summary = "nginx ip_hash: h = (h * 113 + octet) % 6271 over 3 octets, h % total weight"

@@ -23,27 +23,20 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+
+from mypy_extensions import mypyc_attr
 
 from .base import BackendView, Outcome, RequestView, eligible
+from .configs import LeastConnectionsConfig
 from .configured import ConfiguredStrategy
 from .minheap import LazyMinHeap
 
-TieRule = Literal["first", "random", "rr"]
 
-
-@dataclass(frozen=True, slots=True)
-class LeastConnectionsConfig:
-    tie: TieRule = "first"
-    weighted: bool = False
-
-
-class LeastConnections(ConfiguredStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class LeastConnections(ConfiguredStrategy[LeastConnectionsConfig]):
     name = "lc"
     summary = "fewest in flight; ties to the first in list order (tie=first|random|rr, weighted)"
     Config = LeastConnectionsConfig
-    config: LeastConnectionsConfig
 
     def _setup(self) -> None:
         self._levels: dict[int, list[int]] = {}

@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from .base import BackendView, Outcome, RequestView, eligible
-from .configured import ConfiguredStrategy
+from .configured import C, ConfiguredStrategy
 from .minheap import LazyMinHeap
 
 
-class LeastLoadStrategy(ConfiguredStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class LeastLoadStrategy(ConfiguredStrategy[C]):
     refresh_on_dispatch = True
     refresh_on_complete = True
 

@@ -12,30 +12,18 @@ Source: nginx Plus ``least_time`` (``upstream`` module documentation).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from mypy_extensions import mypyc_attr
 
 from .base import BackendView
+from .configs import LeastTimeConfig
 from .least_load import LeastLoadStrategy
-from .options import check
 
 
-@dataclass(frozen=True, slots=True)
-class LeastTimeConfig:
-    initial_rt_ms: float = 1.0
-
-    def __post_init__(self) -> None:
-        check(
-            math.isfinite(self.initial_rt_ms) and self.initial_rt_ms > 0,
-            f"initial_rt_ms={self.initial_rt_ms}: must be > 0",
-        )
-
-
-class LeastTime(LeastLoadStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class LeastTime(LeastLoadStrategy[LeastTimeConfig]):
     name = "least-time"
     summary = "min latency EWMA * (1 + inflight) / w (nginx least_time)"
     Config = LeastTimeConfig
-    config: LeastTimeConfig
 
     def load_key(self, backend: BackendView) -> float:
         rt = backend.latency_ewma_ms

@@ -11,12 +11,15 @@ Source: E. Martins, H. Nguyen, Y. Evans, *An Overview of Server Load-Balancing*,
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from lblab.loadreport import LoadReport
 
 from .base import BackendView
 from .least_load import LeastLoadStrategy
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LeastResponseTime(LeastLoadStrategy):
     name = "lrt"
     summary = "min (inflight, mean server-reported service time), in that order"

@@ -24,41 +24,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from mypy_extensions import mypyc_attr
 
 from lblab.errors import ConfigError
 
 from .base import BackendView, RequestView, eligible
+from .configs import MaglevConfig
 from .configured import ConfiguredStrategy
-from .options import check
 from .ring_hash import request_key
-
-DEFAULT_TABLE_SIZE = 65537
-
-
-def is_prime(n: int) -> bool:
-    if n < 2:
-        return False
-    if n % 2 == 0:
-        return n == 2
-    f = 3
-    while f * f <= n:
-        if n % f == 0:
-            return False
-        f += 2
-    return True
-
-
-@dataclass(frozen=True, slots=True)
-class MaglevConfig:
-    table_size: int = DEFAULT_TABLE_SIZE
-
-    def __post_init__(self) -> None:
-        check(
-            3 <= self.table_size <= 10_000_019 and is_prime(self.table_size),
-            f"table_size={self.table_size}: must be a prime between 3 and 10000019 "
-            "(e.g. 251, 65537)",
-        )
 
 
 def preferences(backend_id: str, m: int) -> tuple[int, int]:
@@ -95,11 +69,11 @@ def key_slot(key: bytes, m: int) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") % m
 
 
-class Maglev(ConfiguredStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class Maglev(ConfiguredStrategy[MaglevConfig]):
     name = "maglev"
     summary = "Maglev table of prime size M (65537): backends take turns filling preferred slots"
     Config = MaglevConfig
-    config: MaglevConfig
     uses_routing_key = True
 
     def _setup(self) -> None:

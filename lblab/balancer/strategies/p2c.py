@@ -16,9 +16,11 @@ import random
 from collections.abc import Sequence
 from typing import TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from .available import AvailableList
 from .base import BackendView, RequestView
-from .configured import ConfiguredStrategy
+from .configured import C, ConfiguredStrategy
 
 T = TypeVar("T")
 
@@ -52,7 +54,8 @@ def draw_two(
     return two_distinct(items, rng)
 
 
-class TwoChoices(ConfiguredStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class TwoChoices(ConfiguredStrategy[C]):
     """The P2C distributor (Finagle's ``P2CPick``): draw two, the lower ``load`` wins.
 
     Subclasses supply only the load metric (and, if their source compares in another
@@ -88,6 +91,7 @@ class TwoChoices(ConfiguredStrategy):
         return a
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PowerOfTwoChoices(TwoChoices):
     name = "p2c"
     summary = "two distinct random available backends; the one with fewer in flight wins"

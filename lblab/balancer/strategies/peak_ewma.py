@@ -18,24 +18,14 @@ Source: Finagle ``PeakEwma.scala``, ``P2CPeakEwma.scala``.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from mypy_extensions import mypyc_attr
 
 from .base import BackendView, Outcome, RequestView
+from .configs import PeakEwmaConfig
 from .ewma import decay
-from .options import check
 from .p2c import TwoChoices
 
 PENALTY_MS = 1e12
-
-
-@dataclass(frozen=True, slots=True)
-class PeakEwmaConfig:
-    tau: float = 10.0
-    """Decay time constant in seconds."""
-
-    def __post_init__(self) -> None:
-        check(math.isfinite(self.tau) and self.tau > 0, f"tau={self.tau}: must be > 0 seconds")
 
 
 class PeakCost:
@@ -63,11 +53,11 @@ class PeakCost:
         return self.cost * (inflight + 1)
 
 
-class PeakEwma(TwoChoices):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class PeakEwma(TwoChoices[PeakEwmaConfig]):
     name = "peak-ewma"
     summary = "Finagle P2C on peak EWMA cost * (inflight + 1), tau 10 s, decays on read"
     Config = PeakEwmaConfig
-    config: PeakEwmaConfig
 
     def _setup(self) -> None:
         self.costs: dict[str, PeakCost] = {}

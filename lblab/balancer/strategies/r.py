@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mypy_extensions import mypyc_attr
+
 from .base import BackendView, RequestView
 from .configured import ConfiguredStrategy
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Random(ConfiguredStrategy):
     name = "r"
     summary = "uniform random among available backends"

@@ -22,27 +22,16 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from .base import BackendView, RequestView, eligible
+from .configs import RingHashConfig
 from .configured import ConfiguredStrategy
-from .options import check
 
 MAX_RING_POINTS = 1_000_000
 """Most points on the ring (250 000 md5 digests, under a second to build)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RingHashConfig:
-    points_per_weight: int = 160
-
-    def __post_init__(self) -> None:
-        check(
-            4 <= self.points_per_weight <= 10_000,
-            f"points_per_weight={self.points_per_weight}: must be in 4..10000",
-        )
 
 
 def request_key(request: RequestView) -> bytes:
@@ -66,11 +55,11 @@ def key_point(key: bytes) -> int:
     return int.from_bytes(hashlib.md5(key, usedforsecurity=False).digest()[:4], "little")
 
 
-class RingHash(ConfiguredStrategy):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class RingHash(ConfiguredStrategy[RingHashConfig]):
     name = "ring-hash"
     summary = "consistent hash (Ketama): 160 * weight points per backend, next point clockwise"
     Config = RingHashConfig
-    config: RingHashConfig
     uses_routing_key = True
 
     def _setup(self) -> None:
@@ -87,7 +76,7 @@ class RingHash(ConfiguredStrategy):
         points: list[int] = []
         owners: list[int] = []
         wanted = [self.config.points_per_weight * w for _, w in signature]
-        scale = min(1.0, MAX_RING_POINTS / sum(wanted)) if wanted else 1.0
+        scale = min(1.0, MAX_RING_POINTS / sum(wanted, 0.0)) if wanted else 1.0
         for b, count in zip(backends, wanted, strict=True):
             mine = ketama_points(b.id, round(count * scale))
             points.extend(mine)

@@ -12,10 +12,13 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
+from mypy_extensions import mypyc_attr
+
 from .base import BackendView, RequestView
 from .configured import ConfiguredStrategy
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RoundRobin(ConfiguredStrategy):
     name = "rr"
     summary = "next available backend in list order"

@@ -64,6 +64,8 @@ import math
 import random
 from collections.abc import Sequence
 
+from mypy_extensions import mypyc_attr
+
 from .base import BackendView, Outcome, RequestView
 from .ewma import TimeEwma
 from .p2c import TwoChoices
@@ -154,6 +156,7 @@ class WeightedStats:
         return (self.availability.value or 0.0) / (1.0 + latency * (pending + 1))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RSocketWeighted(TwoChoices):
     name = "rsocket-weighted"
     summary = (

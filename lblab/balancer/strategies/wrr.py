@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mypy_extensions import mypyc_attr
+
 from .base import BackendView, RequestView
 from .configured import ConfiguredStrategy
 from .smooth import SmoothWeights
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class WeightedRoundRobin(ConfiguredStrategy):
     name = "wrr"
     summary = "static weights, smooth weighted round robin (nginx): 5,1,1 -> A A B A C A A"

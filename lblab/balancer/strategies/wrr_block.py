@@ -15,10 +15,13 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 
+from mypy_extensions import mypyc_attr
+
 from .base import BackendView, RequestView, eligible
 from .configured import ConfiguredStrategy
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BlockWeightedRoundRobin(ConfiguredStrategy):
     name = "wrr-block"
     summary = "thesis WRR: w consecutive picks per backend, in list order"
