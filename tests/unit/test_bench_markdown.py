@@ -159,17 +159,47 @@ def test_balancer_against_haproxy_states_each_bound() -> None:
     _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert against[0].startswith("| size | in flight | CPU us/req lblab | CPU us/req HAProxy |")
     assert against[2] == (
-        "| 100B | 1 | 24.0 | 20.0 | 1.20 | 1.25x: yes | 0.200 / 0.100 | 0.400 / 0.200 "
-        "| 0.95 / 0.99 |  |"
+        "| 100B | 1 | 24.0 | 20.0 | 1.20 | 1.20-1.20 | 1.25x: yes (1 of 1 rounds) "
+        "| 0.200 / 0.100 | 0.400 / 0.200 | 0.95 / 0.99 |  |"
     )
-    assert "| 100B | 10 | 30.0 | 20.0 | 1.50 | 1.25x: no |" in against[3]
-    assert against[4].startswith("| 100B | 64 | 30.0 | 20.0 | 1.50 | 1.5x: yes |")
-    assert against[4].endswith("| 0.95 / 0.99 | >= 0.9: yes |")
+    assert (
+        "| 100B | 10 | 30.0 | 20.0 | 1.50 | 1.50-1.50 | 1.25x: no (0 of 1 rounds) |" in against[3]
+    )
+    assert against[4].startswith("| 100B | 64 | 30.0 | 20.0 | 1.50 | 1.50-1.50 | 1.5x: yes (1 of 1")
+    assert against[4].endswith("| 0.95 / 0.99 | >= 0.9: yes (1 of 1 rounds) |")
     # 1 MB: lblab must stay below HAProxy, so 45x is not met; no through bound there
-    assert against[5].startswith("| 1MB | 1 | 900.0 | 20.0 | 45.00 | 1x: no |")
+    assert against[5].startswith("| 1MB | 1 | 900.0 | 20.0 | 45.00 | 45.00-45.00 | 1x: no (0 of 1")
     assert against[5].endswith("|  |")
     assert "1, 10, 64 request(s) in flight" in text
     assert "Medians of 1 interleaved round(s)" in text and "{" not in text
+
+
+def test_balancer_bounds_count_the_rounds_that_meet_them() -> None:
+    """The verdict is the medians'; beside it, how many interleaved rounds met the bound,
+    each round's lblab against the HAProxy and direct cells of that same round."""
+    m = bench("bench_balancer")
+    results = {}
+    for conc in (1, 64):
+        results[("100B", conc, "direct")] = [
+            fake_cell(r, 0.1) for r in (10_000.0, 8_000.0, 10_000.0)
+        ]
+        # CPU ratios by round 1.1, 1.4, 1.3: the median 1.3 misses 1.25x; one round met it
+        results[("100B", conc, "through")] = [
+            fake_cell(9_100.0, 0.3, cpu) for cpu in (22.0, 28.0, 26.0)
+        ]
+        results[("100B", conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 20.0) for _ in range(3)]
+    bb = m.BalancerBench(
+        "rr", 3, 1.0, None, ["direct", "through", "haproxy"], ["100B"], [1, 64],
+        results, {"rr": 0.5}, (0.1, 0.1, 0.1),
+    )  # fmt: skip
+    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
+    assert against[2].startswith(
+        "| 100B | 1 | 26.0 | 20.0 | 1.30 | 1.10-1.40 | 1.25x: no (1 of 3 rounds) |"
+    )
+    assert "| 1.30 | 1.10-1.40 | 1.5x: yes (3 of 3 rounds) |" in against[3]
+    # through / direct by round: 0.91, 1.14, 0.91; the medians' 9,100 / 10,000 = 0.91
+    assert against[3].endswith("| >= 0.9: yes (3 of 3 rounds) |")
 
 
 def test_balancer_without_a_lone_request_renders_and_bounds_only_what_it_measured() -> None:
@@ -185,7 +215,7 @@ def test_balancer_without_a_lone_request_renders_and_bounds_only_what_it_measure
     )  # fmt: skip
     text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
     _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
-    assert against[3].startswith("| 100B | 32 | 20.0 | 20.0 | 1.00 |  |")  # no bound at 32
+    assert against[3].startswith("| 100B | 32 | 20.0 | 20.0 | 1.00 | 1.00-1.00 |  |")  # no bound
     assert against[3].endswith("| 0.95 / 0.99 |  |")  # the through bound is at 64 only
     assert "lone request" not in text
     assert "At 32 in flight (100 B) it passes 0.95 of direct's throughput" in text
@@ -340,7 +370,9 @@ def test_balancer_names_the_compiled_reference_only_when_it_ran() -> None:
         "| size | in flight | CPU us/req lblab | CPU us/req HAProxy | CPU us/req minimal router "
         "| CPU us/req compiled minimal router | CPU ratio |"
     )
-    assert against[2].startswith("| 100B | 1 | 30.0 | 10.0 | 22.0 | 12.5 | 3.00 | 1.25x: no |")
+    assert against[2].startswith(
+        "| 100B | 1 | 30.0 | 10.0 | 22.0 | 12.5 | 3.00 | 3.00-3.00 | 1.25x: no (0 of 1 rounds) |"
+    )
     assert "`benchmarks/compiled_router`" in text
     assert "costs 1.25x at 1, 1.25x at 10, 1.25x at 64 in flight HAProxy's CPU" in text
     without = m.BalancerBench(
