@@ -549,7 +549,10 @@ def print_text(bench: BalancerBench) -> None:
                 f"{row['+p50']:>7.2f} {row['CPU/req']:>8.2f}"
             )
     if bench.with_haproxy:
-        print("\nlblab against HAProxy, medians (issue 20's bounds; 'yes' where the medians meet them, with how many rounds did):")
+        print(
+            "\nlblab against HAProxy, medians (issue 20's bounds: 'yes' where the medians "
+            "meet them, and how many rounds did):"
+        )
         for row in haproxy_rows(bench):
             print("  " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in row.items()))
     else:

@@ -28,7 +28,9 @@ C = TypeVar("C")
 class ConfiguredStrategy(BaseStrategy, Generic[C]):
     """Generic in its config, so that a compiled subclass reads ``self.config`` as its
     own ``Config`` (mypyc keeps an attribute's type in subclasses; narrowing it there is
-    refused). Open to interpreted subclasses: the simulator's own strategies."""
+    refused). Open to interpreted subclasses (the simulator's own strategies, a user's),
+    as every strategy class is: mypyc would otherwise run the ``__init__`` of a compiled
+    subclass twice when Python constructs it (docs/STYLE.md)."""
 
     Config: ClassVar[type[Any]] = NoOptions
     config: C
