@@ -53,3 +53,18 @@ def test_a_missing_source_is_a_reason_not_a_crash(tmp_path):
 def test_mypy_warns_of_unreachable_code_the_compiled_only_failure_class():
     settings = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert settings["tool"]["mypy"]["warn_unreachable"] is True
+
+
+def test_every_registered_strategy_is_compiled_with_the_others():
+    """A strategy left out of ``MODULES`` would run interpreted beside compiled ones and
+    pick slower than the strategies it is compared with: registering one means compiling
+    it, with every class it inherits from."""
+    from lblab.balancer.strategies.registry import STRATEGIES
+
+    missing = {
+        f"{name}: {base.__module__}"
+        for name, cls in STRATEGIES.items()
+        for base in cls.__mro__
+        if base.__module__.startswith("lblab.") and base.__module__ not in compiled.MODULES
+    }
+    assert not missing, f"add to lblab/compiled.py's MODULES: {sorted(missing)}"
