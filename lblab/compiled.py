@@ -82,7 +82,8 @@ and every registered strategy with what it shares (the views, the base classes, 
 available list, the EWMA decay, the schedulers), so that all strategies pick at the
 same, compiled price (``benchmarks/bench_pick.py``). Left out: the strategies' option
 classes (``strategies/configs.py``: mypyc erases ``Literal`` annotations and its frozen
-dataclasses cannot be copied), the registry and the simulator's own strategies."""
+dataclasses cannot be copied), the registry, option parsing and listing (``registry``,
+``options``, ``listing``: run once, at start) and the simulator's own strategies."""
 
 GROUP = "lblab_core"
 """mypyc's name for the shared library of the group (``lblab_core__mypyc``)."""

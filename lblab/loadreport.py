@@ -15,13 +15,17 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Final, Literal, get_args
 
 import orjson
 
 from lblab.errors import RemoteProtocolError
 
 ReportSource = Literal["agent", "response", "push"]
+_SOURCES: Final = frozenset(get_args(ReportSource))
+_NUMBERS: Final = frozenset(
+    ("t", "cpu_util", "qps", "eps", "queue_ms", "service_ms", "est_wait_ms")
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,11 +53,51 @@ class LoadReport:
 
     @classmethod
     def from_json(cls, raw: bytes) -> LoadReport:
+        """Parse and check a report; anything else is a ``RemoteProtocolError`` saying what.
+
+        Every field's type is checked here, where a sender's mistake can be named: the
+        strategies that read the report run compiled (``lblab/compiled.py``) and would
+        raise a ``TypeError`` deep in the balancer instead. Numbers are stored as floats
+        (an ``inflight`` as a whole number: 2.0 is taken as 2), so a report reads the same
+        compiled and as plain Python."""
         try:
             fields = orjson.loads(raw)
-            return cls(**fields)
-        except (orjson.JSONDecodeError, TypeError) as exc:
+        except orjson.JSONDecodeError as exc:
             raise RemoteProtocolError(f"malformed load report {raw[:80]!r}: {exc}") from exc
+        if not isinstance(fields, dict):
+            raise RemoteProtocolError(f"load report {raw[:80]!r} is not a JSON object")
+        for name, value in fields.items():
+            if value is None and name != "t":
+                continue
+            if name in _NUMBERS:
+                fields[name] = _number(name, value)
+            elif name == "inflight":
+                fields[name] = _whole(name, value)
+        if not isinstance(fields.get("server"), str):
+            raise RemoteProtocolError(f"load report: server {fields.get('server')!r} is not a name")
+        if fields.get("source") not in _SOURCES:
+            raise RemoteProtocolError(
+                f"load report: source {fields.get('source')!r} is not one of "
+                f"{', '.join(sorted(_SOURCES))}"
+            )
+        try:
+            return cls(**fields)
+        except TypeError as exc:  # a key missing or unknown
+            raise RemoteProtocolError(f"malformed load report {raw[:80]!r}: {exc}") from exc
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise RemoteProtocolError(f"load report: {name} {value!r} is not a finite number")
+    return float(value)
+
+
+def _whole(name: str, value: object) -> int:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RemoteProtocolError(f"load report: {name} {value!r} is not a whole number")
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -87,40 +87,73 @@ SEQUENCES = """
 import json, random, sys
 from lblab import compiled
 from lblab.balancer.pool import BackendSpec, Pool
-from lblab.balancer.strategies.base import Outcome, RequestView
+from lblab.balancer.strategies.base import Health, Outcome, RequestView
 from lblab.balancer.strategies.registry import STRATEGIES, make_strategy
-from lblab.loadreport import LoadReport
+from lblab.loadreport import LoadReport, ProbeAnswer
+
+def lease(view):
+    view.lease_remaining, view.lease_expires_at = 10**6, 1e9
 
 out = {"status": compiled.status()}
 for name in STRATEGIES:
     rng = random.Random(7)
-    specs = [BackendSpec(f"s{i}", 1 + i % 3) for i in range(5)]
-    pool = Pool(specs, make_strategy(name, rng=rng))
+    specs = [BackendSpec(f"s{i}", 1 + i % 3) for i in range(6)]
+    strategy = make_strategy(name, rng=rng, weights={"s1": 2.0, "s4": 3.0})
+    pool = Pool(specs, strategy)
     for view in pool.views:
-        view.lease_remaining, view.lease_expires_at = 10**6, 1e9
-    picked, inflight = [], []
-    for k in range(300):
-        now = k * 0.003
-        req = RequestView(request_id=k)
-        view = pool.pick(req, now)
-        if view is None:
-            picked.append("-")
-            continue
-        pool.dispatch(view, req, now)
-        inflight.append((view, req))
-        picked.append(view.id)
-        if k % 3 != 0:  # leave a third of them in flight a while: loads differ
-            done, done_req = inflight.pop(0)
-            report = LoadReport(
-                server=done.id, source="response", t=now, service_ms=1.0 + k % 5, inflight=k % 4
+        lease(view)
+    picked, inflight, error = [], [], None
+    try:
+        for k in range(600):
+            now = k * 0.0037
+            if k == 200:
+                pool.set_state("s2", Health.DOWN, now)
+            if k == 260:
+                pool.set_state("s2", Health.UP, now)
+            if k == 300:
+                pool.add(BackendSpec("s9", 2), now)
+                lease(pool.views[-1])
+            if k == 400:
+                pool.remove("s0", now)
+            req = RequestView(
+                request_id=k,
+                routing_key=f"key{k % 17}".encode() if k % 2 else None,
+                client_address=f"10.0.{k % 7}.{k % 5}",
             )
-            pool.report(done.id, report, now)
-            pool.complete(done, done_req, Outcome(ok=True, latency_ms=2.0 + k % 7), now)
-        if k % 50 == 0:  # agents: the servers' CPU, unequal
-            for i, view in enumerate(pool.views):
-                cpu = LoadReport(server=view.id, source="agent", t=now, cpu_util=0.2 * (i + 1), qps=100.0)
-                pool.report(view.id, cpu, now)
-    out[name] = ["".join(picked), rng.random()]
+            if k % 11 == 0:  # a replay that excludes a backend already tried
+                req = req.excluding("s3", 1)
+            view = pool.pick(req, now)
+            for target in pool.probe_targets(now):
+                pool.probe_sent(target.id)
+                answer = ProbeAnswer(rif=k % 6, latency_ms=float(1 + k % 9))
+                pool.probe_answer(target.id, answer, now)
+            if view is None:
+                picked.append("-")
+                continue
+            pool.dispatch(view, req, now)
+            inflight.append((view, req))
+            picked.append(view.id)
+            if k % 3 != 0:  # leave a third of them in flight a while: loads differ
+                done, done_req = inflight.pop(0)
+                for source in ("response", "push"):
+                    report = LoadReport(
+                        server=done.id, source=source, t=now, service_ms=1.0 + k % 5,
+                        inflight=k % 4, est_wait_ms=float(k % 6), queue_ms=float(k % 2),
+                    )
+                    pool.report(done.id, report, now)
+                ok = k % 13 != 0
+                outcome = Outcome(ok=ok, latency_ms=2.0 + k % 7, error_kind=None if ok else "TIMEOUT")
+                pool.complete(done, done_req, outcome, now)
+            if k % 50 == 0:  # agents: the servers' CPU, unequal
+                for i, view in enumerate(pool.views):
+                    cpu = LoadReport(
+                        server=view.id, source="agent", t=now, cpu_util=0.15 * (i + 1),
+                        qps=100.0, eps=0.0,
+                    )
+                    pool.report(view.id, cpu, now)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    out[name] = ["".join(picked), error, rng.random(), strategy.ties]
 json.dump(out, sys.stdout)
 """
 
@@ -128,7 +161,8 @@ json.dump(out, sys.stdout)
 def test_every_strategy_picks_alike_compiled_and_as_plain_python():
     """The strategies are compiled (``lblab/compiled.py``), their exact definitions are
     written for Python: the same seeds give the same picks and leave the same random
-    state either way. It failed when a compiled strategy's constructor ran twice (mypyc's
+    state either way, through weights, replays, health changes, backends added and
+    removed, probes, failures and every kind of load report. It failed when a compiled strategy's constructor ran twice (mypyc's
     double ``__init__`` without ``allow_interpreted_subclasses``), drawing its seed anew."""
 
     def run(env: dict[str, str]) -> dict[str, object]:
@@ -148,4 +182,5 @@ def test_every_strategy_picks_alike_compiled_and_as_plain_python():
     assert plain_run.pop("status").startswith("plain"), plain_run
     differ = [name for name in plain_run if compiled_run[name] != plain_run[name]]
     assert not differ, f"compiled and plain Python pick differently: {differ}"
-    assert len({seq for seq, _ in plain_run.values()}) > 10  # the strategies differ
+    assert not [name for name, (_, error, _, _) in plain_run.items() if error], plain_run
+    assert len({seq for seq, *_ in plain_run.values()}) > 10  # the strategies differ

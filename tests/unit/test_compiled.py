@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import tomllib
 from pathlib import Path
@@ -68,3 +69,31 @@ def test_every_registered_strategy_is_compiled_with_the_others():
         if base.__module__.startswith("lblab.") and base.__module__ not in compiled.MODULES
     }
     assert not missing, f"add to lblab/compiled.py's MODULES: {sorted(missing)}"
+
+
+def test_compiled_modules_keep_their_constants_final_and_strategies_open():
+    """STYLE's rules for the compiled path, checked: a module constant that is not
+    ``Final`` is a dict lookup on every use, and a strategy class not open to interpreted
+    subclasses runs its ``__init__`` twice when Python constructs it."""
+    from lblab.balancer.strategies.registry import STRATEGIES
+
+    strategy_classes = {base.__name__ for cls in STRATEGIES.values() for base in cls.__mro__}
+    strategy_classes -= {"object"}
+    problems = []
+    for module in compiled.MODULES:
+        source = compiled.source_of(module)
+        for node in ast.parse(source.read_text()).body:
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.isupper()
+                and not (
+                    isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "TypeVar"
+                )
+            ):
+                problems.append(f"{source.name}:{node.lineno} {node.targets[0].id} is not Final")
+            if isinstance(node, ast.ClassDef) and node.name in strategy_classes:
+                decorators = {ast.unparse(d) for d in node.decorator_list}
+                if "mypyc_attr(allow_interpreted_subclasses=True)" not in decorators:
+                    problems.append(f"{source.name}:{node.lineno} {node.name} is not open")
+    assert not problems, problems

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -36,8 +37,8 @@ from .base import BackendView, RequestView, eligible
 from .configs import AwrrConfig
 from .configured import ConfiguredStrategy
 
-MIN_BUCKETS = 2
-MAX_BUCKETS = 30
+MIN_BUCKETS: Final = 2
+MAX_BUCKETS: Final = 30
 
 
 def bucket_count(load: float, load_avg: float, a: float) -> int:

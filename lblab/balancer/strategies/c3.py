@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -58,21 +59,21 @@ from .base import BACKEND_FAULT_KINDS, BackendView, Outcome, RequestView
 from .configs import C3Config
 from .configured import ConfiguredStrategy
 
-ALPHA = 0.9
+ALPHA: Final = 0.9
 """Weight of the newest sample in the queue, service and response time EWMAs."""
-CUBIC_BETA = 0.2
+CUBIC_BETA: Final = 0.2
 """Multiplicative decrease: ``srate`` falls to ``beta * srate``."""
-CUBIC_C = 0.000004
+CUBIC_C: Final = 0.000004
 """Cubic growth constant (rate per ms^3)."""
-CUBIC_SMAX = 10.0
+CUBIC_SMAX: Final = 10.0
 """Largest increase of ``srate`` in one update (requests per delta)."""
-HYSTERESIS_FACTOR = 4
+HYSTERESIS_FACTOR: Final = 4
 """No decrease within this many deltas of an increase."""
-MIN_RATE = 0.1
+MIN_RATE: Final = 0.1
 """Floor of ``srate`` after a decrease."""
-INITIAL_SEND_RATE = 1.0
-INITIAL_RECEIVE_RATE = 100.0
-RECEIVE_ALPHA = 1 / 20
+INITIAL_SEND_RATE: Final = 1.0
+INITIAL_RECEIVE_RATE: Final = 100.0
+RECEIVE_ALPHA: Final = 1 / 20
 """The code's ``(now - lastTick) / interval`` for one slot of its default 20 ms."""
 
 

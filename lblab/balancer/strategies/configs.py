@@ -172,8 +172,6 @@ class PeakEwmaConfig:
 
 MAX_R_PROBE = 64.0
 """Most probes per query: more costs the servers more than any pick can gain."""
-
-
 MAX_POOL_SIZE = 1024
 
 

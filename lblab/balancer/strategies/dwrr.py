@@ -22,6 +22,7 @@ gives every reported backend weight 1.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -32,7 +33,7 @@ from .configs import DynamicWrrConfig
 from .configured import ConfiguredStrategy
 from .smooth import SmoothWeights
 
-MAX_WEIGHT = 100
+MAX_WEIGHT: Final = 100
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

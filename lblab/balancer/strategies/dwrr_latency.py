@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -21,7 +22,7 @@ from lblab.loadreport import LoadReport
 from .base import BackendView
 from .wrr_block import BlockWeightedRoundRobin
 
-SAMPLES = 3
+SAMPLES: Final = 3
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

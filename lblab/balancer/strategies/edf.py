@@ -29,10 +29,11 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable, Sequence
+from typing import Final
 
-MAX_PRE_PICKS = 429_496_729
+MAX_PRE_PICKS: Final = 429_496_729
 """Envoy's bound on the emulated picks of ``createWithPicks`` (``UINT_MAX / 10``)."""
-WEIGHT_EPSILON = 1e-13
+WEIGHT_EPSILON: Final = 1e-13
 """Envoy adds it to every weight while emulating picks (envoyproxy/envoy#31592)."""
 
 

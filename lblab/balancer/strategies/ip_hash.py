@@ -23,6 +23,7 @@ import ipaddress
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -30,8 +31,8 @@ from .base import BackendView, RequestView, eligible
 from .configured import ConfiguredStrategy
 from .smooth import SmoothWeights
 
-PSEUDO_ADDRESS = b"\x00\x00\x00"
-MAX_TRIES = 20
+PSEUDO_ADDRESS: Final = b"\x00\x00\x00"
+MAX_TRIES: Final = 20
 
 
 def key_bytes(address: str | None) -> bytes:

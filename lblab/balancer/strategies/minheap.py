@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-_GONE = object()
+_GONE: Final = object()
 
 
 class LazyMinHeap:

@@ -18,6 +18,8 @@ Source: Finagle ``PeakEwma.scala``, ``P2CPeakEwma.scala``.
 
 from __future__ import annotations
 
+from typing import Final
+
 from mypy_extensions import mypyc_attr
 
 from .base import BackendView, Outcome, RequestView
@@ -25,7 +27,7 @@ from .configs import PeakEwmaConfig
 from .ewma import decay
 from .p2c import TwoChoices
 
-PENALTY_MS = 1e12
+PENALTY_MS: Final = 1e12
 
 
 class PeakCost:

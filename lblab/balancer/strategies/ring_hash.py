@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -30,7 +31,7 @@ from .base import BackendView, RequestView, eligible
 from .configs import RingHashConfig
 from .configured import ConfiguredStrategy
 
-MAX_RING_POINTS = 1_000_000
+MAX_RING_POINTS: Final = 1_000_000
 """Most points on the ring (250 000 md5 digests, under a second to build)."""
 
 

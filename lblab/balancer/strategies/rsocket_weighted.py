@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -71,15 +72,15 @@ from .ewma import TimeEwma
 from .p2c import TwoChoices
 from .quantile import FrugalMedian, FrugalQuantile
 
-US = 1_000_000
+US: Final = 1_000_000
 """Clock ticks per second: Java's ``Clock`` is in microseconds."""
-EXP_FACTOR = 4.0
-INACTIVITY_FACTOR = 500
-STARTUP_PENALTY = float((2**63 - 1) >> 12)
-INITIAL_INTER_ARRIVAL_US = 1 * US
-INTER_ARRIVAL_TAU_US = int(1 / math.log(2)) * 60 * US
+EXP_FACTOR: Final = 4.0
+INACTIVITY_FACTOR: Final = 500
+STARTUP_PENALTY: Final = float((2**63 - 1) >> 12)
+INITIAL_INTER_ARRIVAL_US: Final = 1 * US
+INTER_ARRIVAL_TAU_US: Final = int(1 / math.log(2)) * 60 * US
 """``Ewma(1, MINUTES, ...)``: ``(long) (1 / ln 2)`` = 1 minute."""
-AVAILABILITY_TAU_US = int(5 / math.log(2)) * US
+AVAILABILITY_TAU_US: Final = int(5 / math.log(2)) * US
 """``Ewma(5, SECONDS, 1.0)`` and ``BaseWeightedStats.tau``: ``(long) (5 / ln 2)`` = 7 s."""
 
 
