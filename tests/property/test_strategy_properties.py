@@ -140,6 +140,8 @@ def test_one_backend_leaving_moves_about_one_nth_of_keys(name: str, n: int, gone
     updates=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 4)), max_size=80),
     excluded=st.sets(st.integers(0, 9), max_size=3),
 )
+# Compiled, the heap once reported this as a tie (``is`` between tuples, docs/STYLE.md).
+@example(updates=[(0, 0), (1, 1)], excluded={0})
 def test_lazy_heap_minimum_and_ties_match_a_brute_force(updates: list, excluded: set) -> None:
     heap = LazyMinHeap()
     keys: dict[int, int] = {}

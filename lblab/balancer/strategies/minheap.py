@@ -90,11 +90,13 @@ class LazyMinHeap:
                     found = entry
             else:
                 break
+        # Another entry than ``found`` with its key: told apart by index (unique in
+        # ``aside``), not by ``is``, which compiled code cannot keep for tuples.
         tied = (
             found is not None
             and len(aside) >= 2
             and aside[-1][0] == found[0]
-            and aside[-1] is not found
+            and aside[-1][1] != found[1]
         )
         for entry in aside:
             heapq.heappush(self._heap, entry)
