@@ -97,3 +97,25 @@ def test_compiled_modules_keep_their_constants_final_and_strategies_open():
                 if "mypyc_attr(allow_interpreted_subclasses=True)" not in decorators:
                     problems.append(f"{source.name}:{node.lineno} {node.name} is not open")
     assert not problems, problems
+
+
+def test_each_strategy_reads_its_config_as_the_class_it_builds():
+    """``Config`` (what the registry builds from the options) and the generic parameter
+    (what compiled code reads ``self.config`` as) are written apart; mypy cannot tie them.
+    A strategy naming one class in each would fail only at run time, compiled."""
+    from lblab.balancer.strategies.registry import STRATEGIES
+
+    classes = {cls.__name__: cls for top in STRATEGIES.values() for cls in top.__mro__}
+    mismatched = []
+    for module in {cls.__module__ for cls in classes.values()} & set(compiled.MODULES):
+        for node in ast.parse(compiled.source_of(module).read_text()).body:
+            if not isinstance(node, ast.ClassDef) or node.name not in classes:
+                continue
+            params = [b.slice for b in node.bases if isinstance(b, ast.Subscript)]
+            param = ast.unparse(params[0]) if params else None
+            if param is None or param == "C":  # inherits its parent's, or stays generic
+                continue
+            config = classes[node.name].Config.__name__
+            if param != config:
+                mismatched.append(f"{node.name}: generic over {param}, Config is {config}")
+    assert not mismatched, mismatched
