@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import gc
 
+from lblab.exposition import family
+
 YOUNG_THRESHOLD = 10_000
 """Container objects allocated and not freed before a young collection runs (CPython's
 default: 700). Requests in flight hold about ten each, so 64 in flight stay far below it;
@@ -49,7 +51,6 @@ def prometheus_text() -> str:
         ("python_gc_collections_total", "collections",
          "Number of times this generation was collected"),
     ):  # fmt: skip
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} counter")
-        out.extend(f'{name}{{generation="{g}"}} {s[key]}' for g, s in enumerate(stats))
+        samples = [(f'{{generation="{g}"}}', s[key]) for g, s in enumerate(stats)]
+        out += family(name, "counter", help_text, samples)
     return "\n".join(out) + "\n"

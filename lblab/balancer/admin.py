@@ -35,7 +35,7 @@ from urllib.parse import unquote
 
 import orjson
 
-from lblab import collector
+from lblab import collector, exposition
 from lblab.balancer import input_checks
 from lblab.balancer.pool import COUNTER_HELP
 from lblab.config import check_weight, parse_hostport
@@ -418,26 +418,19 @@ def status(node: BalancerNode) -> dict[str, Any]:
     return node.snapshot().status()
 
 
-def _label(value: str) -> str:
-    """A Prometheus label value, escaped (ids are checked already; this is the last guard)."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def metrics_text(snapshot: NodeSnapshot) -> str:
     """Prometheus exposition text (counters as ``_total``) of one snapshot of the node:
     per backend its gauges and every counter the pool declares, then the node's own."""
     out: list[str] = []
 
     def family(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        out.extend(f"{name}{labels} {value:g}" for labels, value in samples)
+        out.extend(exposition.family(name, kind, help_text, samples))
 
     rows = snapshot.backends
 
     def per_backend(key: str) -> list[tuple[str, float]]:
         return [
-            (f'{{backend="{_label(str(r["id"]))}"}}', float(r[key]))
+            (f'{{backend="{exposition.label(r["id"])}"}}', float(r[key]))
             for r in rows
             if r[key] is not None
         ]

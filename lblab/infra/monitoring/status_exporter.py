@@ -33,6 +33,7 @@ from typing import Any
 
 from lblab.config import parse_hostport
 from lblab.errors import ConfigError
+from lblab.exposition import family, label
 from lblab.procs import announce_ready
 
 log = logging.getLogger("lblab.status_exporter")
@@ -46,17 +47,8 @@ _REPORT_FIELDS = (
 )
 
 
-def _label(value: Any) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def _family(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> list[str]:
-    full = f"lblab_status_{name}"
-    return [
-        f"# HELP {full} {help_text}",
-        f"# TYPE {full} {kind}",
-        *(f"{full}{labels} {value:g}" for labels, value in samples),
-    ]
+    return family(f"lblab_status_{name}", kind, help_text, samples)
 
 
 def metrics_text(status: dict[str, Any] | None) -> str:
@@ -68,7 +60,7 @@ def metrics_text(status: dict[str, Any] | None) -> str:
         "strategy",
         "gauge",
         "1 for the strategy the balancer runs now.",
-        [(f'{{strategy="{_label(status.get("strategy"))}"}}', 1)],
+        [(f'{{strategy="{label(status.get("strategy"))}"}}', 1)],
     )
     reports = [
         (str(b.get("id")), b["last_report"])
@@ -77,7 +69,7 @@ def metrics_text(status: dict[str, Any] | None) -> str:
     ]
     for key, name, help_text in _REPORT_FIELDS:
         samples = [
-            (f'{{backend="{_label(backend)}",source="{_label(r.get("source"))}"}}', float(r[key]))
+            (f'{{backend="{label(backend)}",source="{label(r.get("source"))}"}}', float(r[key]))
             for backend, r in reports
             if isinstance(r.get(key), int | float) and math.isfinite(r[key])
         ]
