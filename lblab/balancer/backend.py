@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from time import monotonic
 from typing import Final, cast
 
 import orjson
@@ -117,7 +118,7 @@ class BackendConnection(RoutedConnection):
             lease=lease,
         )
         self.rsocket = Connection.connecting(
-            setup, wiring.loop.time(), max_frame_length=wiring.max_frame_bytes
+            setup, monotonic(), max_frame_length=wiring.max_frame_bytes
         )
         self.rsocket.send(Keepalive(respond=True))  # its answer proves the backend serves
         self.ids = self.rsocket.ids
@@ -145,7 +146,7 @@ class BackendConnection(RoutedConnection):
             client.unblock(self)
         self.blocked_clients.clear()
         reason = str(exc) if exc else "closed by the backend"
-        self.wiring.router.backend_lost(self, reason, self.wiring.loop.time())
+        self.wiring.router.backend_lost(self, reason, monotonic())
         self.backend.connection_closed(self)
 
     def pause_writing(self) -> None:
@@ -184,7 +185,7 @@ class BackendConnection(RoutedConnection):
         if stream is None:
             if sid in self.probes:
                 self.wiring.router.prober.answer(
-                    self, sid, bytes(self.mv[pos + 3 : pos + 3 + length]), self.wiring.loop.time()
+                    self, sid, bytes(self.mv[pos + 3 : pos + 3 + length]), monotonic()
                 )
                 return True
             if FrameType.REQUEST_RESPONSE <= frame_type <= FrameType.REQUEST_CHANNEL:
@@ -199,7 +200,7 @@ class BackendConnection(RoutedConnection):
             return False
         frame = self.buf[pos : pos + 3 + length]
         _pack_u32(frame, 3, stream.client_sid)
-        self.wiring.router.backend_frame(stream, frame, frame_type, flags, self.wiring.loop.time())
+        self.wiring.router.backend_frame(stream, frame, frame_type, flags, monotonic())
         return True
 
     def _control_frame(self, pos: int, length: int, frame_type: int, flags: int) -> bool:
@@ -236,11 +237,11 @@ class BackendConnection(RoutedConnection):
                 self.backend_id,
                 rsocket.lease_ttl_ms / 1000.0,
                 rsocket.lease_requests,
-                self.wiring.loop.time(),
+                monotonic(),
             )
         elif verdict is Control.METADATA_PUSH:
             self.wiring.events.push_report(
-                self.backend_id, self.mv[pos + 9 : pos + 3 + length], self.wiring.loop.time()
+                self.backend_id, self.mv[pos + 9 : pos + 3 + length], monotonic()
             )
         return True
 
@@ -345,13 +346,13 @@ class Backend:
         ``CONNECT_TIMEOUT_S``; None (and the reason logged) if any of it fails."""
         conn = BackendConnection(self)
         loop = self.wiring.loop
-        deadline = loop.time() + CONNECT_TIMEOUT_S
+        deadline = monotonic() + CONNECT_TIMEOUT_S
         try:
             await within(
                 CONNECT_TIMEOUT_S,
                 loop.create_connection(lambda: conn, self.address.host, self.address.port),
             )
-            answered = await within(max(deadline - loop.time(), 0.0), asyncio.shield(conn.answered))
+            answered = await within(max(deadline - monotonic(), 0.0), asyncio.shield(conn.answered))
             problem = None if answered else "closed the connection before answering"
         except TimeoutError:
             problem = f"no RSocket answer within {CONNECT_TIMEOUT_S:g} s"
@@ -429,7 +430,7 @@ class Backend:
 
     def _retire(self, conn: BackendConnection) -> None:
         conn.retired = True
-        conn.retired_at = self.wiring.loop.time()
+        conn.retired_at = monotonic()
         self.wiring.events.retiring(conn)
         if not conn.streams:
             conn.close()

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from time import monotonic
 from typing import Final, cast
 
 from lblab.admission import Admission
@@ -110,7 +111,7 @@ class ClientConnection(RoutedConnection):
             max_setup_bytes=min(MAX_SETUP_LENGTH, wiring.max_frame_bytes),
         )
         self.rsocket = Connection.accepting(
-            policy, wiring.loop.time(), max_frame_length=wiring.max_frame_bytes
+            policy, monotonic(), max_frame_length=wiring.max_frame_bytes
         )
         self.streams: dict[int, Stream] = {}
         self.address: str | None = None
@@ -218,7 +219,7 @@ class ClientConnection(RoutedConnection):
                     self.protocol_error(RemoteProtocolError(problem))
                     return False
                 router = self.wiring.router
-                now = self.wiring.loop.time()
+                now = monotonic()
                 if not is_request:
                     router.client_frame(self, self.buf, pos, length, sid, frame_type, flags, now)
                     return True

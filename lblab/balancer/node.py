@@ -7,8 +7,10 @@ exactly-once accounting with the ``Pool``); the node owns the sockets, the perio
 timer and the runtime changes of the admin API, and turns the connections' lifecycle
 events (``wiring.NodeEvents``) into pool state.
 
-Time: ``loop.time()`` (monotonic) is the pool's ``now``; picks are logged in epoch
-seconds via a fixed offset. One periodic timer (``TICK_S``) ends timeouts, runs
+Time: ``time.monotonic()`` is the pool's ``now`` everywhere in the balancer, not
+uvloop's ``loop.time()``, which counts whole milliseconds (every latency the strategies
+saw was 0, 1, 2... ms); picks are logged in epoch seconds via a fixed offset. One
+periodic timer (``TICK_S``) ends timeouts, runs
 ``Pool.tick`` (ejections, slow start, dynamic weights), checks keepalive lifetimes,
 retires replaced connections and flushes the picks log: no per-request timers.
 
@@ -164,7 +166,7 @@ class BalancerNode:
             config.strategy, config.strategy_options, rng=self.rng, weights=self.weights
         )
         self.strategy_options: dict[str, str] = dict(config.strategy_options)
-        now = loop.time()
+        now = time.monotonic()
         self.pool = Pool(
             [BackendSpec(b.id, b.weight) for b in config.backends],
             self.strategy,
@@ -207,7 +209,7 @@ class BalancerNode:
 
     def snapshot(self) -> NodeSnapshot:
         """The node now, as the admin API shows it."""
-        now = self.loop.time()
+        now = time.monotonic()
         rows = self.pool.status()
         for row in rows:
             backend_id = str(row["id"])
@@ -287,7 +289,6 @@ class BalancerNode:
         """Stop: refuse new requests and connections at once, let the streams in flight
         end within ``drain_timeout_s``, cut the rest, then close every connection with
         CONNECTION_CLOSE (the module docstring)."""
-        loop = self.loop
         grace_s = self.config.drain_timeout_s
         self.router.stop()
         for name in ("port", "agent_port"):
@@ -295,13 +296,13 @@ class BalancerNode:
                 self.servers[name].close()
         in_flight = self._in_flight()
         log.info("stopping: new requests refused, %d in flight get %g s", in_flight, grace_s)
-        deadline = loop.time() + grace_s
-        while in_flight and (left := deadline - loop.time()) > 0:
+        deadline = time.monotonic() + grace_s
+        while in_flight and (left := deadline - time.monotonic()) > 0:
             await asyncio.sleep(min(TICK_S, left))
             in_flight = self._in_flight()
         if in_flight:
             log.warning("stopping: %d streams still in flight after %g s: cut", in_flight, grace_s)
-            now = loop.time()
+            now = time.monotonic()
             for client in self.clients:
                 self.router.cut(client, grace_s, now)
         if self._tick_handle is not None:
@@ -317,8 +318,8 @@ class BalancerNode:
             self.servers["admin_port"].close()
         if self.picklog is not None:
             self.picklog.close()
-        deadline = loop.time() + CLOSE_WAIT_S
-        while self._open() and (left := deadline - loop.time()) > 0:
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        while self._open() and (left := deadline - time.monotonic()) > 0:
             await asyncio.sleep(min(TICK_S, left))
         stats = self.router.stats
         log.info(
@@ -347,7 +348,7 @@ class BalancerNode:
         if backend is not None:
             backend.mark_down()
         else:
-            self.pool.set_state(backend_id, Health.DOWN, self.loop.time())
+            self.pool.set_state(backend_id, Health.DOWN, time.monotonic())
 
     # ------------------------------------------------------------ NodeEvents (connections)
 
@@ -357,7 +358,7 @@ class BalancerNode:
 
     def client_closed(self, client: ClientPort) -> None:
         self.clients.discard(client)  # type: ignore[arg-type]
-        self.router.client_gone(client, self.loop.time())
+        self.router.client_gone(client, time.monotonic())
 
     def broadcast(self, frame: bytes, client: ClientPort) -> None:
         for backend in self.backends.values():
@@ -367,11 +368,11 @@ class BalancerNode:
 
     def backend_up(self, backend_id: str) -> None:
         if backend_id in self.backends:
-            self.pool.set_state(backend_id, Health.UP, self.loop.time())
+            self.pool.set_state(backend_id, Health.UP, time.monotonic())
 
     def backend_down(self, backend_id: str) -> None:
         if backend_id in self.backends:
-            self.pool.set_state(backend_id, Health.DOWN, self.loop.time())
+            self.pool.set_state(backend_id, Health.DOWN, time.monotonic())
 
     def backend_hung(self, backend_id: str, silent_s: float) -> None:
         """A connected backend stopped answering our KEEPALIVEs: eject it and hold it
@@ -379,7 +380,7 @@ class BalancerNode:
         if backend_id not in self.backends:
             return
         log.warning("backend %s silent for %.1f s: ejected as hung", backend_id, silent_s)
-        now = self.loop.time()
+        now = time.monotonic()
         self.pool.set_state(backend_id, Health.EJECTED, now)
         self.pool.set_state(backend_id, Health.DOWN, now)
 
@@ -392,7 +393,7 @@ class BalancerNode:
     def backend_draining(self, backend_id: str) -> None:
         """The backend sent CONNECTION_CLOSE: no new requests, in-flight ones finish."""
         if backend_id in self.backends:
-            self.pool.set_state(backend_id, Health.DRAINING, self.loop.time())
+            self.pool.set_state(backend_id, Health.DRAINING, time.monotonic())
 
     def backend_lease(self, backend_id: str, ttl_s: float, count: int, now: float) -> None:
         if backend_id in self.pool:
@@ -418,13 +419,13 @@ class BalancerNode:
         """A LoadReport from an agent; False if it names no backend of the pool."""
         if report.server not in self.backends:
             return False
-        self.pool.report(report.server, report, self.loop.time())
+        self.pool.report(report.server, report, time.monotonic())
         return True
 
     # ------------------------------------------------------------ periodic work
 
     def _tick(self) -> None:
-        now = self.loop.time()
+        now = time.monotonic()
         try:
             self.router.expire(now)
             self.pool.tick(now)
@@ -458,7 +459,7 @@ class BalancerNode:
         before = self.setup_wants()
         self.strategy = strategy
         self.strategy_options = dict(options or {})
-        self.pool.set_strategy(strategy, self.loop.time())
+        self.pool.set_strategy(strategy, time.monotonic())
         if self.setup_wants() != before:
             for backend in self.backends.values():
                 backend.resetup()
@@ -471,7 +472,7 @@ class BalancerNode:
         input_checks.check_backend_id(backend_id)
         input_checks.check_host(host, f"backend {backend_id}")
         weight = check_weight(weight, f"backend {backend_id}")
-        now = self.loop.time()
+        now = time.monotonic()
         address = BackendAddress(backend_id, host, port, weight)
         self.weights[backend_id] = weight
         self.pool.add(BackendSpec(backend_id, weight), now)
@@ -488,5 +489,5 @@ class BalancerNode:
                 f"no backend {backend_id!r} in the pool; have {', '.join(self.backends) or 'none'}"
             )
         self.weights.pop(backend_id, None)
-        self.pool.remove(backend_id, self.loop.time())
+        self.pool.remove(backend_id, time.monotonic())
         backend.retire()
