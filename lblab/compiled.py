@@ -30,6 +30,7 @@ from types import ModuleType
 MODULES = (
     "lblab.balancer.framing",
     "lblab.balancer.outbox",
+    "lblab.balancer.wiring",
     "lblab.balancer.router",
     "lblab.balancer.streams",
     "lblab.balancer.pool",

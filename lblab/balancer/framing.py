@@ -1,8 +1,8 @@
 """Frame walking on an ``asyncio.BufferedProtocol`` receive buffer (the uvloop echo-server shape).
 
 The kernel reads straight into one preallocated ``bytearray``; ``buffer_updated`` walks
-the complete frames in it with a cursor, reading the 24-bit length with shifts and the
-stream id and type/flags word with the module-level ``HEADER`` struct. Each frame is
+the complete frames in it with a cursor, reading the 24-bit length, the stream id and the
+type/flags word with one call of the module-level ``PREFIXED_HEADER`` struct. Each frame is
 handed to ``on_frame`` as ints (offset, length, stream id, type, flags): no frame objects,
 no per-frame slices. The subclass rewrites stream ids in place (``U32.pack_into``) and
 copies the frame out once, for the outgoing write.
@@ -38,10 +38,10 @@ from lblab.wire.codes import (
     FLAG_METADATA,
     FLAG_NEXT,
     FRAME_HEADER_LENGTH,
-    HEADER,
     LENGTH_PREFIX_LENGTH,
     MAX_REQUEST_N,
     MAX_STREAM_ID,
+    PREFIXED_HEADER,
     U32,
     ErrorCode,
     FrameType,
@@ -58,7 +58,9 @@ MIN_READ_BYTES: Final = 64 * 1024
 GROW_STEP_BYTES: Final = 64 * 1024
 """Least growth for a partial frame larger than the buffer (module docstring)."""
 _PREFIX_AND_HEADER: Final = LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH
-_unpack_header: Final = HEADER.unpack_from
+_unpack_prefixed_header: Final = PREFIXED_HEADER.unpack_from
+"""A frame's length prefix (high byte, low 16 bits) and header in one call: compiled,
+each index into a ``bytearray`` is a generic call too."""
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -109,9 +111,14 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self.buffer_bytes *= 2  # the read filled the buffer: more was waiting
         pos = self._start
         limit = self.max_frame_bytes
-        on_frame = self.on_frame
+        # Typed: struct's values are Any, and compiled, arithmetic on Any is generic.
+        high: int
+        low: int
+        stream_id: int
+        type_flags: int
         while end - pos >= _PREFIX_AND_HEADER:
-            length = (buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2]
+            high, low, stream_id, type_flags = _unpack_prefixed_header(buf, pos)
+            length = (high << 16) | low
             if length > limit or length < FRAME_HEADER_LENGTH:
                 self._start = pos
                 self.protocol_error(_bad_length(length, limit))
@@ -119,8 +126,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
             frame_end = pos + LENGTH_PREFIX_LENGTH + length
             if frame_end > end:
                 break
-            stream_id, type_flags = _unpack_header(buf, pos + LENGTH_PREFIX_LENGTH)
-            if not on_frame(pos, length, stream_id, type_flags >> 10, type_flags & 0x3FF):
+            # Called on self (not a bound method held in a local): compiled, that is a
+            # native call with unboxed ints; through a bound method it boxed all five.
+            if not self.on_frame(pos, length, stream_id, type_flags >> 10, type_flags & 0x3FF):
                 return
             pos = frame_end
         if pos == end:

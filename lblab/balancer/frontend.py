@@ -83,8 +83,8 @@ it), and busy clients grow it to ``INITIAL_BUFFER_BYTES`` within a few reads."""
 _STREAM_FRAMES: Final = frozenset(
     (FrameType.PAYLOAD, FrameType.REQUEST_N, FrameType.CANCEL, FrameType.ERROR)
 )
-_FIRST_REQUEST: Final = FrameType.REQUEST_RESPONSE
-_LAST_REQUEST: Final = FrameType.REQUEST_CHANNEL
+_FIRST_REQUEST: Final = int(FrameType.REQUEST_RESPONSE)
+_LAST_REQUEST: Final = int(FrameType.REQUEST_CHANNEL)
 KEEPALIVE_MIN_LENGTH: Final = 14
 """Header (6) and the 8-byte last received position."""
 

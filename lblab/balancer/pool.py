@@ -214,11 +214,14 @@ class Pool:
         self, view: BackendView, request: RequestView, outcome: Outcome, now: float
     ) -> None:
         """Account one outcome of a dispatch; exactly once per dispatch."""
-        if self._outstanding.pop((request.request_id, view.id), None) is not view:
+        key = (request.request_id, view.id)
+        outstanding = self._outstanding
+        if outstanding.get(key) is not view:  # not .pop(key, None): generic when compiled
             raise LocalProtocolError(
                 f"request {request.request_id} on {view.id} completed without a matching "
                 "dispatch (completed twice?)"
             )
+        del outstanding[key]
         view.inflight -= 1
         view.completed += 1
         if self._by_id.get(view.id) is not view:

@@ -73,13 +73,13 @@ STOPPING_MESSAGE: Final = balancer_message(
 )
 _pack_u32: Final = U32.pack_into
 _unpack_u32: Final = U32.unpack_from
-_RR: Final = FrameType.REQUEST_RESPONSE
-_FNF: Final = FrameType.REQUEST_FNF
-_CHANNEL: Final = FrameType.REQUEST_CHANNEL
-_PAYLOAD: Final = FrameType.PAYLOAD
-_CANCEL: Final = FrameType.CANCEL
-_ERROR: Final = FrameType.ERROR
-_REQUEST_N: Final = FrameType.REQUEST_N
+_RR: Final = int(FrameType.REQUEST_RESPONSE)
+_FNF: Final = int(FrameType.REQUEST_FNF)
+_CHANNEL: Final = int(FrameType.REQUEST_CHANNEL)
+_PAYLOAD: Final = int(FrameType.PAYLOAD)
+_CANCEL: Final = int(FrameType.CANCEL)
+_ERROR: Final = int(FrameType.ERROR)
+_REQUEST_N: Final = int(FrameType.REQUEST_N)
 
 
 class PickRecorder(Protocol):
@@ -430,10 +430,10 @@ class Router:
         mappings."""
         if not self.lifecycle.end(stream, ok, error_kind, now, server_fault=server_fault):
             return
-        stream.client.streams.pop(stream.client_sid, None)
+        _forget(stream.client.streams, stream.client_sid)
         conn = stream.backend
         if conn is not None:
-            conn.streams.pop(stream.backend_sid, None)
+            _forget(conn.streams, stream.backend_sid)
         stream.saved = None
         if conn is not None and conn.retired and not conn.streams:
             conn.close()
@@ -457,6 +457,13 @@ class Router:
             if stream.backend is not None:
                 stream.backend.send_cancel(stream.backend_sid)
             self.finish(stream, False, "timeout", now)
+
+
+def _forget(streams: dict[int, Stream], sid: int) -> None:
+    """``streams.pop(sid, None)``: mypyc has no primitive for ``dict.pop``, so compiled
+    that is a generic method call; these two are native."""
+    if sid in streams:
+        del streams[sid]  # noqa: RUF051
 
 
 def routing_key(buf: bytearray, pos: int, length: int, frame_type: int) -> bytes | None:

@@ -35,6 +35,9 @@ MAX_REPLAY_BYTES: Final = 16 * 1024 * 1024
 """Most a request's frames may hold for a replay: beyond it they are let go and the
 request is not replayed (its backend's answer, REJECTED included, goes to the client).
 Bounds the memory one client's fragmented request holds at the balancer."""
+# As plain ints: compiled, comparing an int with an IntEnum member is a generic call.
+_RR: Final = int(FrameType.REQUEST_RESPONSE)
+_FNF: Final = int(FrameType.REQUEST_FNF)
 
 
 class ClientPort(Protocol):
@@ -127,8 +130,8 @@ class Stream(Attempted):
             request,
             t_arrival,
             deadline,
-            counted=frame_type != FrameType.REQUEST_FNF,
-            deadline_to_end=frame_type == FrameType.REQUEST_RESPONSE,
+            counted=frame_type != _FNF,
+            deadline_to_end=frame_type == _RR,
         )
         self.client = client
         self.client_sid = client_sid
@@ -138,7 +141,7 @@ class Stream(Attempted):
         self.saved: list[bytes | bytearray] | None = [] if frame_type in REPLAYABLE else None
         self.saved_bytes = 0
         self.client_open = True
-        self.backend_open = frame_type != FrameType.REQUEST_FNF
+        self.backend_open = frame_type != _FNF
 
     def keep(self, frame: bytes | bytearray) -> None:
         """Keep a request frame for a replay, until ``MAX_REPLAY_BYTES``."""

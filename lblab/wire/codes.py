@@ -69,6 +69,7 @@ LENGTH_PREFIX_LENGTH: Final = 3
 
 # Module-level structs: unpack_from on the receive buffer builds no intermediate bytes.
 HEADER: Final = Struct(">IH")  # stream id, type << 10 | flags
+PREFIXED_HEADER: Final = Struct(">BHIH")  # length prefix (high byte, low 16 bits), HEADER
 U8: Final = Struct(">B")
 U16: Final = Struct(">H")
 U32: Final = Struct(">I")
