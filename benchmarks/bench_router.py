@@ -10,7 +10,8 @@ least that satisfies ``balancer/streams.py``'s protocols: sends are appended and
 Beside it, the minimal router's per-request work (``benchmarks/frame_router.py``: pick
 the next backend, remember the stream in a dict, rewrite the stream id, copy the frame;
 then the way back) in the same rounds, so the ratio says what lblab's rules cost in
-Python with warm caches. Microseconds per request, medians over interleaved rounds.
+Python with warm caches. Microseconds per request, medians over interleaved rounds,
+with the cyclic collector off, as it is in the balancer under load.
 On sockets at 1 in flight the same work costs more (each request runs on cold caches):
 ``bench_balancer.py`` measures that.
 """
@@ -18,6 +19,7 @@ On sockets at 1 in flight the same work costs more (each request runs on cold ca
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import statistics
 import sys
@@ -163,6 +165,12 @@ def main() -> None:
         "minimal router": minimal_path,
     }
     us: dict[str, list[float]] = {name: [] for name in paths}
+    # The balancer runs no cyclic collection under load (``lblab.collector.settle``; its
+    # /metrics count none over bench_balancer.py's cells). Driven from this loop, the
+    # same path triggered a young collection every ~350 requests (about 0.6 us a request,
+    # charged to the router), so the collector is off while the rounds run.
+    gc.collect()
+    gc.disable()
     for _ in range(args.rounds):
         for name, path in paths.items():
             us[name].append(1e6 * path(args.strategy, args.requests) / args.requests)
