@@ -11,7 +11,7 @@ Beside it, the minimal router's per-request work (``benchmarks/frame_router.py``
 the next backend, remember the stream in a dict, rewrite the stream id, copy the frame;
 then the way back) in the same rounds, so the ratio says what lblab's rules cost in
 Python with warm caches. Microseconds per request, medians over interleaved rounds,
-with the cyclic collector off, as it is in the balancer under load.
+with no cyclic collection, as the balancer runs none under load.
 On sockets at 1 in flight the same work costs more (each request runs on cold caches):
 ``bench_balancer.py`` measures that.
 """
@@ -165,10 +165,11 @@ def main() -> None:
         "minimal router": minimal_path,
     }
     us: dict[str, list[float]] = {name: [] for name in paths}
-    # The balancer runs no cyclic collection under load (``lblab.collector.settle``; its
-    # /metrics count none over bench_balancer.py's cells). Driven from this loop, the
-    # same path triggered a young collection every ~350 requests (about 0.6 us a request,
-    # charged to the router), so the collector is off while the rounds run.
+    # The balancer runs no cyclic collection under load (``lblab.collector.settle`` raises
+    # the young threshold to 10,000; its /metrics count none over bench_balancer.py's
+    # cells). Driven from this loop, the same path triggered a young collection every
+    # ~350 requests at CPython's default threshold (about 0.6 us a request, charged to
+    # the router) and still some at 10,000, so the collector is off while rounds run.
     gc.collect()
     gc.disable()
     for _ in range(args.rounds):

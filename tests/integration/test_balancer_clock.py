@@ -5,7 +5,8 @@ stamps every pick. uvloop's ``loop.time()`` counts whole milliseconds, so a bala
 it saw every latency as 0, 1, 2... ms and stamped picks on a 1 ms grid. The picks log
 shows the clock the router is driven by: consecutive picks of sequential requests on
 loopback are a fraction of a millisecond apart, and on a millisecond clock each gap is a
-whole number of milliseconds.
+whole number of milliseconds. The pool's latency EWMA shows that both ends of a request
+are read on that one clock: a latency taken across two clocks can come out negative.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from balancer_testbed import (
     rsocket_client,
     start_balancer,
     start_echo,
+    status_of,
 )
 from rsocket.payload import Payload
 
@@ -41,6 +43,10 @@ def test_picks_are_stamped_by_a_clock_finer_than_a_millisecond(tmp_path: Path) -
                     await asyncio.wait_for(client.request_response(Payload(WORK)), 10)
 
         asyncio.run(sequential())
+        (row,) = status_of(balancer)["backends"]
+        # An echo on loopback answers in well under 10 ms; a latency read across two
+        # clocks (uvloop's lags time.monotonic() by up to a millisecond) can be negative.
+        assert 0 < row["latency_ewma_ms"] < 10, row
         stop(balancer, timeout=10)  # the picks log is flushed at exit
     times = [json.loads(line)["t"] for line in picks.read_text().splitlines()]
     assert len(times) == REQUESTS

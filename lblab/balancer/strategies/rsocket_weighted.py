@@ -34,8 +34,9 @@ mistake costs (measured on a port that made them):
   users, 20000 requests, seeds 1-3): mean latency 25.1 / 28.2 / 27.3 ms before,
   17.5 / 15.8 / 16.7 ms now (p2c 16.6 / 16.3 / 17.0, rr 28.5 / 28.0 / 29.0, lc 13.3 /
   13.1 / 13.5); the twins got 4674 / 3968, 6409 / 3124, 6113 / 4523 requests before
-  (the live run's 522 vs 199 to twins fits that flooding; not re-run live here) and
-  are within 1.2 % now. In a
+  (the live run's 522 vs 199 to twins fits that flooding; not re-run live here, and
+  that run's balancer also timed every request in whole milliseconds: uvloop's clock,
+  docs/FIELD-NOTES.md, "Packages") and are within 1.2 % now. In a
   port of the Java code, milliseconds alone give 18.7-18.9 ms and the old ``Ewma``
   alone 16.1-18.6 ms; the two together made 24.7-26.1 ms.
 - ``Ewma`` starts its stamp at 0 on the JVM's monotonic clock (boot time), so the first
