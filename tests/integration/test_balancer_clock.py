@@ -44,9 +44,10 @@ def test_picks_are_stamped_by_a_clock_finer_than_a_millisecond(tmp_path: Path) -
 
         asyncio.run(sequential())
         (row,) = status_of(balancer)["backends"]
-        # An echo on loopback answers in well under 10 ms; a latency read across two
-        # clocks (uvloop's lags time.monotonic() by up to a millisecond) can be negative.
-        assert 0 < row["latency_ewma_ms"] < 10, row
+        # A latency read across two clocks (uvloop's lags time.monotonic() by up to a
+        # millisecond) comes out negative; an echo on loopback, even on a busy machine,
+        # answers far below the upper bound.
+        assert 0 < row["latency_ewma_ms"] < 100, row
         stop(balancer, timeout=10)  # the picks log is flushed at exit
     times = [json.loads(line)["t"] for line in picks.read_text().splitlines()]
     assert len(times) == REQUESTS
