@@ -6,6 +6,7 @@ Only the pure renderers, on made-up figures: no benchmark runs and no process st
 from __future__ import annotations
 
 import re
+from types import ModuleType
 
 import pytest
 
@@ -116,6 +117,25 @@ def fake_cell(rps: float, p50: float, cpu: float = float("nan")) -> dict[str, fl
     }  # fmt: skip
 
 
+def balancer_markdown(
+    m: ModuleType,
+    results: dict[tuple[str, int, str], list[dict[str, float]]],
+    targets: list[str],
+    sizes: list[str],
+    in_flight: list[int],
+    *,
+    rounds: int = 1,
+    baseline: str | None = None,
+    picks: dict[str, float] | None = None,
+) -> str:
+    """``bench_balancer.py``'s section for made-up cells (strategy rr, 1 s cells)."""
+    bb = m.BalancerBench(
+        "rr", rounds, 1.0, baseline, targets, sizes, in_flight, results,
+        picks or {"rr": 0.5}, (0.1, 0.1, 0.1),
+    )  # fmt: skip
+    return m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+
+
 def test_balancer_with_a_baseline() -> None:
     m = bench("bench_balancer")
     results = {}
@@ -123,11 +143,10 @@ def test_balancer_with_a_baseline() -> None:
         results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1)]
         results[("100B", conc, "through")] = [fake_cell(8_000.0, 0.3, 20.0)]
         results[("100B", conc, "baseline")] = [fake_cell(6_000.0, 0.5, 40.0)]
-    bb = m.BalancerBench(
-        "rr", 1, 1.0, "HEAD~1", ["direct", "through", "baseline"], ["100B"], list(m.IN_FLIGHT),
-        results, {"rr": 0.5, "p2c": 1.25}, (0.1, 0.1, 0.1),
+    text = balancer_markdown(
+        m, results, ["direct", "through", "baseline"], ["100B"], list(m.IN_FLIGHT),
+        baseline="HEAD~1", picks={"rr": 0.5, "p2c": 1.25},
     )  # fmt: skip
-    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
     cells, ratios, picks = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert len(cells) == 2 + 3 * len(m.IN_FLIGHT)
     assert cells[2] == "| 100B | 1 | direct | 10,000 | 0.100 | 0.200 |  |  |  |  |  |  |"
@@ -151,11 +170,9 @@ def test_balancer_against_haproxy_states_each_bound() -> None:
             lblab = {1: 24.0, 10: 30.0, 64: 30.0}[conc] if size == "100B" else 900.0
             results[(size, conc, "through")] = [fake_cell(9_500.0, 0.3, lblab)]
             results[(size, conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 20.0)]
-    bb = m.BalancerBench(
-        "rr", 1, 1.0, None, ["direct", "through", "haproxy"], ["100B", "1MB"], [1, 10, 64],
-        results, {"rr": 0.5}, (0.1, 0.1, 0.1),
-    )  # fmt: skip
-    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    text = balancer_markdown(
+        m, results, ["direct", "through", "haproxy"], ["100B", "1MB"], [1, 10, 64]
+    )
     _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert against[0].startswith("| size | in flight | CPU us/req lblab | CPU us/req HAProxy |")
     assert against[2] == (
@@ -188,11 +205,9 @@ def test_balancer_bounds_count_the_rounds_that_meet_them() -> None:
             fake_cell(9_100.0, 0.3, cpu) for cpu in (22.0, 28.0, 26.0)
         ]
         results[("100B", conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 20.0) for _ in range(3)]
-    bb = m.BalancerBench(
-        "rr", 3, 1.0, None, ["direct", "through", "haproxy"], ["100B"], [1, 64],
-        results, {"rr": 0.5}, (0.1, 0.1, 0.1),
-    )  # fmt: skip
-    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    text = balancer_markdown(
+        m, results, ["direct", "through", "haproxy"], ["100B"], [1, 64], rounds=3
+    )
     _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert against[2].startswith(
         "| 100B | 1 | 26.0 | 20.0 | 1.30 | 1.10-1.40 | 1.25x: no (1 of 3 rounds) |"
@@ -209,11 +224,7 @@ def test_balancer_without_a_lone_request_renders_and_bounds_only_what_it_measure
         results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1)]
         results[("100B", conc, "through")] = [fake_cell(9_500.0, 0.3, 20.0)]
         results[("100B", conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 20.0)]
-    bb = m.BalancerBench(
-        "rr", 1, 1.0, None, ["direct", "through", "haproxy"], ["100B"], [10, 32],
-        results, {"rr": 0.5}, (0.1, 0.1, 0.1),
-    )  # fmt: skip
-    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    text = balancer_markdown(m, results, ["direct", "through", "haproxy"], ["100B"], [10, 32])
     _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert against[3].startswith("| 100B | 32 | 20.0 | 20.0 | 1.00 | 1.00-1.00 |  |")  # no bound
     assert against[3].endswith("| 0.95 / 0.99 |  |")  # the through bound is at 64 only
@@ -361,10 +372,7 @@ def test_balancer_names_the_compiled_reference_only_when_it_ran() -> None:
         results[("100B", conc, "compiled")] = [fake_cell(9_800.0, 0.2, 12.5)]
         results[("100B", conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 10.0)]
     targets = ["direct", "through", "router", "compiled", "haproxy"]
-    bb = m.BalancerBench(
-        "rr", 1, 1.0, None, targets, ["100B"], [1, 10, 64], results, {"rr": 0.5}, (0.1, 0.1, 0.1)
-    )
-    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    text = balancer_markdown(m, results, targets, ["100B"], [1, 10, 64])
     _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert against[0].startswith(
         "| size | in flight | CPU us/req lblab | CPU us/req HAProxy | CPU us/req minimal router "
@@ -375,9 +383,7 @@ def test_balancer_names_the_compiled_reference_only_when_it_ran() -> None:
     )
     assert "`benchmarks/compiled_router`" in text
     assert "costs 1.25x at 1, 1.25x at 10, 1.25x at 64 in flight HAProxy's CPU" in text
-    without = m.BalancerBench(
-        "rr", 1, 1.0, None, [t for t in targets if t != "compiled"], ["100B"], [1, 10, 64],
-        results, {"rr": 0.5}, (0.1, 0.1, 0.1),
-    )  # fmt: skip
-    text = m.markdown(without, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    text = balancer_markdown(
+        m, results, [t for t in targets if t != "compiled"], ["100B"], [1, 10, 64]
+    )
     assert "compiled" not in text
