@@ -15,9 +15,9 @@ connection accepted just before can send one). Version 1.x only (else
 UNSUPPORTED_SETUP). The LEASE flag and a resume token get UNSUPPORTED_SETUP: leases
 are per connection and the balancer issues none toward clients; it does not implement
 resumption. The data MIME must be one the
-backends speak (``ACCEPTED_DATA_MIMES``), else UNSUPPORTED_SETUP naming them, because
-payload bytes pass through untouched over backend connections whose SETUP said
-``application/json``. Any metadata MIME is accepted and its bytes pass through; only a
+backends speak or opaque bytes (``ACCEPTED_DATA_MIMES``), else UNSUPPORTED_SETUP naming
+them, because payload bytes pass through untouched over backend connections whose SETUP
+said ``application/json``. Any metadata MIME is accepted and its bytes pass through; only a
 composite-metadata client has its routing key read for hash strategies. The SETUP
 payload (e.g. credentials) is not forwarded: backend connections are shared, so it
 could not be; the balancer has no authentication of its own. The client's keepalive
@@ -67,9 +67,14 @@ from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
 log = logging.getLogger("lblab.balancer.frontend")
 
-ACCEPTED_DATA_MIMES: Final = (APPLICATION_JSON,)
+ACCEPTED_DATA_MIMES: Final = (APPLICATION_JSON, "application/binary", "application/octet-stream")
 """Data MIME types a client may declare: what the backends' SETUP declares (docs/DESIGN.md,
-"Wire contract"). Payloads are forwarded untouched, so anything else would be mislabelled."""
+"Wire contract"), or opaque bytes that claim no encoding. Payloads are forwarded
+untouched, so a client declaring another encoding (CBOR, protobuf, text) would be
+mislabelled. ``application/binary`` is rsocket-java's default and
+``application/octet-stream`` the generic one: a client left at its library's defaults
+works through the balancer as it does against a server, and a body that is not JSON
+gets the server's APPLICATION_ERROR saying so."""
 CLIENT_WRITE_HIGH_BYTES: Final = 2 * 1024 * 1024
 """Responses queued toward one client before we stop reading its requests: two 1 MB
 responses, or ~200 10 KB ones (asyncio's default 64 KiB would pause on every 1 MB)."""

@@ -110,12 +110,13 @@ async def rsocket_client(
     *,
     fragment_size: int | None = None,
     metadata_mime: str = COMPOSITE_METADATA,
+    data_mime: str = APPLICATION_JSON,
 ) -> AsyncIterator[RSocketClient]:
     reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
     transport = TransportTCP(reader, writer, read_buffer_size=65536)
     async with RSocketClient(
         single_transport_provider(transport),
-        data_encoding=APPLICATION_JSON,
+        data_encoding=data_mime,
         metadata_encoding=metadata_mime,
         fragment_size_bytes=fragment_size,
     ) as client:
