@@ -66,6 +66,11 @@ class Admission:
     def setup_done(self, conn: Refusable) -> None:
         self.pending.pop(conn, None)
 
+    def closing(self, conn: Refusable) -> None:
+        """We closed ``conn`` and it lingers (``wire_asyncio.close_without_reset``): it
+        still holds a socket, counted in ``open``, but no longer waits for its SETUP."""
+        self.pending.pop(conn, None)
+
     def gone(self, conn: Refusable) -> None:
         self.open.discard(conn)
         self.pending.pop(conn, None)

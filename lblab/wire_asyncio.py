@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from lblab.admission import Admission
 from lblab.errors import RemoteProtocolError
@@ -37,6 +37,38 @@ from lblab.wire.frames import Frame, Setup
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+LINGER_S: Final = 1.0
+"""How long a connection we closed goes on reading (and dropping) what its peer sends."""
+
+
+def close_without_reset(
+    transport: asyncio.Transport,
+    loop: asyncio.AbstractEventLoop,
+    admission: Admission,
+    conn: object,
+) -> None:
+    """Close ``transport`` once what is queued has left, with a FIN rather than a reset.
+
+    A socket closed with unread bytes in its receive queue, or that receives bytes after,
+    makes the kernel answer with a TCP reset. A peer that sent a request right behind a
+    SETUP we refuse then gets ECONNRESET with our ERROR, and a client library may fail on
+    that instead of reading the ERROR (rsocket-js 1.0 dies on it unhandled). So our side
+    is shut for writing once the queue drains, what still arrives is read and dropped, and
+    the transport closes when the peer closes its side, or ``LINGER_S`` after.
+
+    Only a connection the port's caps count (``Admission.open``) lingers, and it leaves
+    the caps' pending-SETUP queue at once: a connection the caps refused closes at once,
+    so a flood holds no more sockets than the caps allow.
+    """
+    if conn not in admission.open or not transport.can_write_eof():
+        transport.close()
+        return
+    admission.closing(conn)
+    transport.write_eof()
+    if not transport.is_reading():  # paused for backpressure: what arrives must be drained
+        transport.resume_reading()
+    loop.call_later(LINGER_S, transport.close)
 
 
 async def within(timeout_s: float, awaitable: Awaitable[T]) -> T:
@@ -153,7 +185,7 @@ class AcceptedConnection(asyncio.Protocol):
         self.flush()
         self.closed = True
         if self.transport is not None:
-            self.transport.close()
+            close_without_reset(self.transport, self.loop, self.admission, self)
 
     def refuse(self, message: str) -> None:
         """Turned away by the connection caps (``lblab.admission``)."""

@@ -147,6 +147,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 have = end - pos
                 self._compact(max(len(buf), min(need, 2 * have + GROW_STEP_BYTES)))
 
+    def drop_unread(self) -> None:
+        """Forget what was read and not yet walked (a closed connection's input)."""
+        self._start = self._end = 0
+
     def trim(self) -> None:
         """Give a grown buffer's memory back once no large frame has arrived since the
         last call (called periodically)."""

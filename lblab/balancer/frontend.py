@@ -32,7 +32,13 @@ request side the client already completed is dropped (a late frame), never forwa
 
 METADATA_PUSH from a client is connection-level and has no single backend; the balancer
 broadcasts it to every connected backend (a server-side cache flush or config push
-should reach all servers).
+should reach all servers). It is taken without its METADATA flag (rsocket-js 0.0.27
+leaves it out) and forwarded with it.
+
+A connection the balancer closes (a protocol error, a refused SETUP, a stop) ends its
+streams at once but lingers up to ``LINGER_S``: shut for writing, what still arrives
+read and dropped, so the peer gets our ERROR and a FIN, not a TCP reset
+(``lblab.wire_asyncio.close_without_reset``).
 
 Backpressure: the receive buffer holds at most one partial frame (bounded by
 ``--max-frame-bytes``). When responses pile up in the client's transport
@@ -57,6 +63,7 @@ from lblab.errors import RemoteProtocolError
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import (
     FLAG_IGNORE,
+    FLAG_METADATA,
     MAX_SETUP_LENGTH,
     ErrorCode,
     FrameType,
@@ -64,6 +71,7 @@ from lblab.wire.codes import (
 from lblab.wire.connection import Connection, Control, SetupPolicy
 from lblab.wire.frames import Error
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
+from lblab.wire_asyncio import close_without_reset
 
 log = logging.getLogger("lblab.balancer.frontend")
 
@@ -139,6 +147,12 @@ class ClientConnection(RoutedConnection):
         self.closed = True
         self.rsocket.peer_gone()
         self.admission.gone(self)
+        self.wiring.events.client_closed(self)
+
+    def shut(self, transport: asyncio.Transport) -> None:
+        """Close without a TCP reset (``close_without_reset``), and end this client's
+        streams now rather than when the socket is gone."""
+        close_without_reset(transport, self.wiring.loop, self.admission, self)
         self.wiring.events.client_closed(self)
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -254,7 +268,9 @@ class ClientConnection(RoutedConnection):
                 self.send(out)
             return True
         if verdict is Control.METADATA_PUSH:  # it goes to every backend
-            self.wiring.events.broadcast(bytes(self.buf[pos : pos + 3 + length]), self)
+            frame = bytearray(self.buf[pos : pos + 3 + length])
+            frame[7] |= FLAG_METADATA >> 8  # forwarded as the spec writes it (taken without)
+            self.wiring.events.broadcast(bytes(frame), self)
             return True
         if verdict is Control.SETUP_ACCEPTED:
             if self.wiring.router.stopping:  # accepted before the port closed

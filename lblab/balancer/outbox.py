@@ -66,6 +66,9 @@ class RoutedConnection(FrameProtocol):
         """Set by every read; the lifetime check clears it (cheaper than a clock per read)."""
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:  # lingering after our close (``shut``): what still arrives is dropped
+            self.drop_unread()
+            return
         self.active = True
         FrameProtocol.buffer_updated(self, nbytes)
 
@@ -86,11 +89,16 @@ class RoutedConnection(FrameProtocol):
                 self.transport.writelines(out)  # type: ignore[union-attr]
 
     def close(self) -> None:
-        """Send what is queued, then close."""
+        """Send what is queued, then close (``shut``)."""
         if not self.closed and self.transport is not None:
             self.flush_out()
             self.closed = True
-            self.transport.close()
+            self.shut(self.transport)
+
+    def shut(self, transport: asyncio.Transport) -> None:
+        """Close the transport of a connection just closed; a client connection lingers
+        instead (``ClientConnection.shut``)."""
+        transport.close()
 
     def close_connection(self, message: str) -> None:
         """End the connection as the spec's CONNECTION_CLOSE says (its streams have

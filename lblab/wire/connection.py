@@ -49,7 +49,6 @@ from lblab.wire.codec import NEED_DATA, check_first_frame, decode_frame_body, en
 from lblab.wire.codec import _NeedData as NeedData  # the type of NEED_DATA
 from lblab.wire.codes import (
     FLAG_IGNORE,
-    FLAG_METADATA,
     FLAG_RESPOND,
     FRAME_HEADER_LENGTH,
     LENGTH_PREFIX_LENGTH,
@@ -567,10 +566,10 @@ class Connection:
             self._out[start + 8] &= ~FLAG_RESPOND & 0xFF  # clear R; echo position and data
             return Control.NONE
         if frame_type == FrameType.METADATA_PUSH:
-            if not flags & FLAG_METADATA:
-                return self._fail(
-                    ErrorCode.CONNECTION_ERROR, "METADATA_PUSH without the METADATA flag"
-                )
+            # The spec says its METADATA flag MUST be set, but the frame's whole body is
+            # metadata either way, and rsocket-js 0.0.27 (the most used release) sends it
+            # with no flags: taken, as rsocket-java takes it, rather than closing a
+            # connection with every stream on it over a redundant bit.
             return Control.METADATA_PUSH
         if frame_type == FrameType.ERROR:
             if length < FRAME_HEADER_LENGTH + 4:

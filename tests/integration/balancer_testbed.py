@@ -11,6 +11,7 @@ import contextlib
 import json
 import socket
 import sys
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -25,6 +26,7 @@ from rsocket.transports.tcp import TransportTCP
 
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
+from lblab.wire.codes import HEADER
 from lblab.wire.frames import Frame, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
@@ -169,6 +171,39 @@ def client_setup(**overrides: Any) -> Setup:
     }
     fields.update(overrides)
     return Setup(**fields)
+
+
+def raw_frame(stream_id: int, frame_type: int, flags: int, body: bytes = b"") -> bytes:
+    """A frame built byte by byte, flags as given (for frames the codec would not write)."""
+    frame = HEADER.pack(stream_id, frame_type << 10 | flags) + body
+    return len(frame).to_bytes(3, "big") + frame
+
+
+def how_a_refusal_ends(port: int, first: bytes, then: bytes) -> tuple[bytes, str]:
+    """Send ``first`` (refused by the peer) with ``then`` right behind it, from another
+    thread so that a reset cannot block the send; read until the connection ends.
+
+    What was read and how it ended: ``"fin"`` (an orderly close) or ``"reset"`` (the
+    peer closed with our bytes unread, and the kernel answered with a TCP reset)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+
+    def send() -> None:
+        with contextlib.suppress(OSError):  # the peer may close before all of it is sent
+            sock.sendall(first + then)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+        ending = "fin"
+    except ConnectionResetError:
+        ending = "reset"
+    finally:
+        sender.join(5)
+        sock.close()
+    return data, ending
 
 
 class RawClient:

@@ -20,7 +20,9 @@ from balancer_testbed import (
     RawClient,
     admin,
     client_setup,
+    how_a_refusal_ends,
     processes,
+    raw_frame,
     rsocket_client,
     start_balancer,
     start_echo,
@@ -29,8 +31,8 @@ from balancer_testbed import (
 )
 from rsocket.payload import Payload
 
-from lblab.wire.codec import encode_frame
-from lblab.wire.codes import HEADER, ErrorCode, FrameType
+from lblab.wire.codec import FrameDecoder, encode_frame
+from lblab.wire.codes import ErrorCode, FrameType
 from lblab.wire.frames import Error, Keepalive, RequestResponse, Resume
 from lblab.wire.frames import Payload as PayloadFrame
 
@@ -60,11 +62,6 @@ def still_serves(balancer) -> None:
     data = bytes(asyncio.run(go()).data)
     assert data == GOOD_REQUEST or b'"server":' in data, data
     assert balancer.alive()
-
-
-def raw_frame(stream_id: int, frame_type: int, flags: int, body: bytes = b"") -> bytes:
-    frame = HEADER.pack(stream_id, frame_type << 10 | flags) + body
-    return len(frame).to_bytes(3, "big") + frame
 
 
 def expect_connection_error(client: RawClient, code: ErrorCode, text: str = "") -> Error:
@@ -152,10 +149,6 @@ AFTER_SETUP_CASES = {
     "second SETUP": (None, "only be sent once"),
     "LEASE from a client": (raw_frame(0, FrameType.LEASE, 0, bytes(8)), "did not negotiate"),
     "KEEPALIVE without a position": (raw_frame(0, FrameType.KEEPALIVE, 0x80, b"ab"), "63-bit"),
-    "METADATA_PUSH without the METADATA flag": (
-        raw_frame(0, FrameType.METADATA_PUSH, 0, b"m"),
-        "without the METADATA flag",
-    ),
 }
 
 
@@ -462,3 +455,18 @@ def test_agent_port_answers_a_malformed_frame_with_a_connection_error(guarded):
     client.send_raw(raw_frame(1, FrameType.REQUEST_N, 0, bytes(4)))
     expect_connection_error(client, ErrorCode.CONNECTION_ERROR, "REQUEST_N")
     still_serves(guarded)
+
+
+def test_a_refused_setup_with_a_request_behind_it_ends_in_a_fin_not_a_reset(balancer):
+    """A client may send its first request right behind its SETUP. When the SETUP is
+    refused, closing with that request unread made the kernel answer with a TCP reset;
+    rsocket-js 1.0 dies on the ECONNRESET unhandled. The ERROR comes first, then a FIN."""
+    refused = encode_frame(client_setup(resume_token=b"t"))
+    request = encode_frame(RequestResponse(stream_id=1, data=b"x" * 1_000_000))
+    for _ in range(3):
+        data, ending = how_a_refusal_ends(balancer.ready["port"], refused, request)
+        decoder = FrameDecoder()
+        decoder.receive_data(data)
+        frame = decoder.next_frame()
+        assert isinstance(frame, Error) and frame.error_code == ErrorCode.UNSUPPORTED_SETUP, frame
+        assert ending == "fin"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
+import threading
 import time
 from collections import Counter
 
@@ -18,6 +20,7 @@ from balancer_testbed import (
     admin,
     client_setup,
     processes,
+    raw_frame,
     rsocket_client,
     start_balancer,
     start_echo,
@@ -29,7 +32,10 @@ from rsocket.payload import Payload
 from rsocket.streams.stream_from_async_generator import StreamFromAsyncGenerator
 
 from lblab.balancer.pool import COUNTER_NAMES
+from lblab.procs import lblab_command, spawn
 from lblab.wire.codec import encode_frame
+from lblab.wire.codes import FLAG_METADATA, FLAG_RESPOND, FrameType
+from lblab.wire.frames import Payload as PayloadFrame
 from lblab.wire.frames import RequestResponse
 
 FRAGMENT = 4096
@@ -141,6 +147,68 @@ def test_fire_and_forget_and_metadata_push_reach_backends(testbed):
     pushes = [after[b]["metadata_push"] - before[b]["metadata_push"] for b in after]
     assert fnf == 6
     assert pushes == [1, 1, 1]  # METADATA_PUSH is broadcast to every backend
+
+
+def test_metadata_push_without_its_flag_is_broadcast_with_it(testbed):
+    """rsocket-js 0.0.27 sends METADATA_PUSH with no flags. The balancer takes it (the
+    connection and its streams go on) and forwards it to every backend."""
+    balancer, backends = testbed
+    before = _backend_counts(backends)
+    client = RawClient(balancer.ready["port"])
+    client.send(client_setup())
+    client.send_raw(raw_frame(0, FrameType.METADATA_PUSH, 0, b"\x00"))
+    client.send(*(RequestResponse(stream_id=2 * i + 1, data=b"x") for i in range(3)))
+    replies = [client.recv() for _ in range(3)]
+    assert all(isinstance(r, PayloadFrame) and r.data == b"x" for r in replies), replies
+    client.close()
+    after = _backend_counts(backends)
+    assert [after[b]["metadata_push"] - before[b]["metadata_push"] for b in after] == [1, 1, 1]
+
+
+def test_a_forwarded_metadata_push_carries_the_metadata_flag(tmp_path):
+    """What the balancer forwards is spec-form (the flag MUST be set) even when the
+    client left it out: read off the wire by a backend that is a bare socket (it answers
+    the balancer's KEEPALIVEs, which is all a backend must do to be taken up)."""
+    seen: list[tuple[int, int]] = []
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(10)
+        reader = threading.Thread(target=_bare_backend, args=(listener, seen), daemon=True)
+        reader.start()
+        balancer = spawn(
+            "balancer",
+            lblab_command(
+                *("balancer", "--port", "0", "--admin-port", "0"),
+                *("--backend", f"raw=127.0.0.1:{listener.getsockname()[1]}"),
+            ),
+            log_path=tmp_path / "balancer.log",
+        )
+        with processes(balancer):
+            wait_for(lambda: status_of(balancer)["backends"][0]["state"] == "up", 5, "up")
+            client = RawClient(balancer.ready["port"])
+            client.send(client_setup())
+            client.send_raw(raw_frame(0, FrameType.METADATA_PUSH, 0, b"m"))
+            wait_for(lambda: any(t == FrameType.METADATA_PUSH for t, _ in seen), 5, "the push")
+            client.close()
+    flags = next(f for t, f in seen if t == FrameType.METADATA_PUSH)
+    assert flags & FLAG_METADATA, hex(flags)
+
+
+def _bare_backend(listener: socket.socket, seen: list[tuple[int, int]]) -> None:
+    """Accept one connection and record (frame type, flags) of each frame, walking raw
+    frames, until it closes; a KEEPALIVE asking for an answer is echoed without RESPOND."""
+    sock, _ = listener.accept()
+    data = b""
+    with sock:
+        sock.settimeout(30)
+        while chunk := sock.recv(65536):
+            data += chunk
+            while len(data) >= 3 and len(data) >= 3 + int.from_bytes(data[:3], "big"):
+                end = 3 + int.from_bytes(data[:3], "big")
+                frame, data = data[:end], data[end:]
+                frame_type, flags = frame[7] >> 2, int.from_bytes(frame[7:9], "big") & 0x3FF
+                if frame_type == FrameType.KEEPALIVE and flags & FLAG_RESPOND:
+                    sock.sendall(frame[:8] + bytes([frame[8] & ~FLAG_RESPOND & 0xFF]) + frame[9:])
+                seen.append((frame_type, flags))
 
 
 @pytest.mark.parametrize("size", [100_000, 1_000_000])

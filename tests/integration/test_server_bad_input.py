@@ -17,12 +17,20 @@ import struct
 import time
 
 import pytest
-from balancer_testbed import RawClient, client_setup, processes, start_server, wait_for
+from balancer_testbed import (
+    RawClient,
+    client_setup,
+    how_a_refusal_ends,
+    processes,
+    raw_frame,
+    start_server,
+    wait_for,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lblab.wire.codec import encode_frame
-from lblab.wire.codes import HEADER, ErrorCode, FrameType
+from lblab.wire.codec import FrameDecoder, encode_frame
+from lblab.wire.codes import ErrorCode, FrameType
 from lblab.wire.frames import (
     Cancel,
     Error,
@@ -74,11 +82,6 @@ def still_serves(server) -> None:
     client.close()
     assert server.alive()
     assert "Traceback" not in (server.logs / "s1.log").read_text()
-
-
-def raw_frame(stream_id: int, frame_type: int, flags: int, body: bytes = b"") -> bytes:
-    frame = HEADER.pack(stream_id, frame_type << 10 | flags) + body
-    return len(frame).to_bytes(3, "big") + frame
 
 
 def expect_error(client: RawClient, code: ErrorCode, text: str = "", stream_id: int = 0) -> Error:
@@ -323,3 +326,18 @@ def test_mutated_sessions_never_hurt_the_server(server, data):
     probe.close()
     assert server.alive()
     assert "Traceback" not in (server.logs / "s1.log").read_text()
+
+
+def test_a_refused_setup_with_a_request_behind_it_ends_in_a_fin_not_a_reset(server):
+    """A client may send its first request right behind its SETUP. When the SETUP is
+    refused, closing with that request unread made the kernel answer with a TCP reset;
+    rsocket-js 1.0 dies on the ECONNRESET unhandled. The ERROR comes first, then a FIN."""
+    refused = encode_frame(client_setup(resume_token=b"t"))
+    request = encode_frame(RequestResponse(stream_id=1, data=b"x" * 1_000_000))
+    for _ in range(3):
+        data, ending = how_a_refusal_ends(server.ready["port"], refused, request)
+        decoder = FrameDecoder()
+        decoder.receive_data(data)
+        frame = decoder.next_frame()
+        assert isinstance(frame, Error) and frame.error_code == ErrorCode.UNSUPPORTED_SETUP, frame
+        assert ending == "fin"

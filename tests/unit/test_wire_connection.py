@@ -229,11 +229,6 @@ STREAM_ZERO_FAILURES = {
         ErrorCode.CONNECTION_ERROR,
         "63-bit",
     ),
-    "METADATA_PUSH without the flag": (
-        raw_frame(0, FrameType.METADATA_PUSH, 0, b"m"),
-        ErrorCode.CONNECTION_ERROR,
-        "without the METADATA flag",
-    ),
     "LEASE not negotiated": (
         encode_frame(Lease(ttl_ms=1, number_of_requests=1)),
         ErrorCode.CONNECTION_ERROR,
@@ -321,6 +316,19 @@ def test_peer_error_and_push_and_lease_are_events():
         LeaseReceived(ttl_ms=3000, number_of_requests=7),
         MetadataPushed(metadata=b"report"),
         PeerClosed(code=ErrorCode.CONNECTION_CLOSE, message="bye"),
+    ]
+
+
+def test_metadata_push_without_its_flag_is_taken():
+    """rsocket-js 0.0.27 sends METADATA_PUSH with no flags; its body is metadata either
+    way, so it is taken (as rsocket-java does) instead of closing the connection."""
+    conn = Connection.connecting(setup_with(), 0.0)
+    data = raw_frame(0, FrameType.METADATA_PUSH, 0, b"report") + encode_frame(
+        Payload(stream_id=1, data=b"p", next=True)
+    )
+    assert events(conn, data) == [
+        MetadataPushed(metadata=b"report"),
+        Payload(stream_id=1, data=b"p", next=True),
     ]
 
 
