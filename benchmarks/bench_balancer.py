@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,8 +159,18 @@ class Driver:
 
 
 async def measure_cell(
-    addresses: list[tuple[str, int]], size: int, concurrency: int, seconds: float, pid: int | None
+    addresses: list[tuple[str, int]],
+    size: int,
+    concurrency: int,
+    seconds: float,
+    pid: int | None,
+    testbed: Sequence[int] = (),
 ) -> dict[str, float]:
+    """One cell: ``concurrency`` requests kept in flight over ``addresses`` for ``seconds``.
+
+    ``cpu_us`` is process ``pid``'s CPU per request over the measured window (nan without
+    one); ``machine_us`` adds that of this process (the client) and of ``testbed``'s
+    pids (the backends): what the whole testbed spends per request."""
     loop = asyncio.get_running_loop()
     data = b'{"pad": "' + b"x" * max(0, size - 11) + b'"}'
     driver = Driver(encode_frame(RequestResponse(stream_id=1, data=data)))
@@ -172,13 +183,16 @@ async def measure_cell(
         conns[i % len(conns)].send()
     await asyncio.sleep(min(0.3, seconds / 3))  # warm up
     proc = psutil.Process(pid) if pid else None
+    others = [psutil.Process(), *(psutil.Process(p) for p in testbed)]
     user0, sys0 = proc.cpu_times()[:2] if proc else (0.0, 0.0)
+    others0 = sum(_cpu_seconds(p) for p in others)
     t0 = time.perf_counter()
     driver.measuring = True
     await asyncio.sleep(seconds)
     driver.measuring = False
     elapsed = time.perf_counter() - t0
     user1, sys1 = proc.cpu_times()[:2] if proc else (0.0, 0.0)
+    others1 = sum(_cpu_seconds(p) for p in others)
     driver.stopping = True
     try:
         await asyncio.wait_for(driver.idle.wait(), 30)
@@ -195,8 +209,16 @@ async def measure_cell(
         "p99_ms": 1000 * lat[min(n - 1, int(n * 0.99))] if n else float("nan"),
         "cpu_us": 1e6 * (user1 - user0 + sys1 - sys0) / n if n and proc else float("nan"),
         "sys_us": 1e6 * (sys1 - sys0) / n if n and proc else float("nan"),
+        "machine_us": 1e6 * (user1 - user0 + sys1 - sys0 + others1 - others0) / n
+        if n
+        else float("nan"),
         "errors": driver.errors,
     }
+
+
+def _cpu_seconds(proc: psutil.Process) -> float:
+    user, system = proc.cpu_times()[:2]
+    return user + system
 
 
 # ---------------------------------------------------------------- the testbed
@@ -469,6 +491,7 @@ def measure(args: argparse.Namespace) -> BalancerBench:
         pids["haproxy"] = proc.pid
     results: dict[tuple[str, int, str], list[dict[str, float]]] = {}
     pick_direct = random.Random(0)  # which echo server a 1-in-flight "direct" cell uses
+    backend_pids = [b.pid for b in backends]
 
     async def run_all() -> None:
         for size_name in sizes:
@@ -481,7 +504,9 @@ def measure(args: argparse.Namespace) -> BalancerBench:
                             addrs = (
                                 addrs[:1] if target != "direct" else [pick_direct.choice(direct)]
                             )
-                        r = await measure_cell(addrs, SIZES[size_name], conc, seconds, pids[target])
+                        r = await measure_cell(
+                            addrs, SIZES[size_name], conc, seconds, pids[target], backend_pids
+                        )
                         results.setdefault((size_name, conc, target), []).append(r)
 
     try:
@@ -638,6 +663,31 @@ def haproxy_rows(bench: BalancerBench) -> list[dict[str, object]]:
     return rows
 
 
+def through_reading(bench: BalancerBench, size: str, conc: int) -> str:
+    """How far the whole testbed's CPU per request explains through / direct: with the
+    cores saturated, throughput through a target is about direct's times direct's
+    testbed CPU per request over the target's (docs/FIELD-NOTES.md, "Speeds")."""
+    med = bench.med
+    direct = med(size, conc, "direct", "machine_us")
+    parts = []
+    for target, label in (
+        ("through", "lblab"),
+        ("haproxy", "HAProxy"),
+        ("compiled", "the compiled router"),
+    ):
+        if target not in bench.targets:
+            continue
+        spent = med(size, conc, target, "machine_us")
+        measured = med(size, conc, target, "rps") / med(size, conc, "direct", "rps")
+        parts.append(
+            f"{label} {spent:.1f} us ({direct / spent:.2f} predicted, {measured:.2f} measured)"
+        )
+    return (
+        f"The testbed spends {direct:.1f} us of CPU per request direct at {conc} in flight, "
+        f"through {', '.join(parts)}: on saturated cores, through / direct is that ratio."
+    )
+
+
 def _met(ok: bool) -> str:
     return "yes" if ok else "no"
 
@@ -704,7 +754,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
             for target in bench.targets:
                 row = {
                     k: med(size, conc, target, k)
-                    for k in ("rps", "p50_ms", "p99_ms", "cpu_us", "sys_us")
+                    for k in ("rps", "p50_ms", "p99_ms", "cpu_us", "sys_us", "machine_us")
                 }
                 added = target != "direct"
                 cells.append(
@@ -724,6 +774,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
                         "req/s / direct": finite(row["rps"] / base["rps"], 2) if added else None,
                         "CPU us/req": finite(row["cpu_us"], 1) if added else None,
                         "of it kernel": finite(row["sys_us"], 1) if added else None,
+                        "testbed CPU us/req": finite(row["machine_us"], 1),
                         "errors": bench.errors(size, conc, target) or None,
                     }
                 )
@@ -753,7 +804,9 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
         + f". Medians of {bench.rounds} interleaved "
         f"round(s) of {bench.seconds:g} s per cell (1MB: twice that). *added* is through minus direct; "
         "*req/s / direct* the throughput ratio; *CPU us/req* the balancer process's user + "
-        "system time per request over the measured window, *of it kernel* the system time.",
+        "system time per request over the measured window, *of it kernel* the system time; "
+        "*testbed CPU us/req* adds the client's and the backends': what the whole machine "
+        "spends per request.",
         "",
         *table(columns, cells),
     ]
@@ -812,6 +865,7 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
             f"At {conc} in flight (100 B) it passes {ratio:.2f} of direct's throughput, adding "
             f"{added_p50:.3f} ms at p50, for {cpu:.1f} us of its CPU per request."
         )
+        reading.append(through_reading(bench, size, conc))
         if bench.with_haproxy and "compiled" in bench.targets:
             ratios = ", ".join(
                 f"{med(size, c, 'compiled', 'cpu_us') / med(size, c, 'haproxy', 'cpu_us'):.2f}x "

@@ -109,11 +109,13 @@ def test_loadgen() -> None:
     assert "differ from Locust's own count in 9,990 vs 10,000" in text
 
 
-def fake_cell(rps: float, p50: float, cpu: float = float("nan")) -> dict[str, float]:
+def fake_cell(
+    rps: float, p50: float, cpu: float = float("nan"), machine: float = 50.0
+) -> dict[str, float]:
     """A measured cell; its kernel time is a quarter of its CPU."""
     return {
         "n": 10.0, "rps": rps, "p50_ms": p50, "p99_ms": 2 * p50, "cpu_us": cpu,
-        "sys_us": cpu / 4, "errors": 0,
+        "sys_us": cpu / 4, "machine_us": machine, "errors": 0,
     }  # fmt: skip
 
 
@@ -140,23 +142,27 @@ def test_balancer_with_a_baseline() -> None:
     m = bench("bench_balancer")
     results = {}
     for conc in m.IN_FLIGHT:
-        results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1)]
-        results[("100B", conc, "through")] = [fake_cell(8_000.0, 0.3, 20.0)]
-        results[("100B", conc, "baseline")] = [fake_cell(6_000.0, 0.5, 40.0)]
+        results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1, machine=40.0)]
+        results[("100B", conc, "through")] = [fake_cell(8_000.0, 0.3, 20.0, machine=50.0)]
+        results[("100B", conc, "baseline")] = [fake_cell(6_000.0, 0.5, 40.0, machine=70.0)]
     text = balancer_markdown(
         m, results, ["direct", "through", "baseline"], ["100B"], list(m.IN_FLIGHT),
         baseline="HEAD~1", picks={"rr": 0.5, "p2c": 1.25},
     )  # fmt: skip
     cells, ratios, picks = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert len(cells) == 2 + 3 * len(m.IN_FLIGHT)
-    assert cells[2] == "| 100B | 1 | direct | 10,000 | 0.100 | 0.200 |  |  |  |  |  |  |"
+    assert cells[2] == "| 100B | 1 | direct | 10,000 | 0.100 | 0.200 |  |  |  |  |  | 40.0 |  |"
     assert cells[3] == (
-        "| 100B | 1 | through lblab | 8,000 | 0.300 | 0.600 | 0.200 | 0.400 | 0.80 | 20.0 | 5.0 |  |"
+        "| 100B | 1 | through lblab | 8,000 | 0.300 | 0.600 | 0.200 | 0.400 | 0.80 | 20.0 | 5.0 "
+        "| 50.0 |  |"
     )
     assert "through lblab at `HEAD~1`" in cells[4]
     assert ratios[2] == "| 100B | 1 | 1.33 | 0.50 | 0.50 |"
     assert picks[3] == "| p2c | 1.25 |"
     assert "passes 0.80 of direct's throughput" in text
+    # the whole testbed's CPU per request predicts through / direct: 40 / 50 us
+    assert "spends 40.0 us of CPU per request direct at 64 in flight, through lblab 50.0 us " \
+        "(0.80 predicted, 0.80 measured)" in text  # fmt: skip
     assert "no HAProxy reference rows" in text
 
 
