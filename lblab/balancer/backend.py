@@ -46,6 +46,7 @@ from lblab.wire.codes import (
     U32,
     ErrorCode,
     FrameType,
+    misplaced_frame,
 )
 from lblab.wire.connection import Connection, Control
 from lblab.wire.frames import Cancel, Error, Keepalive, Setup
@@ -194,9 +195,7 @@ class BackendConnection(RoutedConnection):
         if frame_type not in _STREAM_FRAMES:
             if flags & FLAG_IGNORE:
                 return True
-            self.protocol_error(
-                RemoteProtocolError(f"unexpected frame type 0x{frame_type:02x} on stream {sid}")
-            )
+            self.protocol_error(RemoteProtocolError(misplaced_frame(frame_type, sid)))
             return False
         frame = self.buf[pos : pos + 3 + length]
         _pack_u32(frame, 3, stream.client_sid)

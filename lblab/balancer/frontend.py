@@ -67,6 +67,7 @@ from lblab.wire.codes import (
     MAX_SETUP_LENGTH,
     ErrorCode,
     FrameType,
+    misplaced_frame,
 )
 from lblab.wire.connection import Connection, Control, SetupPolicy
 from lblab.wire.frames import Error
@@ -252,9 +253,7 @@ class ClientConnection(RoutedConnection):
                 return True
             if frame_type > FrameType.RESUME_OK and flags & FLAG_IGNORE:
                 return True  # an unknown type the sender marked ignorable
-            self.protocol_error(
-                RemoteProtocolError(f"unexpected frame type 0x{frame_type:02x} on stream {sid}")
-            )
+            self.protocol_error(RemoteProtocolError(misplaced_frame(frame_type, sid)))
             return False
         return self._control_frame(pos, length, sid, frame_type, flags)
 

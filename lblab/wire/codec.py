@@ -19,6 +19,7 @@ from typing import Final
 
 from lblab.errors import LocalProtocolError, RemoteProtocolError
 from lblab.wire.codes import (
+    CONNECTION_LEVEL,
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
     FLAG_IGNORE,
@@ -38,6 +39,7 @@ from lblab.wire.codes import (
     U64,
     ErrorCode,
     FrameType,
+    misplaced_frame,
 )
 from lblab.wire.frames import (
     Cancel,
@@ -278,22 +280,10 @@ def decode_frame_body(body: bytes | memoryview) -> Frame | None:
         raise _bad(f"malformed {frame_type.name} frame: {exc}", code) from None
 
 
-_CONNECTION_LEVEL: Final = frozenset(
-    (
-        FrameType.SETUP,
-        FrameType.LEASE,
-        FrameType.KEEPALIVE,
-        FrameType.METADATA_PUSH,
-        FrameType.RESUME,
-        FrameType.RESUME_OK,
-    )
-)
-
-
 def _decode(frame_type: FrameType, stream_id: int, flags: int, r: _Reader) -> Frame:
     follows = bool(flags & FLAG_FOLLOWS)
-    if stream_id != 0 and frame_type in _CONNECTION_LEVEL:
-        raise _bad(f"{frame_type.name} must be on stream 0, not stream {stream_id}")
+    if stream_id != 0 and frame_type in CONNECTION_LEVEL:
+        raise _bad(misplaced_frame(frame_type, stream_id))
     match frame_type:
         case FrameType.SETUP:
             major, minor = r.u16(), r.u16()

@@ -74,3 +74,24 @@ U8: Final = Struct(">B")
 U16: Final = Struct(">H")
 U32: Final = Struct(">I")
 U64: Final = Struct(">Q")
+
+
+CONNECTION_LEVEL: Final = frozenset(
+    int(t)
+    for t in (
+        FrameType.SETUP,
+        FrameType.LEASE,
+        FrameType.KEEPALIVE,
+        FrameType.METADATA_PUSH,
+        FrameType.RESUME,
+        FrameType.RESUME_OK,
+    )
+)
+"""The frame types that belong on stream 0 only."""
+
+
+def misplaced_frame(frame_type: int, stream_id: int) -> str:
+    """Why a frame of ``frame_type`` cannot be on stream ``stream_id`` (not 0)."""
+    if frame_type in CONNECTION_LEVEL:
+        return f"{FrameType(frame_type).name} must be on stream 0, not stream {stream_id}"
+    return f"unexpected frame type 0x{frame_type:02x} on stream {stream_id}"

@@ -141,6 +141,10 @@ AFTER_SETUP_CASES = {
         raw_frame(1, 0x30, 0, b"xx"),
         "unexpected frame type 0x30",
     ),
+    "METADATA_PUSH on a stream (rsocket_rust 0.7.5 sends it on stream 1)": (
+        raw_frame(1, FrameType.METADATA_PUSH, 0x100, b"m"),
+        "METADATA_PUSH must be on stream 0, not stream 1",
+    ),
     "frame over --max-frame-bytes": (
         raw_frame(1, FrameType.REQUEST_RESPONSE, 0, b"x" * (MAX_FRAME + 1)),
         f"exceeds the limit of {MAX_FRAME} bytes",
