@@ -57,6 +57,7 @@ class Admission:
         if len(self.pending) > self.max_pending_setup:
             oldest = next(iter(self.pending))
             del self.pending[oldest]
+            self.open.discard(oldest)  # refused: closed at once, no longer counted
             oldest.refuse(
                 f"{self.what} has {self.max_pending_setup} connections waiting for their "
                 "SETUP; the oldest is closed: send SETUP right after connecting"

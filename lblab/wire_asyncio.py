@@ -39,7 +39,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 LINGER_S: Final = 1.0
-"""How long a connection we closed goes on reading (and dropping) what its peer sends."""
+"""How long a connection we closed goes on reading (and dropping) what its peer sends,
+and its last bytes have to leave: a peer that reads answers the ERROR and FIN with its
+own close within a round trip (milliseconds here); the bound is for one that does not,
+and keeps what a flood of such peers holds to a second's worth of sockets."""
 
 
 def close_without_reset(
@@ -55,7 +58,8 @@ def close_without_reset(
     SETUP we refuse then gets ECONNRESET with our ERROR, and a client library may fail on
     that instead of reading the ERROR (rsocket-js 1.0 dies on it unhandled). So our side
     is shut for writing once the queue drains, what still arrives is read and dropped, and
-    the transport closes when the peer closes its side, or ``LINGER_S`` after.
+    the transport closes when the peer closes its side, or is aborted ``LINGER_S`` after
+    (with whatever a peer that does not read left queued).
 
     Only a connection the port's caps count (``Admission.open``) lingers, and it leaves
     the caps' pending-SETUP queue at once: a connection the caps refused closes at once,
@@ -68,7 +72,7 @@ def close_without_reset(
     transport.write_eof()
     if not transport.is_reading():  # paused for backpressure: what arrives must be drained
         transport.resume_reading()
-    loop.call_later(LINGER_S, transport.close)
+    loop.call_later(LINGER_S, transport.abort)  # a no-op once the transport is gone
 
 
 async def within(timeout_s: float, awaitable: Awaitable[T]) -> T:
@@ -119,6 +123,10 @@ class AcceptedConnection(asyncio.Protocol):
     def on_frame(self, frame: Event | Frame) -> None:
         """A stream frame, or an event the connection leaves to the endpoint (KEEPALIVE
         answers, METADATA_PUSH). May raise ``RemoteProtocolError`` to end the connection."""
+
+    def on_close(self) -> None:
+        """We closed the connection (``close_with_error``): end its work now; its socket
+        may linger (``close_without_reset``) until ``on_lost``."""
 
     def on_lost(self) -> None:
         """The transport is gone (after ``closed`` is set)."""
@@ -186,6 +194,7 @@ class AcceptedConnection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             close_without_reset(self.transport, self.loop, self.admission, self)
+        self.on_close()
 
     def refuse(self, message: str) -> None:
         """Turned away by the connection caps (``lblab.admission``)."""

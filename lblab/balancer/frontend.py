@@ -152,9 +152,10 @@ class ClientConnection(RoutedConnection):
 
     def shut(self, transport: asyncio.Transport) -> None:
         """Close without a TCP reset (``close_without_reset``), and end this client's
-        streams now rather than when the socket is gone."""
+        streams now rather than when the socket is gone; the node counts the client
+        open until then (a stop waits for its last bytes to leave)."""
         close_without_reset(transport, self.wiring.loop, self.admission, self)
-        self.wiring.events.client_closed(self)
+        self.wiring.router.client_gone(self, monotonic())
 
     def buffer_updated(self, nbytes: int) -> None:
         if not self.setup_done and not self.closed:

@@ -194,14 +194,19 @@ class ServerConnection(AcceptedConnection):
     def on_open(self) -> None:
         self.state.connections.add(self)
 
-    def on_lost(self) -> None:
+    def on_close(self) -> None:
+        """Closed by us: its streams end and it takes no pushes or leases from now on
+        (the socket may linger; the drain waits for it in ``state.connections``)."""
         if self._lease_timer is not None:
             self._lease_timer.cancel()
-        self.state.connections.discard(self)
         self.state.push_connections.discard(self)
         self.state.lease_connections.discard(self)
         for sid, st in list(self._streams.items()):
             self._cancel(sid, st)
+
+    def on_lost(self) -> None:
+        self.on_close()
+        self.state.connections.discard(self)
 
     def pause_writing(self) -> None:
         """The peer reads its answers slower than it sends requests: stop reading from it."""

@@ -26,8 +26,8 @@ from rsocket.transports.tcp import TransportTCP
 
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
-from lblab.wire.codes import HEADER
-from lblab.wire.frames import Frame, Setup
+from lblab.wire.codes import HEADER, ErrorCode
+from lblab.wire.frames import Error, Frame, RequestResponse, Setup
 from lblab.wire.metadata import APPLICATION_JSON, COMPOSITE_METADATA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,6 +177,21 @@ def raw_frame(stream_id: int, frame_type: int, flags: int, body: bytes = b"") ->
     """A frame built byte by byte, flags as given (for frames the codec would not write)."""
     frame = HEADER.pack(stream_id, frame_type << 10 | flags) + body
     return len(frame).to_bytes(3, "big") + frame
+
+
+def assert_a_refusal_ends_in_a_fin(port: int) -> None:
+    """A client may send its first request right behind its SETUP. When the SETUP is
+    refused, closing with that request unread made the kernel answer with a TCP reset;
+    rsocket-js 1.0 dies on the ECONNRESET unhandled. The ERROR comes first, then a FIN."""
+    refused = encode_frame(client_setup(resume_token=b"t"))
+    request = encode_frame(RequestResponse(stream_id=1, data=b"x" * 1_000_000))
+    for _ in range(3):
+        data, ending = how_a_refusal_ends(port, refused, request)
+        decoder = FrameDecoder()
+        decoder.receive_data(data)
+        frame = decoder.next_frame()
+        assert isinstance(frame, Error) and frame.error_code == ErrorCode.UNSUPPORTED_SETUP, frame
+        assert ending == "fin"
 
 
 def how_a_refusal_ends(port: int, first: bytes, then: bytes) -> tuple[bytes, str]:
