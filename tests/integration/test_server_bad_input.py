@@ -330,3 +330,28 @@ def test_mutated_sessions_never_hurt_the_server(server, data):
 
 def test_a_refused_setup_with_a_request_behind_it_ends_in_a_fin_not_a_reset(server):
     assert_a_refusal_ends_in_a_fin(server.ready["port"])
+
+
+def test_a_connection_closed_for_a_protocol_error_gives_up_its_queued_work(tmp_path):
+    """The server ends a connection's streams when it closes it, not when its lingering
+    socket goes (``AcceptedConnection.on_close``): work no slot has taken is skipped at
+    once, so the next client waits behind the request in service only."""
+    slow = start_server("slow", tmp_path, "--workers", "1", "--delay-ms", "1000")
+    with processes(slow):
+        bad = connect(
+            slow,
+            RequestResponse(stream_id=1, data=work(0)),  # in the slot until t = 1 s
+            RequestResponse(stream_id=3, data=work(0)),  # queued behind it
+        )
+        time.sleep(0.2)
+        bad.send_raw(raw_frame(5, FrameType.REQUEST_N, 0))  # too short for its n
+        expect_error(bad, ErrorCode.CONNECTION_ERROR)  # its socket stays open: it lingers
+        start = time.monotonic()
+        other = connect(slow, RequestResponse(stream_id=1, data=work(0)))
+        reply = other.recv(timeout=10)
+        waited = time.monotonic() - start
+        bad.close()
+        other.close()
+    assert isinstance(reply, Payload), reply
+    # about 0.8 s left of the first request, then its own 1 s; 2.8 s if the queued one ran
+    assert waited < 2.4, f"waited {waited:.2f} s: the closed connection's queued work ran"
