@@ -192,11 +192,17 @@ def parse_size(value: str | int, field: str = "size") -> int:
 
 
 def parse_hostport(value: str, field: str = "address") -> tuple[str, int]:
-    """``(host, port)`` from ``127.0.0.1:7001`` or ``[::1]:7001``."""
+    """``(host, port)`` from ``127.0.0.1:7001`` or ``[::1]:7001``: the port in ASCII
+    digits (``int`` takes any script's), an IPv6 host in brackets (``::1:7001`` could
+    be either)."""
     host, sep, port = str(value).rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ConfigError(f"{field}: {value!r} is not HOST:PORT; write e.g. 127.0.0.1:7001")
-    return host.strip("[]"), int(port)
+    if host.startswith("[") and host.endswith("]") and len(host) > 2:
+        return host[1:-1], int(port)
+    if ":" in host or "[" in host or "]" in host:
+        raise ConfigError(f"{field}: {value!r}: write an IPv6 address in brackets, e.g. [::1]:7001")
+    return host, int(port)
 
 
 def parse_assignments(value: str, field: str, example: str = "s1=1,s2=1,s3=7") -> dict[str, str]:

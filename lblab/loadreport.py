@@ -26,6 +26,15 @@ _SOURCES: Final = frozenset(get_args(ReportSource))
 _NUMBERS: Final = frozenset(
     ("t", "cpu_util", "qps", "eps", "queue_ms", "service_ms", "est_wait_ms")
 )
+MAX_MEASURE: Final = 1e9
+"""Largest rate (per second), time (ms), in-flight count or CPU share a report may state:
+far beyond any server, and small enough that the strategies' arithmetic on it (a rate
+over a CPU share of 0.001, a weight scaled by 100) stays finite. A report past it, or
+below 0, is refused: one report of ``qps`` 1e307 once made ``dwrr``'s weights NaN and
+every pick raise."""
+
+
+_MEASURES: Final = _NUMBERS | {"inflight"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +82,10 @@ class LoadReport:
                 fields[name] = _number(name, value)
             elif name == "inflight":
                 fields[name] = _whole(name, value)
+            if name != "t" and name in _MEASURES and not 0 <= fields[name] <= MAX_MEASURE:
+                raise RemoteProtocolError(
+                    f"load report: {name} {value!r} is out of range (0 to {MAX_MEASURE:g})"
+                )
         if not isinstance(fields.get("server"), str):
             raise RemoteProtocolError(f"load report: server {fields.get('server')!r} is not a name")
         if fields.get("source") not in _SOURCES:

@@ -71,6 +71,11 @@ NO_BACKEND_MESSAGE: Final = balancer_message("rejected", "no backend available")
 STOPPING_MESSAGE: Final = balancer_message(
     "rejected", "the balancer is stopping; the request was not processed, retry elsewhere"
 )
+STRATEGY_FAILED_MESSAGE: Final = balancer_message(
+    "rejected",
+    "the strategy raised an error picking a backend (logged at the balancer); the request "
+    "was not sent, retry",
+)
 _pack_u32: Final = U32.pack_into
 _unpack_u32: Final = U32.unpack_from
 _RR: Final = int(FrameType.REQUEST_RESPONSE)
@@ -96,6 +101,7 @@ class Router:
         "deadlines",
         "epoch_offset",
         "lifecycle",
+        "pick_failed",
         "picks",
         "pool",
         "prober",
@@ -124,11 +130,13 @@ class Router:
         self.deadlines: Deadlines[Stream] = Deadlines()
         self.prober = Prober(pool, connections)
         self.request_seq = 0
+        self.pick_failed = False
         self.stopping = False
         """Set by ``stop``: every new request is refused."""
         self.stats = {
             "rejected_no_backend": 0,
             "rejected_stopping": 0,
+            "strategy_errors": 0,
             "replays": 0,
             "timeouts": 0,
             "cut_at_stop": 0,
@@ -184,11 +192,14 @@ class Router:
         self.deadlines.add(stream)
 
     def _refuse(self, stream: Stream, follows: bool) -> None:
-        """Answer a request no backend takes (the node stops, or none is eligible) with
-        REJECTED: it was not processed, so the client may retry it elsewhere."""
+        """Answer a request no backend takes (the node stops, the strategy failed, or none
+        is eligible) with REJECTED: it was not processed, so the client may retry it."""
         if self.stopping:
             self.stats["rejected_stopping"] += 1
             message = STOPPING_MESSAGE
+        elif self.pick_failed:
+            self.pick_failed = False
+            message = STRATEGY_FAILED_MESSAGE
         else:
             self.stats["rejected_no_backend"] += 1
             message = NO_BACKEND_MESSAGE
@@ -204,7 +215,11 @@ class Router:
         """Pick a backend for ``stream`` and register it there; None when none is eligible."""
         lifecycle = self.lifecycle
         while True:
-            view = lifecycle.pick(stream, now)
+            try:
+                view = lifecycle.pick(stream, now)
+            except Exception:  # a strategy's bug: refuse this request, keep the connection
+                self._strategy_failed()
+                return None
             if view is None:
                 return None
             conn = self.connections.connection(view.id)
@@ -225,6 +240,21 @@ class Router:
         if strategy.uses_probes:
             self.prober.send(now)
         return conn
+
+    def _strategy_failed(self) -> None:
+        """The strategy raised in ``pick``: nothing was dispatched, and the refusal that
+        follows says why (``pick_failed``). Logged with its traceback the 1st, 2nd, 4th,
+        8th ... time (a broken strategy fails every pick)."""
+        self.pick_failed = True
+        self.stats["strategy_errors"] += 1
+        count = self.stats["strategy_errors"]
+        if count & (count - 1) == 0:
+            log.exception(
+                "strategy %s raised picking a backend (%d times so far); the request is "
+                "refused with REJECTED",
+                self.pool.strategy.name,
+                count,
+            )
 
     def client_frame(
         self,
@@ -407,6 +437,7 @@ class Router:
         stream.backend = None
         backend = self._dispatch(stream, now)
         if backend is None:
+            self.pick_failed = False  # the caller ends the stream with the refusal it had
             stream.backend = conn  # so that finish() closes it if it is retired and now idle
             return False
         self.stats["replays"] += 1

@@ -15,6 +15,7 @@ from lblab.config import (
     load_toml,
     parse_duration,
     parse_float,
+    parse_hostport,
     parse_int,
 )
 from lblab.errors import ConfigError
@@ -118,3 +119,28 @@ def test_a_manifest_must_be_a_json_object(tmp_path: Path, content: bytes, messag
     path.write_bytes(content)
     with pytest.raises(ConfigError, match=message):
         load_json_object(path, "manifest")
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [("127.0.0.1:7001", ("127.0.0.1", 7001)), ("[::1]:7001", ("::1", 7001)),
+     ("s1.lan:1", ("s1.lan", 1))],
+)  # fmt: skip
+def test_an_address_is_host_and_port(value: str, parsed: tuple[str, int]) -> None:
+    assert parse_hostport(value) == parsed
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("127.0.0.1:\u0661\u0662", "is not HOST:PORT"),  # Arabic-Indic 12: int() takes it
+        ("127.0.0.1:70000", "is not HOST:PORT"),
+        ("127.0.0.1", "is not HOST:PORT"),
+        ("::1:7001", "IPv6 address in brackets"),
+        ("[]:7001", "IPv6 address in brackets"),
+        ("[::1:7001", "IPv6 address in brackets"),
+    ],
+)
+def test_an_address_that_is_not_one_is_named(value: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        parse_hostport(value, "--backend")

@@ -8,9 +8,10 @@ import orjson
 import pytest
 
 from lblab.balancer.pool import BackendSpec, Pool
+from lblab.balancer.strategies.base import RequestView
 from lblab.balancer.strategies.registry import STRATEGIES, make_strategy
 from lblab.errors import RemoteProtocolError
-from lblab.loadreport import LoadReport
+from lblab.loadreport import MAX_MEASURE, LoadReport
 
 BASE = {"server": "s1", "source": "response", "t": 1700000000}
 
@@ -38,6 +39,10 @@ def test_numbers_are_floats_and_inflight_a_whole_number_whoever_sent_them() -> N
         ({"server": 7}, "server 7 is not a name"),
         ({"source": "gossip"}, "source 'gossip' is not one of agent, push, response"),
         ({"colour": "red"}, "unexpected keyword argument 'colour'"),
+        ({"qps": 1e307}, "qps 1e\\+307 is out of range"),
+        ({"cpu_util": -0.5}, "cpu_util -0.5 is out of range"),
+        ({"inflight": 2**62}, "inflight 4611686018427387904 is out of range"),
+        ({"queue_ms": 2e9}, "queue_ms 2000000000.0 is out of range"),
     ],
 )
 def test_a_field_of_the_wrong_type_is_named(fields: dict[str, object], says: str) -> None:
@@ -60,3 +65,34 @@ def test_every_strategy_takes_a_report_a_foreign_server_wrote_with_floats() -> N
             [BackendSpec("s1", 1), BackendSpec("s2", 1)], make_strategy(name, rng=random.Random(1))
         )
         assert pool.report("s1", LoadReport.from_json(raw), 0.5), name
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"qps": MAX_MEASURE, "cpu_util": 0.0},  # the largest rate over the smallest share
+        {"qps": MAX_MEASURE, "cpu_util": 1e-300},
+        {"qps": 0.0, "cpu_util": MAX_MEASURE, "inflight": int(MAX_MEASURE)},
+        {"service_ms": MAX_MEASURE, "queue_ms": MAX_MEASURE, "est_wait_ms": MAX_MEASURE},
+        {"service_ms": 5e-324, "qps": 5e-324, "eps": MAX_MEASURE},
+    ],
+)
+def test_every_strategy_picks_after_the_most_extreme_report_it_can_be_sent(
+    fields: dict[str, object],
+) -> None:
+    """A report of ``qps`` 1e307 once made ``dwrr``'s weights NaN: every pick raised, and
+    the balancer closed each client connection on its first request. Reports are bounded
+    now; at the bounds every strategy still picks, from every source, many times over."""
+    for name in STRATEGIES:
+        pool = Pool(
+            [BackendSpec("s1", 1), BackendSpec("s2", 1)], make_strategy(name, rng=random.Random(1))
+        )
+        now = 0.0
+        for source in ("agent", "response", "push"):
+            for server in ("s1", "s2"):
+                report = parse(**{**fields, "server": server, "source": source})
+                pool.report(server, report, now)
+            for _ in range(50):
+                now += 0.05
+                picked = pool.pick(RequestView(request_id=int(now * 100)), now)
+                assert picked is not None or name == "lease", name  # lease: none granted

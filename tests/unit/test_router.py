@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lblab.balancer.pool import BackendSpec, Pool
-from lblab.balancer.router import NO_BACKEND_MESSAGE, Router
+from lblab.balancer.router import NO_BACKEND_MESSAGE, STRATEGY_FAILED_MESSAGE, Router
 from lblab.balancer.strategies.base import (
     MAX_ATTEMPTS,
     BackendView,
@@ -311,6 +311,26 @@ def test_no_backend_available_is_refused_at_once():
     ]
     assert bed.router.stats["rejected_no_backend"] == 1
     bed.settled()
+
+
+def test_a_strategy_that_raises_refuses_that_request_only():
+    """A strategy's bug in ``pick`` (once: ``dwrr`` on a report of qps 1e307) raised out
+    of the frame walk and the balancer closed the client's connection with every stream
+    on it. Now that request is refused with REJECTED saying why, counted, and the
+    connection and the next requests go on."""
+    bed = Bed()
+    pick = bed.strategy.pick
+    bed.strategy.pick = lambda *args: 1 / 0  # type: ignore[method-assign, assignment]
+    bed.send(RequestResponse(stream_id=1))
+    bed.strategy.pick = pick  # type: ignore[method-assign]
+    bed.send(RequestResponse(stream_id=3))
+    assert bed.client.sent == [
+        Error(stream_id=1, error_code=ErrorCode.REJECTED, message=STRATEGY_FAILED_MESSAGE)
+    ]
+    assert bed.router.stats["strategy_errors"] == 1
+    assert bed.router.stats["rejected_no_backend"] == 0
+    assert len(bed.backends["b1"].written) == 1  # stream 3 went out
+    assert not bed.router.pick_failed
 
 
 def test_a_picked_backend_without_a_connection_is_marked_and_skipped():

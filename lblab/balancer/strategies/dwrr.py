@@ -21,6 +21,7 @@ gives every reported backend weight 1.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Final
 
@@ -86,6 +87,8 @@ class DynamicWeightedRoundRobin(ConfiguredStrategy[DynamicWrrConfig]):
             else:
                 continue
             raw = qps / max(report.cpu_util or 0.0, cfg.eps)
+            if not math.isfinite(raw):  # reports are bounded (loadreport.MAX_MEASURE): defence
+                continue
             old = self.scores.get(backend_id)
             self.scores[backend_id] = (
                 raw if old is None else cfg.alpha * raw + (1 - cfg.alpha) * old
