@@ -42,6 +42,8 @@ log = logging.getLogger("lblab.balancer.agents")
 
 AGENT_MAX_FRAME_BYTES = 64 * 1024
 """A load report is ~200 bytes; anything near this is not an agent."""
+UNKNOWN_SERVERS_NAMED = 16
+"""Server names not in the pool that one connection's warnings name (each once)."""
 
 
 class AgentConnection(AcceptedConnection):
@@ -49,18 +51,33 @@ class AgentConnection(AcceptedConnection):
         super().__init__(policy, admission, node.loop, max_frame_length=AGENT_MAX_FRAME_BYTES)
         self.node = node
         self.unknown_servers: set[str] = set()
+        self.malformed = 0
 
     def on_frame(self, frame: Event | Frame) -> None:
+        """A report goes to the pool. What is wrong with one is logged the 1st, 2nd, 4th,
+        8th ... time on a connection, and names are cut to 80 characters: a peer sending
+        junk as fast as it can must not flood the balancer's log (60 MB in 1.7 s once)."""
         match frame:
             case RequestFnf():
                 try:
                     report = LoadReport.from_json(frame.data)
                 except RemoteProtocolError as exc:
-                    log.warning("ignoring a malformed agent report: %s", exc)
+                    self.malformed += 1
+                    if self.malformed & (self.malformed - 1) == 0:
+                        log.warning(
+                            "ignoring a malformed agent report (%d on this connection): %.300s",
+                            self.malformed,
+                            exc,
+                        )
                     return
-                if not self.node.agent_report(report) and report.server not in self.unknown_servers:
-                    self.unknown_servers.add(report.server)
-                    log.warning("agent reports for %r, which is not in the pool", report.server)
+                unknown = self.unknown_servers
+                if (
+                    not self.node.agent_report(report)
+                    and report.server not in unknown
+                    and len(unknown) < UNKNOWN_SERVERS_NAMED
+                ):
+                    unknown.add(report.server)
+                    log.warning("agent reports for %.80r, which is not in the pool", report.server)
             case RequestResponse() | RequestStream() | RequestChannel():
                 self.rsocket.send(
                     Error(

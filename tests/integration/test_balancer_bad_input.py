@@ -33,7 +33,7 @@ from rsocket.payload import Payload
 
 from lblab.wire.codec import encode_frame
 from lblab.wire.codes import ErrorCode, FrameType
-from lblab.wire.frames import Error, Keepalive, RequestResponse, Resume
+from lblab.wire.frames import Error, Keepalive, RequestFnf, RequestResponse, Resume
 from lblab.wire.frames import Payload as PayloadFrame
 
 MAX_FRAME = 4096
@@ -459,6 +459,31 @@ def test_agent_port_answers_a_malformed_frame_with_a_connection_error(guarded):
     client.send_raw(raw_frame(1, FrameType.REQUEST_N, 0, bytes(4)))
     expect_connection_error(client, ErrorCode.CONNECTION_ERROR, "REQUEST_N")
     still_serves(guarded)
+
+
+def test_agent_port_junk_does_not_flood_the_log(guarded):
+    """1,000 malformed reports and 1,000 reports for unknown servers with 2 KB names log
+    a few lines, not one each (60 MB of log in 1.7 s once), and the balancer serves."""
+    log_path = guarded.logs / "balancer.log"
+    before = log_path.read_text().count("\n")
+    client = RawClient(guarded.ready["agent_port"])
+    client.send(client_setup())
+    junk = [RequestFnf(stream_id=2 * i + 1, data=b"{not json") for i in range(1000)]
+    unknown = [
+        RequestFnf(stream_id=2001 + 2 * i, data=b'{"server": "%04d%s", "source": "agent", '
+                   b'"t": 1.0, "cpu_util": 0.5}' % (i, b"x" * 2048))
+        for i in range(1000)
+    ]  # fmt: skip
+    client.send(*junk, *unknown)
+    client.send(RequestResponse(stream_id=9999, data=b"{}"))  # refused: answered after all
+    reply = client.recv(timeout=10)
+    assert isinstance(reply, Error) and reply.stream_id == 9999, reply
+    still_serves(guarded)
+    lines = log_path.read_text().splitlines()[before:]
+    assert 10 <= sum("malformed agent report" in line for line in lines) <= 11, lines[-5:]
+    named = [line for line in lines if "which is not in the pool" in line]
+    assert len(named) == 16 and all(len(line) < 300 for line in named), named[:2]
+    client.close()
 
 
 def test_a_refused_setup_with_a_request_behind_it_ends_in_a_fin_not_a_reset(balancer):
