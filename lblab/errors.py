@@ -82,3 +82,10 @@ class ApplicationError(LblabError):
 
 class NoBackendAvailable(LblabError):
     """The balancer has no available backend for a request (answered with REJECTED)."""
+
+
+def worth_logging(count: int) -> bool:
+    """Whether the ``count``-th occurrence of a fault is logged: the 1st, 2nd, 4th, 8th
+    ... A fault a peer or a broken strategy repeats at request rate then writes a line per
+    doubling, not one per request, and the count in each line says how many there were."""
+    return count & (count - 1) == 0

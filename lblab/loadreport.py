@@ -32,9 +32,8 @@ far beyond any server, and small enough that the strategies' arithmetic on it (a
 over a CPU share of 0.001, a weight scaled by 100) stays finite. A report past it, or
 below 0, is refused: one report of ``qps`` 1e307 once made ``dwrr``'s weights NaN and
 every pick raise."""
-
-
-_MEASURES: Final = _NUMBERS | {"inflight"}
+_MEASURES: Final = (_NUMBERS - {"t"}) | {"inflight"}
+"""The fields ``MAX_MEASURE`` bounds: every number but the sender's clock."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,7 +81,7 @@ class LoadReport:
                 fields[name] = _number(name, value)
             elif name == "inflight":
                 fields[name] = _whole(name, value)
-            if name != "t" and name in _MEASURES and not 0 <= fields[name] <= MAX_MEASURE:
+            if name in _MEASURES and not 0 <= fields[name] <= MAX_MEASURE:
                 raise RemoteProtocolError(
                     f"load report: {name} {value!r} is out of range (0 to {MAX_MEASURE:g})"
                 )

@@ -20,7 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from lblab.admission import Admission
-from lblab.errors import RemoteProtocolError
+from lblab.errors import RemoteProtocolError, worth_logging
 from lblab.loadreport import LoadReport
 from lblab.wire.codes import ErrorCode
 from lblab.wire.connection import Event, SetupPolicy
@@ -54,16 +54,17 @@ class AgentConnection(AcceptedConnection):
         self.malformed = 0
 
     def on_frame(self, frame: Event | Frame) -> None:
-        """A report goes to the pool. What is wrong with one is logged the 1st, 2nd, 4th,
-        8th ... time on a connection, and names are cut to 80 characters: a peer sending
-        junk as fast as it can must not flood the balancer's log (60 MB in 1.7 s once)."""
+        """A report goes to the pool. What is wrong with one is logged when
+        ``worth_logging`` on this connection, and names are cut to 80 characters: a peer
+        sending junk as fast as it can must not flood the balancer's log (60 MB in 1.7 s
+        once)."""
         match frame:
             case RequestFnf():
                 try:
                     report = LoadReport.from_json(frame.data)
                 except RemoteProtocolError as exc:
                     self.malformed += 1
-                    if self.malformed & (self.malformed - 1) == 0:
+                    if worth_logging(self.malformed):
                         log.warning(
                             "ignoring a malformed agent report (%d on this connection): %.300s",
                             self.malformed,

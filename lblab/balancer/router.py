@@ -52,7 +52,7 @@ from lblab.balancer.streams import (
     Connections,
     Stream,
 )
-from lblab.errors import RemoteProtocolError
+from lblab.errors import RemoteProtocolError, worth_logging
 from lblab.failures import KIND_BY_CODE, balancer_message, is_server_fault
 from lblab.loadreport import LoadReport
 from lblab.wire.codes import (
@@ -243,12 +243,12 @@ class Router:
 
     def _strategy_failed(self) -> None:
         """The strategy raised in ``pick``: nothing was dispatched, and the refusal that
-        follows says why (``pick_failed``). Logged with its traceback the 1st, 2nd, 4th,
-        8th ... time (a broken strategy fails every pick)."""
+        follows says why (``pick_failed``). Logged with its traceback when
+        ``worth_logging`` (a broken strategy fails every pick)."""
         self.pick_failed = True
         self.stats["strategy_errors"] += 1
         count = self.stats["strategy_errors"]
-        if count & (count - 1) == 0:
+        if worth_logging(count):
             log.exception(
                 "strategy %s raised picking a backend (%d times so far); the request is "
                 "refused with REJECTED",
