@@ -34,6 +34,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lblab.simulator.cli": ("simulate", "validate", "calibrate", "twin", "reproduce"),
     "lblab.analysis.cli": ("report", "notebooks", "compare"),
     "lblab.infra.cli": ("testbed",),
+    "lblab.strategy.cli": ("strategy",),
     "lblab.sweep.cli": ("sweep",),
 }
 """Each part's module and the top-level commands its ``register`` adds (a test holds

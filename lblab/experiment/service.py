@@ -118,6 +118,9 @@ class Experiment:
             raise ConfigError(
                 f"{flag}: {manifest_path} has no config; it was not written by `lblab run`"
             )
+        from lblab.strategy.sources import RECORD_KEY, install_copies
+
+        install_copies(run_dir, recorded.extra.get(RECORD_KEY, {}))
         config = runconfig.resolve(None, dict(recorded.config), {})
         verb = "resuming" if purpose == "resume" else "collecting"
         console.print(f"{verb} {run_dir} (its own config; other flags are ignored)")

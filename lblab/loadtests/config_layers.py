@@ -65,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     ],
     "weights": {"s1": 1, "s2": 1, "s3": 4},
     "strategy_options": {},
+    "strategy_specs": {},
     "scenario_defs": {},
     "timeline": [],
 }
@@ -98,6 +99,7 @@ KNOWN_KEYS = {
     "servers": None,
     "weights": None,
     "strategy_options": None,
+    "strategy_specs": None,
     "scenario_defs": None,
     "timeline": None,
 }

@@ -68,6 +68,7 @@ from lblab.loadtests.runconfig import RunConfig
 from lblab.loadtests.testbed import Testbed
 from lblab.manifest import Manifest, ManifestFile, PhaseEntry, ScenarioEntry
 from lblab.results import MANIFEST, consolidate, drop_consolidated
+from lblab.strategy.sources import RECORD_KEY, sources_of, write_copies
 
 MIN_PHASE_BYTES = 1 << 20  # room asked for a phase before any phase has shown its size
 CHECKABLE_OK = 400
@@ -118,6 +119,7 @@ def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> Man
                 "cpu_sample_interval_s": config.testbed.agent_interval,
             },
             "seeds": {"run": config.seed, "phase": "seed + phase index"},
+            RECORD_KEY: write_copies(run_dir, sources_of(config.strategies)),
         },
     )
     return ManifestFile(run_dir / MANIFEST, manifest)

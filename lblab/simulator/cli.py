@@ -26,12 +26,18 @@ def simulate(
         typer.Option(
             "--strategy",
             "-s",
-            help="Strategy name; repeat, or give a comma list, to compare several.",
+            help="Strategy: a name (`lblab strategies`) or a file of your own as "
+            "path/to/file.py:Class, with options of its own in brackets "
+            "('least-request[choice_count=3]'); repeat, or give a comma list, to compare several.",
         ),
     ] = None,
     strategy_option: Annotated[
         list[str] | None,
-        typer.Option("--strategy-option", help="NAME=VALUE for the strategy, e.g. tie=random."),
+        typer.Option(
+            "--strategy-option",
+            help="NAME=VALUE for every strategy, e.g. tie=random (one strategy's own: "
+            "-s 'lc[tie=random]').",
+        ),
     ] = None,
     servers: Annotated[int | None, typer.Option(help="Number of identical servers [3].")] = None,
     requests: Annotated[
@@ -108,6 +114,8 @@ def simulate(
     """Simulate a balancer pool with the real strategies; prints requests per wall second."""
     from dataclasses import replace
 
+    from lblab.balancer.strategies.options import split_options
+    from lblab.balancer.strategies.registry import resolve
     from lblab.config import load_toml, parse_assignments, parse_names
     from lblab.simulator.config import config_from_mapping
     from lblab.simulator.run import simulate as run_one
@@ -150,12 +158,22 @@ def simulate(
         raw["strategy_options"] = opts
     if out is not None:
         raw.setdefault("run_id", out.name)
-    names = parse_names(strategy) or [raw.get("strategy", "p2c")]
-    base = config_from_mapping({**raw, "strategy": names[0]})
+    shared = dict(raw.get("strategy_options", {}))
+    chosen = {}  # name -> its options
+    for given in parse_names(strategy) or [raw.get("strategy", "p2c")]:
+        ref, own = split_options(given, "--strategy")
+        chosen[resolve(ref)] = {**shared, **own}
     # Every config is built (and so checked) before the first simulation starts.
+    base = config_from_mapping({**raw, "strategy": next(iter(chosen)), "strategy_options": {}})
     configs = [
-        replace(base, strategy=name, replication=rep, seed=base.seed + rep - 1)
-        for name in names
+        replace(
+            base,
+            strategy=name,
+            strategy_options=tuple(options.items()),
+            replication=rep,
+            seed=base.seed + rep - 1,
+        )
+        for name, options in chosen.items()
         for rep in range(1, replications + 1)
     ]
     results = [run_one(cfg) for cfg in configs]

@@ -22,6 +22,7 @@ from lblab.manifest import Manifest, PhaseEntry, ScenarioEntry, measured_fields,
 from lblab.results import MANIFEST, consolidate, write_part
 from lblab.simulator.config import EPOCH
 from lblab.simulator.run import SimResult
+from lblab.strategy.sources import RECORD_KEY, sources_of, write_copies
 from lblab.validity import judge, phase_facts
 from lblab.windows import WINDOW_COLUMN, Window, with_window
 
@@ -126,6 +127,7 @@ def write_run(
                 f"{r.config.strategy}/r{r.config.replication}": r.counters for r in results
             },
             "written_at": time.time(),
+            RECORD_KEY: write_copies(run_dir, sources_of(r.config.strategy for r in results)),
         },
     )
     save(run_dir / MANIFEST, manifest.updated(**extra) if extra else manifest)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from lblab.balancer.strategies.registry import resolve, user_sources
 from lblab.config import load_toml, parse_int
 from lblab.errors import ConfigError
 from lblab.simulator.config import KNOWN_KEYS, SimConfig, config_from_mapping
@@ -177,12 +178,20 @@ def _point(base: Mapping[str, Any], values: Mapping[str, Any]) -> Point:
     settings.setdefault("picks_every", 0)  # only a summary row leaves the worker
     for name, value in values.items():
         _set(settings, name, value)
+    shown = ", ".join(f"{k}={v!r}" for k, v in values.items())
     try:
+        # A strategy of the user's own (a spec) is loaded here and runs by its name; the
+        # key also hashes its source, so an edited file is a new point.
+        settings["strategy"] = resolve(str(settings.get("strategy", DEFAULT_STRATEGY)))
         config_from_mapping(settings)
     except ConfigError as exc:
-        shown = ", ".join(f"{k}={v!r}" for k, v in values.items())
         raise ConfigError(f"the point {shown}: {exc}") from exc
-    return Point(values=dict(values), settings=settings, key=point_key(settings))
+    keyed = dict(settings)
+    if (source := user_sources().get(settings["strategy"])) is not None:
+        keyed["strategy_sha256"] = source.sha256
+    if "strategy" in values:
+        values = {**values, "strategy": settings["strategy"]}
+    return Point(values=dict(values), settings=settings, key=point_key(keyed))
 
 
 def _set(settings: dict[str, Any], name: str, value: Any) -> None:

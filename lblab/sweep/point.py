@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from lblab.analysis.stats import imbalance
+from lblab.balancer.strategies.registry import install
+from lblab.balancer.strategies.specs import StrategySource
 from lblab.simulator.config import config_from_mapping
 from lblab.simulator.run import simulate
 
@@ -34,9 +36,13 @@ FIGURES = (
 """The figures of a point's row, in column order (after the grid values and the seed)."""
 
 
-def run_point(settings: Mapping[str, Any]) -> dict[str, Any]:
+def run_point(
+    settings: Mapping[str, Any], sources: Sequence[StrategySource] = ()
+) -> dict[str, Any]:
     """Simulate ``settings`` and return its row: the figures, the worker, the wall
     seconds and ``error`` (None, or the failure's last line when the point failed).
+    ``sources``: the sweep's strategies of the user's own, installed on the worker first
+    (a worker on another host has no copy of the file).
 
     This is a task boundary: a point that raises is recorded with its error (and the
     traceback on the worker's log), never lost and never fatal to the sweep."""
@@ -44,6 +50,8 @@ def run_point(settings: Mapping[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(FIGURES, math.nan)
     error = None
     try:
+        for source in sources:
+            install(source)
         result = simulate(config_from_mapping(settings))
         row |= summarize(result.requests, result.servers)
     except Exception as exc:  # recorded in the row: the sweep goes on

@@ -42,6 +42,7 @@ from lblab.errors import ConfigError
 from lblab.files import AppendLog, make_folder, write_bytes_atomically
 from lblab.loadtests.progress import bar_columns
 from lblab.results import SWEEP_META, SWEEP_TABLE, write_table_atomically
+from lblab.strategy.sources import RECORD_KEY, sources_of, write_copies
 from lblab.sweep.grid import Point, Sweep, canonical
 from lblab.sweep.point import FIGURES, run_point
 
@@ -76,7 +77,12 @@ def sweep_folder(out: Path, sweep: Sweep, source: Path, force: bool) -> None:
                 "into it (finished points with the same settings are kept)"
             )
     make_folder(out / POINTS)
-    meta = {"file": str(source), "digest": sweep.digest, "axes": list(sweep.axes)}
+    meta = {
+        "file": str(source),
+        "digest": sweep.digest,
+        "axes": list(sweep.axes),
+        RECORD_KEY: write_copies(out, sources_of(p.strategy for p in sweep.points)),
+    }
     write_bytes_atomically(meta_path, json.dumps(meta, indent=2).encode())
     write_bytes_atomically(out / "sweep.toml", source.read_bytes())
 
@@ -170,7 +176,8 @@ def _run_points(
     from distributed import as_completed
 
     by_key = {f"lblab-point-{p.key}": p for p in todo}
-    futures = [client.submit(run_point, p.settings, key=k) for k, p in by_key.items()]
+    sources = tuple(sources_of(p.strategy for p in todo))
+    futures = [client.submit(run_point, p.settings, sources, key=k) for k, p in by_key.items()]
     points_log = AppendLog(out / POINTS_LOG, log)
     progress = Progress(
         *bar_columns(),

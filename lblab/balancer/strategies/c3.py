@@ -167,6 +167,9 @@ class ServerState:
 class C3(ConfiguredStrategy[C3Config]):
     name = "c3"
     summary = "C3: rank by R - 1/mu + (1 + os*n + q)^3 / mu; cubic per-server rate limits"
+
+    def takes_first_on_ties(self) -> bool:
+        return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
     Config = C3Config
     uses_response_reports = True
     full_scan = True

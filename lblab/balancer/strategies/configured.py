@@ -56,6 +56,12 @@ class ConfiguredStrategy(BaseStrategy, Generic[C]):
     ) -> BackendView | None:
         raise NotImplementedError(f"{type(self).__name__} must define pick")
 
+    def takes_first_on_ties(self) -> bool:
+        """Does this strategy, by its definition, break ties by list order (the first
+        of the tied backends)? ``lblab strategy check`` holds every other one to a
+        spread over equal idle backends."""
+        return False
+
     def _setup(self) -> None:
         """Initialise the subclass's own state (called at the end of ``__init__``)."""
         return None

@@ -48,6 +48,9 @@ def estimate_ms(report: LoadReport) -> float | None:
 class Dynamic(LeastLoadStrategy):
     name = "dynamic"
     summary = "least server-estimated queued work, updated from response reports only (herds)"
+
+    def takes_first_on_ties(self) -> bool:
+        return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
     uses_response_reports = True
     accepted_sources: ClassVar[frozenset[str]] = frozenset({"response"})
     refresh_on_dispatch = False

@@ -19,6 +19,9 @@ class First(ConfiguredStrategy):
     name = "first"
     summary = "always the first available backend (no balancing)"
 
+    def takes_first_on_ties(self) -> bool:
+        return True
+
     def pick(
         self, backends: Sequence[BackendView], request: RequestView, now: float
     ) -> BackendView | None:

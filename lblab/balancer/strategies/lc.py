@@ -38,6 +38,9 @@ class LeastConnections(ConfiguredStrategy[LeastConnectionsConfig]):
     summary = "fewest in flight; ties to the first in list order (tie=first|random|rr, weighted)"
     Config = LeastConnectionsConfig
 
+    def takes_first_on_ties(self) -> bool:
+        return self.config.tie == "first"
+
     def _setup(self) -> None:
         self._levels: dict[int, list[int]] = {}
         """In-flight count -> sorted list indices of available backends at that count."""

@@ -23,6 +23,9 @@ from .least_load import LeastLoadStrategy
 class LeastTime(LeastLoadStrategy[LeastTimeConfig]):
     name = "least-time"
     summary = "min latency EWMA * (1 + inflight) / w (nginx least_time)"
+
+    def takes_first_on_ties(self) -> bool:
+        return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
     Config = LeastTimeConfig
 
     def load_key(self, backend: BackendView) -> float:

@@ -23,6 +23,9 @@ from .least_load import LeastLoadStrategy
 class LeastResponseTime(LeastLoadStrategy):
     name = "lrt"
     summary = "min (inflight, mean server-reported service time), in that order"
+
+    def takes_first_on_ties(self) -> bool:
+        return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
     uses_response_reports = True
 
     def _setup(self) -> None:

@@ -71,3 +71,28 @@ def check(condition: bool, message: str) -> None:
     """Raise ``ConfigError(message)`` unless ``condition``: the ``__post_init__`` helper."""
     if not condition:
         raise ConfigError(message)
+
+
+def split_options(text: str, where: str) -> tuple[str, dict[str, str]]:
+    """``("least-request", {"choice_count": "3"})`` from ``least-request[choice_count=3]``:
+    a strategy (a name or a spec) with options of its own, the one grammar of every
+    ``--strategy`` flag. Without brackets the options are empty."""
+    text = text.strip()
+    if not text.endswith("]"):
+        return text, {}
+    ref, bracket, inside = text[:-1].partition("[")
+    if not bracket or not ref:
+        raise ConfigError(
+            f"{where}: {text!r} is not STRATEGY[NAME=VALUE,...]; write e.g. "
+            "'least-request[choice_count=3]' (quoted: the shell reads brackets)"
+        )
+    options: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in inside.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(
+                f"{where}: option {item!r} of {ref!r} is not NAME=VALUE; write e.g. "
+                f"'{ref}[tie=random]'"
+            )
+        options[name.strip()] = value.strip()
+    return ref.strip(), options

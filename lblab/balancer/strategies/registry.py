@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from lblab.errors import ConfigError
 from lblab.strategy_names import STRATEGY_NAMES
 
+from . import specs
 from .awrr import AutomaticWeightedRoundRobin
 from .c3 import C3
 from .configured import ConfiguredStrategy
@@ -41,6 +42,7 @@ from .r import Random
 from .ring_hash import RingHash
 from .rr import RoundRobin
 from .rsocket_weighted import RSocketWeighted
+from .specs import StrategySource
 from .wrr import WeightedRoundRobin
 from .wrr_block import BlockWeightedRoundRobin
 from .wrr_orca import WeightedRoundRobinOrca
@@ -84,20 +86,73 @@ if tuple(STRATEGIES) != STRATEGY_NAMES:
         f"the registry's strategies {list(STRATEGIES)} differ from "
         f"lblab.strategy_names.STRATEGY_NAMES {list(STRATEGY_NAMES)}: keep both in one order"
     )
+_USER: dict[str, type[ConfiguredStrategy]] = {}
+"""User strategies loaded in this process (``resolve``, ``install``), by name."""
+_SOURCES: dict[str, StrategySource] = {}
 
 
 def strategy_names() -> list[str]:
-    """Registered names, in the order of docs/ALGORITHMS.md (``STRATEGY_NAMES``)."""
-    return list(STRATEGIES)
+    """Built-in names, in the order of docs/ALGORITHMS.md (``STRATEGY_NAMES``), then the
+    user strategies loaded in this process, in the order they were loaded."""
+    return [*STRATEGIES, *_USER]
 
 
-def strategy_class(name: str) -> type[ConfiguredStrategy]:
-    try:
-        return STRATEGIES[name]
-    except KeyError:
+def resolve(ref: str) -> str:
+    """The name of the strategy ``ref`` gives: a built-in's or a loaded one's name as it
+    is, or a spec (``file.py:Class``, ``package.module:Class``) or an entry-point name
+    (group ``lblab.strategies``), loaded and registered here, once per process."""
+    if ref in STRATEGIES or ref in _USER:
+        return ref
+    spec = ref if specs.is_spec(ref) else specs.entry_point(ref)
+    if spec is None:
         raise ConfigError(
-            f"unknown strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}"
-        ) from None
+            f"unknown strategy {ref!r}; valid strategies: {', '.join(strategy_names())}, "
+            "or a file of your own as path/to/file.py:Class (see `lblab strategy new`)"
+        )
+    cls, source = specs.load(spec)
+    if not specs.is_spec(ref) and cls.name != ref:
+        raise ConfigError(
+            f"strategy {ref!r}: its entry point names {spec}, whose name is {cls.name!r}; "
+            "the entry point's name and the class's name must be the same"
+        )
+    _register(cls, source)
+    return str(cls.name)
+
+
+def install(source: StrategySource) -> str:
+    """Register a user strategy from its recorded source (a run's copy, a Dask task)."""
+    known = _SOURCES.get(source.name)
+    if known is None or known.sha256 != source.sha256:
+        _register(specs.install(source), source)
+    return source.name
+
+
+def user_sources() -> dict[str, StrategySource]:
+    """The user strategies loaded in this process, by name."""
+    return dict(_SOURCES)
+
+
+def _register(cls: type[ConfiguredStrategy], source: StrategySource) -> None:
+    name = source.name
+    if name in STRATEGIES:
+        raise ConfigError(
+            f"strategy {source.spec!r}: its name {name!r} is a built-in strategy's; "
+            "give the class another name"
+        )
+    known = _SOURCES.get(name)
+    if known is not None and known.sha256 != source.sha256:
+        raise ConfigError(
+            f"strategy {source.spec!r}: the name {name!r} is already taken by {known.spec} "
+            "(another source); give one of the classes another name"
+        )
+    _USER[name] = cls
+    _SOURCES[name] = source
+
+
+def strategy_class(ref: str) -> type[ConfiguredStrategy]:
+    """The class of a name or spec (``resolve``)."""
+    name = resolve(ref)
+    return STRATEGIES.get(name) or _USER[name]
 
 
 def make_strategy(
@@ -106,7 +161,7 @@ def make_strategy(
     rng: random.Random | None = None,
     weights: Mapping[str, float] | None = None,
 ) -> ConfiguredStrategy:
-    """A fresh strategy ``name`` with ``options`` (strings, or TOML values) applied."""
+    """A fresh strategy ``name`` (or spec) with ``options`` (strings, or TOML values) applied."""
     cls = strategy_class(name)
-    config = build_config(cls.Config, options, name)
+    config = build_config(cls.Config, options, cls.name)
     return cls(config, rng=rng, weights=weights)

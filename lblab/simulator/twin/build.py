@@ -38,6 +38,7 @@ from lblab.simulator.twin.model import scenario_models
 from lblab.simulator.twin.scale import MAX_SCALE, auto_scale_requests, too_short
 from lblab.simulator.twin.solve import MAX_REPEATS, REPEATS, configs_for, run_configs, solve_fronts
 from lblab.simulator.twin.testbed import Testbed, file_testbed, simulated_testbed
+from lblab.strategy.sources import RECORD_KEY, install_copies
 
 
 def make_twin(
@@ -66,6 +67,7 @@ def make_twin(
         raise ConfigError(f"--repeats {repeats}: give a number of draws from 1 to {MAX_REPEATS}")
     run_dir = Path(run_dir)
     run = open_run(run_dir)
+    install_copies(run_dir, run.manifest.extra.get(RECORD_KEY, {}))
     testbed = file_testbed(run.manifest) if run.manifest.config else simulated_testbed(run.manifest)
     measured = measure(run_dir)
     services = {}
