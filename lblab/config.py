@@ -68,6 +68,22 @@ def check_id(value: object, field: str) -> str:
     return value
 
 
+TOKEN_PATTERN = re.compile(r"[\x21-\x7e]{16,256}")
+"""A shared secret (the admin token, the report token): visible ASCII, so it travels in
+an HTTP header and in RSocket metadata as given, and long enough not to be guessed."""
+
+
+def check_token(token: str, flag: str, env: str) -> str:
+    """``token`` if it is one (``TOKEN_PATTERN``), else a ``ConfigError`` naming ``flag``
+    and ``env``, the two ways to give it."""
+    if not TOKEN_PATTERN.fullmatch(token):
+        raise ConfigError(
+            f"{flag} / {env} must be 16-256 visible ASCII characters "
+            "(no spaces); generate one with e.g. `openssl rand -hex 24`"
+        )
+    return token
+
+
 def check_weight(raw: object, where: str) -> float:
     """A backend's static weight from any source (flags, TOML, JSON, the admin API): a
     finite number in (0, ``MAX_WEIGHT``]. The one rule every driver and config applies."""

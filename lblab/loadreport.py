@@ -26,6 +26,10 @@ _SOURCES: Final = frozenset(get_args(ReportSource))
 _NUMBERS: Final = frozenset(
     ("t", "cpu_util", "qps", "eps", "queue_ms", "service_ms", "est_wait_ms")
 )
+REPORT_TOKEN_ENV: Final = "LBLAB_REPORT_TOKEN"
+"""Where the balancer (``--report-token``) and the agents find the run's report token:
+the agent port takes reports only from a connection whose SETUP carries it
+(``lblab.wire.auth``; docs/DESIGN.md, "Wire contract")."""
 MAX_MEASURE: Final = 1e9
 """Largest rate (per second), time (ms), in-flight count or CPU share a report may state:
 far beyond any server, and small enough that the strategies' arithmetic on it (a rate

@@ -184,11 +184,13 @@ class AcceptedConnection(asyncio.Protocol):
         if out and self.transport is not None:
             self.transport.write(out)
 
-    def close_with_error(self, code: int, message: str) -> None:
-        """End the connection with a connection ERROR of ``code``."""
+    def close_with_error(self, code: int, message: str, *, logged: bool = True) -> None:
+        """End the connection with a connection ERROR of ``code``; ``logged=False`` for
+        an endpoint that logs the refusal itself (throttled)."""
         if self.closed:
             return
-        log.warning("%s closes a connection: %s", self.who, message)
+        if logged:
+            log.warning("%s closes a connection: %s", self.who, message)
         self.rsocket.close(code, message)
         self.flush()
         self.closed = True

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -40,6 +38,7 @@ from lblab.balancer import input_checks
 from lblab.balancer.pool import COUNTER_HELP
 from lblab.config import check_weight, parse_hostport
 from lblab.errors import ConfigError
+from lblab.wire.auth import TokenCheck
 from lblab.wire_asyncio import within
 
 if TYPE_CHECKING:
@@ -304,9 +303,7 @@ def authorize(token: str | None, header: str | None) -> None:
             challenge,
         )
     scheme, _, given = header.partition(" ")
-    expected = hashlib.sha256(token.encode()).digest()
-    offered = hashlib.sha256(given.strip().encode()).digest()
-    if not hmac.compare_digest(offered, expected) or scheme.lower() != "bearer":
+    if not TokenCheck(token).matches(given.strip()) or scheme.lower() != "bearer":
         raise HttpError(
             401,
             f"wrong admin token; send the balancer's --admin-token or {input_checks.TOKEN_ENV} "

@@ -61,6 +61,15 @@ def balancer_command(
         help="Bearer token every admin change (PUT/POST/DELETE) must send; prefer the "
         "environment variable (a flag shows in `ps`).",
     ),
+    report_token: str | None = typer.Option(
+        None,
+        "--report-token",
+        envvar="LBLAB_REPORT_TOKEN",
+        show_envvar=True,
+        help="Token an agent's connection must present (`lblab agent --report-token`); "
+        "without it the agent port takes reports from any peer. Prefer the environment "
+        "variable (a flag shows in `ps`).",
+    ),
     picks: Annotated[
         Path | None,
         typer.Option("--picks", dir_okay=False, help="Append one JSON line per pick to this file."),
@@ -160,6 +169,7 @@ def balancer_command(
         admin_port=admin_port,
         admin_host=admin_host,
         admin_token=admin_token or None,
+        report_token=report_token or None,
         picks=picks,
         request_timeout_s=parse_duration(request_timeout, "--request-timeout"),
         drain_timeout_s=parse_duration(drain_timeout, "--drain-timeout"),

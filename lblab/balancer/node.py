@@ -46,9 +46,9 @@ from lblab.balancer.strategies.base import Health, Strategy
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.balancer.streams import BackendPort, ClientPort
 from lblab.balancer.wiring import Wiring
-from lblab.config import check_weight
+from lblab.config import check_token, check_weight
 from lblab.errors import ConfigError, RemoteProtocolError
-from lblab.loadreport import LoadReport
+from lblab.loadreport import REPORT_TOKEN_ENV, LoadReport
 from lblab.wire.codes import MAX_FRAME_LENGTH
 from lblab.wire.metadata import LOAD_REPORT, find_entry
 from lblab.wire_asyncio import within
@@ -83,6 +83,8 @@ class NodeConfig:
     admin_port: int | None = None
     admin_host: str = "127.0.0.1"
     admin_token: str | None = field(default=None, repr=False)
+    report_token: str | None = field(default=None, repr=False)
+    """The token an agent's SETUP must carry (``agent_listener``); None: any peer reports."""
     picks: Path | None = None
     request_timeout_s: float = 30.0
     drain_timeout_s: float = DRAIN_TIMEOUT_S
@@ -101,6 +103,8 @@ class NodeConfig:
             raise ConfigError(f"backend ids must be unique, got {', '.join(ids)}")
         if self.admin_port is not None:
             input_checks.check_admin_bind(self.admin_host, self.admin_token)
+        if self.report_token is not None:
+            check_token(self.report_token, "--report-token", REPORT_TOKEN_ENV)
         own_ports = [p for p in (self.port, self.agent_port, self.admin_port) if p]
         for b in self.backends:
             input_checks.check_backend_id(b.id)
@@ -181,7 +185,11 @@ class BalancerNode:
             picks=self.picklog,
             epoch_offset=time.time() - now,
         )
-        self.stats = {"protocol_errors": 0}
+        self.stats = {
+            "protocol_errors": 0,
+            "agent_connections_bad_token": 0,
+            "agent_reports_bad_source": 0,
+        }
         self.wiring = Wiring(
             loop=loop,
             outbox=Outbox(loop),
@@ -414,6 +422,16 @@ class BalancerNode:
 
     def protocol_failure(self) -> None:
         self.stats["protocol_errors"] += 1
+
+    def agent_bad_token(self) -> int:
+        """An agent connection refused for no or a wrong report token; how many so far."""
+        self.stats["agent_connections_bad_token"] += 1
+        return self.stats["agent_connections_bad_token"]
+
+    def agent_bad_source(self) -> int:
+        """An agent-port report refused for a server's in-band source; how many so far."""
+        self.stats["agent_reports_bad_source"] += 1
+        return self.stats["agent_reports_bad_source"]
 
     def agent_report(self, report: LoadReport) -> bool:
         """A LoadReport from an agent; False if it names no backend of the pool."""

@@ -27,6 +27,7 @@ scaled by to fit theirs, are in ``facts()["cpu_layout"]``.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from lblab.balancer_names import balancer_names
+from lblab.loadreport import REPORT_TOKEN_ENV
 from lblab.loadtests.admin_client import AdminClient
 from lblab.loadtests.isolation import CpuLayout, Isolation, plan_layout
 from lblab.loadtests.runconfig import RunConfig, ServerSpec
@@ -92,6 +94,9 @@ class LocalTestbed:
     servers: dict[str, ServerProcess] = field(default_factory=dict)
     nodes: list[BalancerNode] = field(default_factory=list)
     changed: bool = False  # a timeline event altered the pool since the last restore
+    report_token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
+    """This run's, given to the balancers and agents in their environment only (never
+    on a command line, where ``ps`` shows it, nor in the manifest)."""
     layout: CpuLayout = field(init=False)
     isolation: Isolation = field(init=False)
 
@@ -201,6 +206,7 @@ class LocalTestbed:
             argv,
             ready_timeout=READY_TIMEOUT_S,
             log_path=self.logs / f"agent-{proc.spec.id}.log",
+            env=self._token_env(),
         )
 
     def _start_balancers(self, strategy: str) -> None:
@@ -234,6 +240,7 @@ class LocalTestbed:
             argv,
             ready_timeout=READY_TIMEOUT_S,
             log_path=self.logs / ("lblab.balancer.log" if first else f"lblab.balancer-{name}.log"),
+            env=self._token_env(),
         )
         ready = child.ready
         return BalancerNode(
@@ -243,6 +250,9 @@ class LocalTestbed:
             ("127.0.0.1", int(ready["port"])),
             int(ready["agent_port"]),
         )
+
+    def _token_env(self) -> dict[str, str]:
+        return {**os.environ, REPORT_TOKEN_ENV: self.report_token}
 
     # ------------------------------------------------------------ between phases
 

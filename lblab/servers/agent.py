@@ -11,7 +11,10 @@ Each sample is appended to ``--out`` as a JSON line and flushed (results are wri
 they come; a full disk drops samples whole, counted and logged once), and sent to the balancer's agent port as one REQUEST_FNF whose data is a
 ``LoadReport(source="agent")``. The connection (plain asyncio + ``lblab.wire``) is
 re-made with jittered backoff whenever it drops; samples taken while it is down are
-still written to the file and not sent. The agent exits 0 when the server is gone, or
+still written to the file and not sent. With ``--report-token`` (``LBLAB_REPORT_TOKEN``)
+each SETUP carries the token as a Bearer entry of RSocket's authentication extension
+(``lblab.wire.auth``), which a balancer with a token wants; a refused SETUP is logged
+and retried with the same backoff. The agent exits 0 when the server is gone, or
 on SIGTERM/SIGINT.
 """
 
@@ -21,17 +24,17 @@ import asyncio
 import logging
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import orjson
 
 from lblab.backoff import jittered_backoff
-from lblab.config import check_id, check_range
+from lblab.config import check_id, check_range, check_token
 from lblab.errors import ConfigError
 from lblab.files import AppendLog
-from lblab.loadreport import LoadReport
+from lblab.loadreport import REPORT_TOKEN_ENV, LoadReport
 from lblab.procs import announce_ready, stop_on_signals
 from lblab.servers.cpulimit import (
     CGROUP_CPU_ROOT,
@@ -39,6 +42,7 @@ from lblab.servers.cpulimit import (
     cgroup_share,
     process_cgroup,
 )
+from lblab.wire.auth import bearer_metadata
 from lblab.wire.codec import NEED_DATA
 from lblab.wire.connection import Connection, ConnectionFailed, PeerClosed
 from lblab.wire.frames import RequestFnf, Setup
@@ -68,6 +72,8 @@ class AgentConfig:
     interval_s: float = 0.25
     out: Path | None = None
     allowance: float | None = None
+    report_token: str | None = field(default=None, repr=False)
+    """Sent in each connection's SETUP; None: none is sent."""
 
     def __post_init__(self) -> None:
         check_id(self.server, "--server")
@@ -82,6 +88,8 @@ class AgentConfig:
         if self.allowance is not None:
             # As --cpu-quota: below a hundredth of a CPU a sample is noise times 100.
             check_range("--allowance", self.allowance, minimum=0.01, maximum=4096)
+        if self.report_token is not None:
+            check_token(self.report_token, "--report-token", REPORT_TOKEN_ENV)
 
 
 class CpuSource(Protocol):
@@ -141,8 +149,9 @@ class ReportLink:
     The connection's rules (SETUP, KEEPALIVEs, the balancer's max lifetime, stream ids)
     are ``lblab.wire.connection``'s; this moves its bytes over asyncio streams."""
 
-    def __init__(self, host: str, port: int, server: str) -> None:
+    def __init__(self, host: str, port: int, server: str, token: str | None = None) -> None:
         self.host, self.port, self.server = host, port, server
+        self._metadata = bearer_metadata(token) if token is not None else None
         self.sent = 0
         self.unsent = 0
         self.connects = 0
@@ -186,6 +195,7 @@ class ReportLink:
             max_lifetime_ms=MAX_LIFETIME_MS,
             metadata_mime=COMPOSITE_METADATA,
             data_mime=APPLICATION_JSON,
+            metadata=self._metadata,
             data=orjson.dumps({"client": "lblab-agent", "server": self.server}),
         )
         loop = asyncio.get_running_loop()
@@ -239,7 +249,10 @@ def run_agent(config: AgentConfig) -> int:
 
 async def _run(config: AgentConfig, source: CpuSource, allowance: float) -> int:
     stop = stop_on_signals(asyncio.get_running_loop())
-    links = [ReportLink(host, port, config.server) for host, port in config.report_to]
+    links = [
+        ReportLink(host, port, config.server, config.report_token)
+        for host, port in config.report_to
+    ]
     link_tasks = [asyncio.create_task(link.run()) for link in links]
     out = AppendLog(config.out, log) if config.out else None
     prev_cpu, prev_wall = source.cpu_seconds(), time.monotonic()

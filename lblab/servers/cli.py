@@ -108,6 +108,14 @@ def agent(
         help="CPUs the server may use (100 %% = all of it; 0.01..4096); default: the cgroup "
         "quota, else 1.",
     ),
+    report_token: str | None = typer.Option(
+        None,
+        "--report-token",
+        envvar="LBLAB_REPORT_TOKEN",
+        show_envvar=True,
+        help="The run's report token, as the balancer's --report-token (sent in each "
+        "connection's SETUP); prefer the environment variable (a flag shows in `ps`).",
+    ),
 ) -> None:
     """Stream a server's CPU use to the balancer (prints `lblab-ready {...}` once sampling)."""
     from pathlib import Path
@@ -123,5 +131,6 @@ def agent(
         interval_s=interval,
         out=Path(out) if out else None,
         allowance=allowance,
+        report_token=report_token or None,
     )
     raise typer.Exit(run_agent(config))

@@ -48,12 +48,16 @@ def start_server(name: str, log_dir: Path, *extra: str) -> Child:
 
 
 def start_balancer(
-    backends: Sequence[Child], log_dir: Path, *extra: str, name: str = "balancer"
+    backends: Sequence[Child],
+    log_dir: Path,
+    *extra: str,
+    name: str = "balancer",
+    env: dict[str, str] | None = None,
 ) -> Child:
     args = ["balancer", "--port", "0", "--admin-port", "0", "--agent-port", "0"]
     for b in backends:
         args += ["--backend", f"{b.ready['id']}=127.0.0.1:{b.ready['port']}"]
-    return spawn(name, lblab_command(*args, *extra), log_path=log_dir / f"{name}.log")
+    return spawn(name, lblab_command(*args, *extra), log_path=log_dir / f"{name}.log", env=env)
 
 
 @contextlib.contextmanager

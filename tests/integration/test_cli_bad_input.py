@@ -162,6 +162,8 @@ CASES: dict[str, Case] = {
     "agent-allowance-nan": Case(("agent", "--server", "s1", "--pid", "1", "--report-to", "127.0.0.1:9", "--allowance", "nan"), "--allowance"),
     "balancer-port-huge": Case(("balancer", "--backend", "s1=127.0.0.1:9", "--port", "99999"), "--port"),
     "balancer-picks-is-dir": Case(("balancer", "--backend", "s1=127.0.0.1:9", "--port", "0", "--picks", "{d}/a-directory.toml"), "directory"),
+    "balancer-report-token-short": Case(("balancer", "--backend", "s1=127.0.0.1:9", "--port", "0", "--report-token", "short"), "--report-token"),
+    "agent-report-token-space": Case(("agent", "--server", "s1", "--pid", "1", "--report-to", "127.0.0.1:9", "--report-token", "a token with spaces"), "--report-token"),
     "locust-workers-root-is-file": Case(("locust-workers", "--master", "127.0.0.1:9", "--records-root", "{d}/a-file"), "is a file"),
     "locust-workers-processes-huge": Case(("locust-workers", "--master", "127.0.0.1:9", "--records-root", "{d}/records", "--processes", "1000000"), "--processes"),
 }  # fmt: skip
