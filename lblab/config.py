@@ -280,4 +280,19 @@ def parse_names(values: str | Sequence[str] | None) -> list[str]:
     if values is None:
         return []
     given = [values] if isinstance(values, str) else values
-    return [n.strip() for v in given for n in v.split(",") if n.strip()]
+    return [n for v in given for n in split_commas(v)]
+
+
+def split_commas(text: str) -> list[str]:
+    """A comma list whose commas inside brackets stay with their item:
+    ``rr,least-request[a=1,b=2]`` -> ``["rr", "least-request[a=1,b=2]"]``."""
+    items, depth, current = [], 0, []
+    for char in text:
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth <= 0:
+            items.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    items.append("".join(current))
+    return [item.strip() for item in items if item.strip()]

@@ -21,8 +21,21 @@ def balancer_command(
         ),
     ] = None,
     strategy: str = typer.Option(
-        "rr", "-s", "--strategy", help="Strategy name (see `lblab strategies`)."
+        "rr",
+        "-s",
+        "--strategy",
+        help="The strategy: a name (`lblab strategies`), or a file of your own as "
+        "path/to/file.py:Class (or package.module:Class); options may follow in brackets, "
+        "e.g. 'least-request[choice_count=3]'.",
     ),
+    load_strategy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--load-strategy",
+            help="A strategy of your own (path/to/file.py:Class) to load at start, so that "
+            "PUT /strategy can switch to it by its name; repeatable.",
+        ),
+    ] = None,
     strategy_option: Annotated[
         list[str] | None,
         typer.Option(
@@ -151,7 +164,12 @@ def balancer_command(
         backends.append(BackendAddress(backend_id, h, p, weight_of.pop(backend_id, 1.0)))
     if weight_of:
         raise ConfigError(f"--weights names {', '.join(weight_of)}, which no --backend defines")
-    options: dict[str, str] = {}
+    from lblab.balancer.strategies.options import split_options
+    from lblab.balancer.strategies.registry import resolve
+
+    for spec in load_strategy or []:
+        resolve(spec)
+    strategy, options = split_options(strategy, "--strategy")
     for item in strategy_option or []:
         name, sep, value = item.partition("=")
         if not sep or not name:

@@ -52,7 +52,9 @@ def register(app: typer.Typer) -> None:
                 "--strategy",
                 "--strategies",
                 help="A strategy to run (repeatable, or a comma list): -s rr -s lc, "
-                "-s r,rr,wrr,lc,dwrr. `lblab strategies` lists them.",
+                "-s r,rr,wrr,lc,dwrr. `lblab strategies` lists them; your own is "
+                "path/to/file.py:Class; options of its own in brackets: "
+                "-s 'least-request[choice_count=3]'.",
             ),
         ] = None,
         scenarios: str = typer.Option(

@@ -308,13 +308,21 @@ def drive_events(
 
 
 def _eligible(make: Callable[[int], ConfiguredStrategy], watch: _Watch, examples: int) -> str:
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import HealthCheck, example, given, settings
     from hypothesis import strategies as st
     from hypothesis.reporting import with_reporter
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False)  # fmt: skip
     @given(n=st.integers(0, 6), seed=st.integers(0, 2**16), ops=events())
+    # Always tried: an empty pool; each unavailable state and an exclusion on every
+    # backend in turn, the rest of the pool up.
+    @example(n=0, seed=0, ops=[("send", 0, False)])
+    @example(n=3, seed=1, ops=[
+        *(op for k in range(3) for state in (Health.DOWN, Health.EJECTED, Health.DRAINING)
+          for op in (("state", k, state), ("send", 0, False), ("send", 1, False),
+                     ("state", k, Health.UP), ("send", k, True), ("finish", 0, True))),
+    ])  # fmt: skip
     def drive(n: int, seed: int, ops: list[tuple[str, int, Any]]) -> None:
         drive_events(make(seed), n, ops, watch)
 

@@ -170,6 +170,7 @@ class C3(ConfiguredStrategy[C3Config]):
 
     def takes_first_on_ties(self) -> bool:
         return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
+
     Config = C3Config
     uses_response_reports = True
     full_scan = True

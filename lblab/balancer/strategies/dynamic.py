@@ -51,6 +51,7 @@ class Dynamic(LeastLoadStrategy):
 
     def takes_first_on_ties(self) -> bool:
         return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
+
     uses_response_reports = True
     accepted_sources: ClassVar[frozenset[str]] = frozenset({"response"})
     refresh_on_dispatch = False

@@ -26,6 +26,7 @@ class LeastTime(LeastLoadStrategy[LeastTimeConfig]):
 
     def takes_first_on_ties(self) -> bool:
         return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
+
     Config = LeastTimeConfig
 
     def load_key(self, backend: BackendView) -> float:

@@ -26,6 +26,7 @@ class LeastResponseTime(LeastLoadStrategy):
 
     def takes_first_on_ties(self) -> bool:
         return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
+
     uses_response_reports = True
 
     def _setup(self) -> None:

@@ -92,9 +92,9 @@ _SOURCES: dict[str, StrategySource] = {}
 
 
 def strategy_names() -> list[str]:
-    """Built-in names, in the order of docs/ALGORITHMS.md (``STRATEGY_NAMES``), then the
-    user strategies loaded in this process, in the order they were loaded."""
-    return [*STRATEGIES, *_USER]
+    """Built-in names, in the order of docs/ALGORITHMS.md (``STRATEGY_NAMES``); the user
+    strategies loaded in this process are ``user_sources()``."""
+    return list(STRATEGIES)
 
 
 def resolve(ref: str) -> str:
@@ -106,7 +106,7 @@ def resolve(ref: str) -> str:
     spec = ref if specs.is_spec(ref) else specs.entry_point(ref)
     if spec is None:
         raise ConfigError(
-            f"unknown strategy {ref!r}; valid strategies: {', '.join(strategy_names())}, "
+            f"unknown strategy {ref!r}; valid strategies: {', '.join([*STRATEGIES, *_USER])}, "
             "or a file of your own as path/to/file.py:Class (see `lblab strategy new`)"
         )
     cls, source = specs.load(spec)
