@@ -95,8 +95,19 @@ class ServerGroup:
     """Cores a cgroup lets each server use per ``quota_period`` (``simulator.quota``); the
     service model then gives CPU demand at full speed (None: no quota)."""
     quota_period: float = 0.1
+    serial_cpu: bool = False
+    """A live server's slots (``simulator.slot``): the workers' CPU work runs one request
+    at a time, on at most one core (Python's GIL), under ``cpu_quota`` if given (any
+    value: a quota of a core or more never binds a serial CPU, but is the agent's
+    allowance); the agent reads the CPU used, not the busy workers."""
+    sleep: ServiceModel | None = None
+    """Slept in the slot after each request's work, as a live server's ``delay_ms`` and
+    ``delay_dist`` are: it holds the slot and takes no CPU (None: none). Needs
+    ``serial_cpu``, whose books tell the CPU from the sleep."""
 
     def __post_init__(self) -> None:
+        if self.sleep is not None and not self.serial_cpu:
+            raise ConfigError("lblab.servers.sleep: a slept slot needs serial_cpu")
         check_range("lblab.servers.count", self.count, minimum=1, maximum=MAX_SERVERS)
         check_range("lblab.servers.workers", self.workers, minimum=1, maximum=MAX_WORKERS)
         check_range("lblab.servers.speed", self.speed, minimum=1e-3, maximum=1e6)
@@ -108,6 +119,11 @@ class ServerGroup:
         if self.cpu_quota is not None:
             check_range("lblab.servers.cpu_quota", self.cpu_quota, above=0, maximum=MAX_WORKERS)
         check_range("lblab.servers.quota_period", self.quota_period, above=0, maximum=10)
+
+    @property
+    def slot_mean_s(self) -> float:
+        """A request's mean time in a worker at full speed: its work and its sleep."""
+        return self.service.mean_s + (0.0 if self.sleep is None else self.sleep.mean_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +306,7 @@ class SimConfig:
             sending = max(self.requests / arrivals.users - 1, 0) * arrivals.think
             why = f"{arrivals.users} users thinking {arrivals.think:g} s"
         per_second = sum(
-            g.count * g.workers * g.speed / g.service.mean_s if g.service.mean_s > 0 else math.inf
+            g.count * g.workers * g.speed / g.slot_mean_s if g.slot_mean_s > 0 else math.inf
             for g in self.servers
         )
         working = self.requests / per_second
@@ -310,7 +326,8 @@ class SimConfig:
         """The config as plain JSON-able data (for the manifest)."""
         out = asdict(self)
         out["servers"] = [
-            {**asdict(g), "service": g.service.spec()} for g in self.servers
+            {**asdict(g), "service": g.service.spec(), "sleep": g.sleep and g.sleep.spec()}
+            for g in self.servers
         ]  # the spec string is what a person can re-type
         out["arrivals"] = {"model": type(self.arrivals).__name__, **asdict(self.arrivals)}
         out["strategy_options"] = dict(self.strategy_options)

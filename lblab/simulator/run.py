@@ -82,6 +82,7 @@ from lblab.simulator.faults import ServerFaults
 from lblab.simulator.model import SimServer
 from lblab.simulator.quota import CpuQuota
 from lblab.simulator.record import ERROR_CODE, NO_BACKEND, NO_ERROR, RequestRows, SampleRows
+from lblab.simulator.slot import slot_model
 from lblab.simulator.workload import ClosedUsers, OpenArrivals, ShapeSampler, TraceArrivals
 
 _NAN = float("nan")
@@ -180,17 +181,16 @@ class Simulation:
             for _ in range(group.count):
                 i = len(self.servers)
                 sid = cfg.server_names[i]
-                service = group.service
-                if group.cpu_quota is not None and group.cpu_quota < 1:
-                    quota = CpuQuota(service, env, group.cpu_quota, group.quota_period)
-                    service = quota  # type: ignore[assignment]  # duck-typed ServiceModel
+                sleeps = None if group.sleep is None else rng_stream(cfg.seed, rep, f"sleep:{sid}")
+                service, quota = slot_model(group, env, sleeps)
+                if quota is not None:
                     self._quotas[i] = quota
                 self.servers.append(
                     SimServer(
                         env,
                         i,
                         sid,
-                        service,
+                        service,  # type: ignore[arg-type]  # duck-typed ServiceModel
                         group.workers,
                         group.speed,
                         group.capacity,

@@ -10,11 +10,16 @@ results contract (``simulator/output.write_phase``), so the report, the notebook
 ``lblab compare`` read the run as they read a measured one. The experiment service
 (``lblab/experiment/``), a composition root, makes it.
 
-From the file: the servers (``[[servers]]`` ids in order, ``[weights]``, ``cpu_quota``
-as a cgroup quota, ``workers``, ``max_inflight`` as the most queued plus in service (the
-live server's default unless given),
-``delay_ms`` as a one-way delay), their service model (``[testbed] service``, a spec
-``lblab calibrate`` fits; default ``DEFAULT_SIMULATED_SERVICE``), the load of each
+From the file: the servers (``[[servers]]`` ids in order, ``[weights]``), each as the
+live ``lblab server`` its keys start (``simulator/slot.py``): ``workers`` service slots
+fed FIFO whose CPU work runs one at a time on at most one core (the GIL), ``cpu_quota``
+as its cgroup quota with the live period (``servers.cpulimit.quota_for``: 10 ms),
+``delay_ms`` slept in the slot after the work, holding it without CPU (fixed, or
+exponential with that mean under ``delay_dist = "exp"``), ``max_inflight`` as the most
+queued plus in service, one more answered REJECTED (the live server's defaults unless
+given); no network delay, as on loopback. Their work is a service model (``[testbed]
+service``, a spec ``lblab calibrate`` fits; default ``DEFAULT_SIMULATED_SERVICE``), the
+CPU a request's JSON work takes at full speed. Also from the file: the load of each
 scenario (closed users and their think time, open arrivals constant or Poisson, a
 count instead of a duration, a trace), each strategy's options, the request timeout,
 the agent interval and the number of balancers. A phase sends for warm-up plus
@@ -47,11 +52,12 @@ from lblab.loadtests.runconfig import (
 )
 from lblab.loadtests.testbed import PhaseRun
 from lblab.loadtests.timeline import undo
+from lblab.servers.cpulimit import quota_for
 from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT
 from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerEvent, ServerGroup, SimConfig
 from lblab.simulator.output import write_phase
 from lblab.simulator.run import SimResult, simulate
-from lblab.simulator.service import parse_service
+from lblab.simulator.service import Exponential, Fixed, ServiceModel, parse_service
 from lblab.simulator.workload import Arrivals, ClosedUsers, OpenArrivals, TraceArrivals
 from lblab.windows import Window
 
@@ -71,21 +77,29 @@ def server_groups(config: RunConfig, specs: Sequence[ServerSpec]) -> tuple[Serve
         service = parse_service(config.testbed.service or DEFAULT_SIMULATED_SERVICE)
     except ConfigError as exc:
         raise ConfigError(f"testbed.{exc}") from None
-    groups = []
-    for spec in specs:
-        quota = spec.cpu_quota
-        groups.append(
-            ServerGroup(
-                count=1,
-                service=service,
-                workers=spec.workers or 1,
-                weight=config.weights.get(spec.id, 1.0),
-                capacity=spec.max_inflight or DEFAULT_MAX_INFLIGHT,
-                cpu_quota=quota if quota is not None and quota < 1 else None,
-                delay=None if spec.delay_ms is None else spec.delay_ms / 1000.0,
-            )
+    return tuple(
+        ServerGroup(
+            count=1,
+            service=service,
+            workers=spec.workers or 1,
+            weight=config.weights.get(spec.id, 1.0),
+            capacity=spec.max_inflight or DEFAULT_MAX_INFLIGHT,
+            cpu_quota=spec.cpu_quota,
+            quota_period=quota_for(spec.cpu_quota or 1.0)[0] / 1e6,
+            serial_cpu=True,
+            sleep=slot_sleep(spec),
         )
-    return tuple(groups)
+        for spec in specs
+    )
+
+
+def slot_sleep(spec: ServerSpec) -> ServiceModel | None:
+    """What a live server of ``spec`` sleeps per request in its slot (``delay_ms``, spent
+    as ``delay_dist`` says: fixed unless "exp"), or None."""
+    if not spec.delay_ms:
+        return None
+    seconds = spec.delay_ms / 1000.0
+    return Exponential(seconds) if spec.delay_dist == "exp" else Fixed(seconds)
 
 
 def _arrivals(load: LoadConfig) -> Arrivals:

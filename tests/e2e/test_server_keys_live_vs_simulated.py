@@ -1,0 +1,141 @@
+"""One experiment file, live and simulated: every server key means the same in both.
+
+The file's eight servers are four pairs, one pair per key (``KEYS``): ``delay_ms = 10``
+fixed, ``delay_dist = "exp"``, exp with ``workers = 4``, and fixed with
+``max_inflight = 1`` (every request that finds it busy is REJECTED and replayed on the
+next server). ``rr`` deals the open Poisson load of 400 requests/s evenly, so each
+server gets 50/s: utilisation 0.53 for one worker, queueing that depends on the keys.
+The file runs once live (``lblab run``: real servers, agents, balancer and Locust on
+loopback, one 30 s phase) and once in the simulated testbed (the same file with
+``--testbed simulated`` and a 300 s phase, so the simulation's quantiles are the
+model's, not one draw's).
+
+Compared per key, over the ok requests of the measured window (about 3,000 live per
+key; 30,000 simulated):
+
+- the server's time (``queue_ms + service_ms``: arrival at the server to the end of
+  its slot, all that the keys decide): p50 and p99 within 10 %, except the p99 of the
+  exponential delays within 15 % (the 99th percentile of ~3,000 draws of an
+  exponential tail has a relative standard error near 5 %, more with the queue's
+  correlation: 10 % would be 2 standard errors);
+- the client's latency p50 within 10 % once the live run's own median harness time
+  (latency minus the server's time: Locust's send lag, the balancer, loopback; about
+  1-2 ms here) is added: the simulated testbed models the servers, not the harness;
+- the share of the ``max_inflight = 1`` servers' picks they refused, within a fifth.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.run_fixture import run_lblab
+
+pytestmark = [pytest.mark.slow, pytest.mark.quiet]
+
+KEYS = {
+    "fixed": "delay_ms = 10",
+    "exp": 'delay_ms = 10\ndelay_dist = "exp"',
+    "exp, 4 workers": 'delay_ms = 10\ndelay_dist = "exp"\nworkers = 4',
+    "max_inflight 1": "delay_ms = 10\nmax_inflight = 1",
+}
+SERVERS = {f"s{i + 1 + 4 * pair}": key for pair in range(2) for i, key in enumerate(KEYS)}
+P99_TOLERANCE = {"fixed": 0.10, "max_inflight 1": 0.10, "exp": 0.15, "exp, 4 workers": 0.15}
+LIVE_S, SIMULATED_S = 30, 300
+
+
+def _file() -> str:
+    servers = "".join(f'\n[[servers]]\nid = "{sid}"\n{KEYS[key]}\n' for sid, key in SERVERS.items())
+    weights = "".join(f"{sid} = 1\n" for sid in SERVERS)
+    return (
+        textwrap.dedent(
+            f"""\
+        [run]
+        name = "server-keys"
+        strategies = ["rr"]
+        scenarios = ["sp+sr"]
+        duration = "{LIVE_S}s"
+        warmup = "2s"
+        replications = 1
+        max_replications = 0
+
+        [load]
+        model = "open"
+        rate = 400
+        arrival = "poisson"
+        """
+        )
+        + f"{servers}\n[weights]\n{weights}"
+    )
+
+
+def _measured(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every request and every pick of the run's one phase."""
+    return pd.read_parquet(run_dir / "requests.parquet"), pd.read_parquet(run_dir / "picks.parquet")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    folder = tmp_path_factory.mktemp("server-keys")
+    config = folder / "keys.toml"
+    config.write_text(_file())
+    live = run_lblab(["run", "--config", str(config), "--out", str(folder / "live"),
+                      "--no-report"], timeout=180)  # fmt: skip
+    assert live.returncode == 0, live.stderr[-3000:]
+    simulated = run_lblab(
+        ["run", "--config", str(config), "--testbed", "simulated", "--duration",
+         f"{SIMULATED_S}s", "--out", str(folder / "simulated"), "--no-report"],
+        timeout=120,
+    )  # fmt: skip
+    assert simulated.returncode == 0, simulated.stderr[-3000:]
+    return {"live": _measured(folder / "live"), "simulated": _measured(folder / "simulated")}
+
+
+def _ok_of(requests: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The ok requests of the measured window that servers of ``key`` answered."""
+    mine = requests["server"].map(SERVERS) == key
+    return requests[mine & requests["ok"] & (requests["window"] == "inside")]
+
+
+def _server_ms(rows: pd.DataFrame) -> pd.Series:
+    return rows["queue_ms"] + rows["service_ms"]
+
+
+def _within(measured: float, simulated: float, tolerance: float) -> bool:
+    return abs(measured / simulated - 1) <= tolerance
+
+
+@pytest.mark.parametrize("key", list(KEYS))
+def test_the_servers_time_has_the_live_quantiles(runs, key: str) -> None:
+    live, simulated = (_ok_of(runs[name][0], key) for name in ("live", "simulated"))
+    assert len(live) >= 2_000 and len(simulated) >= 20_000, (len(live), len(simulated))
+    (l50, l99), (s50, s99) = (_server_ms(r).quantile([0.5, 0.99]) for r in (live, simulated))
+    said = f"{key}: live p50 {l50:.2f} p99 {l99:.2f} ms, simulated p50 {s50:.2f} p99 {s99:.2f}"
+    assert _within(l50, s50, 0.10), said
+    assert _within(l99, s99, P99_TOLERANCE[key]), said
+
+
+@pytest.mark.parametrize("key", list(KEYS))
+def test_the_clients_p50_is_the_servers_plus_the_harness(runs, key: str) -> None:
+    requests = runs["live"][0]
+    requests = requests[requests["ok"] & (requests["window"] == "inside")]
+    harness = float((requests["latency_ms"] - _server_ms(requests)).median())
+    live, simulated = (_ok_of(runs[name][0], key) for name in ("live", "simulated"))
+    l50, s50 = live["latency_ms"].median(), simulated["latency_ms"].median()
+    said = f"{key}: live p50 {l50:.2f} ms, simulated {s50:.2f} + harness {harness:.2f}"
+    assert _within(l50, s50 + harness, 0.10), said
+
+
+def test_max_inflight_refuses_the_same_share_of_picks(runs) -> None:
+    capped = [sid for sid, key in SERVERS.items() if key == "max_inflight 1"]
+    shares = {}
+    for name, (requests, picks) in runs.items():
+        picked = picks["server"].isin(capped).sum()
+        served = requests["server"].isin(capped).sum()  # every pick, every request, all ok
+        assert requests["ok"].all(), requests["error_kind"].value_counts()
+        shares[name] = 1 - served / picked
+    assert shares["simulated"] > 0.05, shares  # the cap binds
+    assert _within(shares["live"], shares["simulated"], 0.20), shares
