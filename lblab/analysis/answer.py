@@ -46,6 +46,7 @@ import pandas as pd
 
 from lblab.analysis.load import open_results
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
+from lblab.analysis.numbers import number
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.analysis.stats import t_quantile
 from lblab.analysis.summary_csv import write_summary_csv
@@ -108,12 +109,11 @@ class Pair:
         if self.blocks < 2:
             return f"{self.a} vs {self.b}: {self.blocks} block(s), no interval yet"
         if self.log or self.reference:
-            lo, mid, hi = (100 * self.relative(v) for v in (self.lo, self.diff, self.hi))
-            return f"{self.a} vs {self.b}: {mid:+.3g} % [{lo:+.3g}, {hi:+.3g}] over {self.blocks} blocks"
-        return (
-            f"{self.a} vs {self.b}: {self.diff:+.3g} [{self.lo:+.3g}, {self.hi:+.3g}] "
-            f"over {self.blocks} blocks"
-        )
+            lo, mid, hi = (number(100 * self.relative(v), "{:+.3g}") for v in
+                           (self.lo, self.diff, self.hi))  # fmt: skip
+            return f"{self.a} vs {self.b}: {mid} % [{lo}, {hi}] over {self.blocks} blocks"
+        lo, mid, hi = (number(v, "{:+.3g}") for v in (self.lo, self.diff, self.hi))
+        return f"{self.a} vs {self.b}: {mid} [{lo}, {hi}] over {self.blocks} blocks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,12 +269,15 @@ def _difference(p: Pair, best: str) -> dict[str, float]:
         p = replace(p, a=p.b, b=p.a, diff=-p.diff, lo=-p.hi, hi=-p.lo, lo90=-p.hi90,
                     hi90=-p.lo90)  # fmt: skip
         if not p.log:  # the reference is now the other strategy's mean
-            return {"blocks": p.blocks, "log": False, "diff": p.diff, "lo": p.lo, "hi": p.hi}
+            return {"blocks": p.blocks, "log": False, "diff": p.diff, "lo": p.lo, "hi": p.hi,
+                    "lo90": p.lo90, "hi90": p.hi90}  # fmt: skip
     return {
         "blocks": p.blocks, "log": p.log,
         "relative": p.relative(p.diff), "relative_lo": p.relative(p.lo),
-        "relative_hi": p.relative(p.hi),
-        **({} if p.log else {"diff": p.diff, "lo": p.lo, "hi": p.hi}),
+        "relative_hi": p.relative(p.hi), "relative_lo90": p.relative(p.lo90),
+        "relative_hi90": p.relative(p.hi90),
+        **({} if p.log else {"diff": p.diff, "lo": p.lo, "hi": p.hi, "lo90": p.lo90,
+                             "hi90": p.hi90}),
     }  # fmt: skip
 
 

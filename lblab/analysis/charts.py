@@ -27,6 +27,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from lblab.analysis.answer import TIE, UNRESOLVED, WINNER
 from lblab.analysis.metrics import METRICS, metric_info
+from lblab.analysis.numbers import number
 from lblab.analysis.ordering import (
     PACKAGE_LABELS,
     SIZES,
@@ -123,7 +124,7 @@ def _value_axis(ax: Axes, metric: str) -> None:
     """Bars start at 0 (a bar's length is its value); percentages read as percentages."""
     ax.set_ylim(bottom=0)
     if "%" in metric_info(metric).fmt:
-        ax.yaxis.set_major_formatter(lambda v, _: f"{v:.1%}" if v else "0")
+        ax.yaxis.set_major_formatter(lambda v, _: number(v, "{:.1%}"))
 
 
 def _say_if_all_zero(ax: Axes, values: np.ndarray) -> None:
@@ -139,7 +140,7 @@ def _say_if_all_zero(ax: Axes, values: np.ndarray) -> None:
 def _fmt(metric: str, value: float) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return metric_info(metric).fmt.format(value)
+    return number(value, metric_info(metric).fmt)
 
 
 def _label(metric: str) -> str:

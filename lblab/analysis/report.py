@@ -27,17 +27,24 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from lblab.analysis import charts
-from lblab.analysis.answer import build_answer
+from lblab.analysis.answer import build_answer, equivalence_of
 from lblab.analysis.balancers import balancer_split
 from lblab.analysis.load import open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
+from lblab.analysis.numbers import number
 from lblab.analysis.ordering import order_scenarios, order_strategies
-from lblab.analysis.tables import FOOTNOTE, MARK, replication_counts, summary_table
+from lblab.analysis.tables import (
+    FOOTNOTE,
+    MARK,
+    replication_counts,
+    replications_per_cell,
+    summary_table,
+)
 from lblab.analysis.twin_report import twin_section
 from lblab.analysis.validity import validity_section
 from lblab.analysis.views import open_view
-from lblab.analysis.winners import unresolved_reasons, verdict, winner_frame
+from lblab.analysis.winners import hover, label, rule_words, unresolved_reasons, verdict
 from lblab.files import make_folder, write_bytes_atomically
 from lblab.manifest import Manifest
 
@@ -261,6 +268,7 @@ def _page(
     load of each balancer (``analysis/balancers.py``) when the run had several.
     """
     esc = html.escape
+    equivalence = equivalence_of(manifest)
     several = split is not None and not split.empty
     shown = {"twin": bool(twin), "balancers": several}
     sections = [(s, t) for s, t in _SECTIONS if shown.get(s, True)]
@@ -274,16 +282,13 @@ def _page(
         f"<nav>{nav}</nav>",
         '<h2 id="answer">Which algorithm wins where</h2>',
         f'<p class="verdict">{esc(verdict(cells))}</p>',
-        _winner_table(cells),
+        _winner_table(cells, equivalence),
         "<p>Each cell answers one scenario (row) and metric (column) from the phases that "
         "passed their checks, comparing strategies paired within blocks (each block runs "
         "every strategy once, in a seeded random order; an adaptive run adds blocks only "
-        "for the scenarios still open, so a scenario may have more blocks than another). Green, no mark: a winner, better "
-        "than every other strategy (the 95 % interval of the paired difference excludes 0). "
-        "Blue, =: a tie, the strategies named are equivalent (two one-sided tests, within "
-        "the run's margin). Grey, ?: unresolved, the strategy named has the best mean but a "
-        "pair is neither resolved nor equivalent yet. The same answer is in winners.json; "
-        "hover over a cell for its intervals.</p>",
+        "for the scenarios still open, so a scenario may have more blocks than another). "
+        f"{esc(rule_words(equivalence))} The same answer is in winners.json; hover over a "
+        "cell for the difference to the runner-up, its intervals and its blocks.</p>",
         _unresolved(cells),
         _left_out(summary.failed),
     ]
@@ -367,7 +372,7 @@ def _lede(manifest: Manifest, summary: Summary) -> str:
         facts.get("kind", ""),
         f"preset {facts['preset']}" if "preset" in facts else "",
         f"{len(summary.strategies)} strategies x {len(summary.scenarios)} scenarios",
-        f"{summary.replications} replication{'s' if summary.replications != 1 else ''} per cell",
+        replications_per_cell(summary.units),
         facts.get("load", ""),
         f"started {facts['started']}" if "started" in facts else "",
     ]
@@ -379,7 +384,7 @@ def _facts(manifest: Manifest, summary: Summary) -> str:
     facts = run_facts(manifest)
     facts["strategies"] = ", ".join(summary.strategies) or "none"
     facts["scenarios"] = ", ".join(summary.scenarios) or "none"
-    facts["replications (max per cell)"] = str(summary.replications)
+    facts["replications"] = replications_per_cell(summary.units)
     requests = int(summary.units["requests"].sum()) if not summary.units.empty else 0
     facts["requests analysed (warm-up excluded)"] = str(requests)
     rows = "".join(
@@ -396,30 +401,29 @@ def _unresolved(cells: list[dict[str, Any]]) -> str:
     return f"<details><summary>Why {len(reasons)} cells are unresolved</summary><ul>{items}</ul></details>"
 
 
-def _winner_table(cells: list[dict[str, Any]]) -> str:
+def _winner_table(cells: list[dict[str, Any]], equivalence: float) -> str:
     """The answer as a scenario x metric table, each cell its label on the colour of its
-    verdict (``charts.VERDICT_COLOURS``, as the notebooks' winner chart) with its
-    reasons on hover."""
+    verdict (``charts.VERDICT_COLOURS``, as the notebooks' winner chart) with, on hover,
+    the difference to the runner-up and its intervals (``winners.hover``)."""
     esc = html.escape
-    win = winner_frame(cells)
-    if win.empty:
+    if not cells:
         return '<p class="winners">no data</p>'
-    metrics = list(dict.fromkeys(win["metric"]))
-    found = win.set_index(["scenario", "metric"])
+    metrics = list(dict.fromkeys(c["metric"] for c in cells))
+    found = {(c["scenario"], c["metric"]): c for c in cells}
     labels = [metric_info(m).label for m in metrics]
     head = "".join(f"<th>{esc(h)}</th>" for h in ["scenario", *labels])
     rows = []
-    for scenario in dict.fromkeys(win["scenario"]):
+    for scenario in dict.fromkeys(c["scenario"] for c in cells):
         tds = []
         for metric in metrics:
-            if (scenario, metric) not in found.index:
+            cell = found.get((scenario, metric))
+            if cell is None:
                 tds.append("<td>-</td>")
                 continue
-            cell = found.loc[(scenario, metric)]
             colour = charts.VERDICT_COLOURS.get(cell["verdict"], "#fff")
             tds.append(
                 f'<td class="{esc(cell["verdict"])}" style="background:{colour}" '
-                f'title="{esc(cell["why"] or cell["verdict"])}">{esc(cell["label"])}</td>'
+                f'title="{esc(hover(cell, equivalence))}">{esc(label(cell))}</td>'
             )
         rows.append(f"<tr><th>{esc(scenario)}</th>{''.join(tds)}</tr>")
     return f'<table class="winners"><tr>{head}</tr>{"".join(rows)}</table>'
@@ -453,4 +457,4 @@ def _left_out(failed: pd.DataFrame) -> str:
 def _table(frame: pd.DataFrame, name: str) -> str:
     if frame.empty:
         return f'<p class="{name}">no data</p>'
-    return frame.to_html(classes=name, border=0, na_rep="-", float_format=lambda v: f"{v:.3g}")
+    return frame.to_html(classes=name, border=0, na_rep="-", float_format=number)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from lblab.analysis.charts import FAILED, failed_keys
 from lblab.analysis.metrics import HEADLINE, metric_info
+from lblab.analysis.numbers import number
 from lblab.analysis.ordering import order_scenarios, order_strategies
 
 MARK = "\u2020"
@@ -25,8 +26,8 @@ def _cell(metric: str, mean: float, lo: float, hi: float) -> str:
     if math.isnan(mean):
         return "-"
     if math.isnan(lo) or math.isnan(hi):
-        return fmt.format(mean)
-    return f"{fmt.format(mean)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+        return number(mean, fmt)
+    return f"{number(mean, fmt)} [{number(lo, fmt)}, {number(hi, fmt)}]"
 
 
 def summary_table(
@@ -97,3 +98,22 @@ def replication_counts(units: pd.DataFrame, failed: pd.DataFrame) -> pd.DataFram
         },
         index=counts.index,
     )
+
+
+def replications_per_cell(units: pd.DataFrame) -> str:
+    """The replications each strategy x scenario cell has, in words: ``6 replications per
+    cell``, or where they differ (an adaptive run adds blocks only for the scenarios still
+    open) ``4-6 replications per cell (sp+sr 4, mp+mr 6)``."""
+    if units.empty:
+        return "0 replications"
+    counts = units.groupby(["scenario", "strategy"]).size()
+    lo, hi = int(counts.min()), int(counts.max())
+    if lo == hi:
+        return f"{lo} replication{'s' if lo != 1 else ''} per cell"
+    by_scenario = counts.groupby(level="scenario")
+    each = []
+    for scenario in order_scenarios(counts.index.get_level_values("scenario").unique()):
+        mine = by_scenario.get_group(scenario)
+        a, b = int(mine.min()), int(mine.max())
+        each.append(f"{scenario} {a}" if a == b else f"{scenario} {a}-{b}")
+    return f"{lo}-{hi} replications per cell ({', '.join(each)})"

@@ -9,6 +9,7 @@ beside the answer: which phases' numbers should not be trusted, and why.
 from __future__ import annotations
 
 import html
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -18,6 +19,9 @@ from lblab.manifest import Manifest, PhaseEntry
 from lblab.validity import FAIL, WARN, summary_lines
 
 _COLOURS = {"pass": "#e8f4e8", "warn": "#fff3cd", "fail": "#f8d7da", "n/a": "#f3f3f3"}
+CHECKS_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "read-a-run.md"
+"""The guide to the checks in this lblab's checkout (``docs/`` beside ``lblab/``)."""
+CHECKS_ANCHOR = "the-checks"
 
 
 def verdict_table(manifest: Manifest) -> pd.DataFrame:
@@ -144,8 +148,17 @@ def validity_section(manifest: Manifest) -> str:
     )
     return (
         f"{head}{''.join(answer)}{_grid(phases)}"
-        "<p>What each check means and what to do when it warns: docs/guides/read-a-run.md, "
-        "'The checks'.</p>"
+        f"<p>What each check means and what to do when it warns: {_guide_link()}.</p>"
         f"{reasons}<details><summary>Every check of every phase</summary>"
         f'<table class="validity"><tr>{header}</tr>{"".join(cells)}</table></details>'
     )
+
+
+def _guide_link() -> str:
+    """The checks' guide, linked where this lblab has its docs (a file URL: the report
+    opens from disk), named in plain text where it has none (an installed package)."""
+    name = "docs/guides/read-a-run.md, 'The checks'"
+    if not CHECKS_GUIDE.is_file():
+        return html.escape(name)
+    href = f"{CHECKS_GUIDE.as_uri()}#{CHECKS_ANCHOR}"
+    return f'<a href="{html.escape(href)}">{html.escape(name)}</a>'

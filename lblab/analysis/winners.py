@@ -14,8 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from lblab.analysis.answer import TIE, UNRESOLVED, WINNER
+from lblab.analysis.answer import ABSOLUTE_MARGINS, LEVEL, TIE, UNRESOLVED, WINNER
 from lblab.analysis.metrics import METRICS
+from lblab.analysis.numbers import number
 
 COLUMNS = ["scenario", "metric", "verdict", "label", "winner", "runner_up", "why"]
 MARK = {WINNER: "", TIE: "=", UNRESOLVED: "?"}
@@ -103,4 +104,82 @@ def _by(cell: Mapping[str, Any]) -> str:
     rel, lo, hi = d.get("relative"), d.get("relative_lo"), d.get("relative_hi")
     if rel is None or lo is None or hi is None:
         return ""
-    return f" ({100 * rel:+.0f} % [{100 * lo:+.0f}, {100 * hi:+.0f}] vs {cell.get('runner_up')})"
+    rel_, lo_, hi_ = (number(100 * v, "{:+.0f}") for v in (rel, lo, hi))
+    return f" ({rel_} % [{lo_}, {hi_}] vs {cell.get('runner_up')})"
+
+
+def margin_words(equivalence: float, metric: str | None = None) -> str:
+    """The equivalence margin as the rule applies it to ``metric`` (None: to every
+    metric): ``+-5 % (as a ratio of the two strategies' values, between 1/1.05 and
+    1.05)``, and for a metric compared by plain differences its absolute margin."""
+    if metric in ABSOLUTE_MARGINS:
+        return f"+-{number(100 * ABSOLUTE_MARGINS[metric], '{:g}')} percentage points"
+    ratio = number(1 + equivalence, "{:g}")
+    words = (
+        f"+-{number(100 * equivalence, '{:g}')} % (as a ratio of the two strategies' "
+        f"values, between 1/{ratio} and {ratio})"
+    )
+    if metric is None:
+        words += "".join(f"; {METRICS[m].label}: {margin_words(equivalence, m)}"
+                         for m in ABSOLUTE_MARGINS)  # fmt: skip
+    return words
+
+
+def rule_words(equivalence: float) -> str:
+    """How ``analysis/answer.py`` decides a cell, in words, with the run's margin."""
+    level = number(100 * LEVEL, "{:g}")
+    return (
+        "Each pair of strategies is compared over the blocks where both phases passed "
+        "their checks: the mean of the per-block differences (of logarithms, so a ratio; "
+        "the failure rate by plain differences) and its Student-t intervals, which need 2 "
+        f"blocks or more. A pair is resolved when its {level} % interval excludes 0, and "
+        f"equivalent when its 90 % interval lies inside the run's equivalence margin, "
+        f"{margin_words(equivalence)} (two one-sided tests at 5 %). Green, no mark: a "
+        "winner, resolved better than every other strategy and equivalent to none (a "
+        f"difference whose {level} % interval excludes 0 but whose 90 % interval lies "
+        "inside the margin is no win). Blue, =: a tie, the strategies no other one beats "
+        "are pairwise equivalent (whether or not their intervals exclude 0). Grey, ?: "
+        "unresolved, otherwise; the strategy named has the best mean."
+    )
+
+
+def hover(cell: Mapping[str, Any], equivalence: float) -> str:
+    """A cell's hover text: its verdict, the metric, and the difference to the runner-up
+    with its 95 % and 90 % intervals, the blocks and the margin; why it is open."""
+    metric = METRICS[str(cell["metric"])].label
+    strategies = list(cell.get("strategies") or [])
+    head = {
+        WINNER: f"winner {'/'.join(strategies)}",
+        TIE: f"tie of {', '.join(strategies)} (equivalent)",
+    }.get(str(cell["verdict"]), f"unresolved (best mean: {'/'.join(strategies) or '-'})")
+    parts = [f"{cell['scenario']}, {metric}: {head}"]
+    d = cell.get("difference") or {}
+    runner_up = cell.get("runner_up")
+    if runner_up and strategies:
+        parts.append(
+            f"{strategies[0]} vs the runner-up {runner_up}: {_interval(cell['metric'], d)}, "
+            f"margin {margin_words(equivalence, str(cell['metric']))}"
+        )
+    if cell["verdict"] == UNRESOLVED and cell.get("why"):
+        parts.append(f"open: {cell['why']}")
+    return ". ".join(parts) + "."
+
+
+def _interval(metric: str, d: Mapping[str, Any]) -> str:
+    """``+2.1 % [+0.15, +4.1] (95 %), 90 %: [+0.47, +3.7], over 4 blocks``."""
+    blocks = int(d.get("blocks") or 0)
+    if metric in ABSOLUTE_MARGINS:
+        keys, scale, unit = ("diff", "lo", "hi", "lo90", "hi90"), 100.0, " percentage points"
+    elif d.get("relative_lo") is None and d.get("lo") is not None:  # a zero among the values
+        keys, scale, unit = ("diff", "lo", "hi", "lo90", "hi90"), 1.0, ""
+    else:
+        keys = ("relative", "relative_lo", "relative_hi", "relative_lo90", "relative_hi90")
+        scale, unit = 100.0, " %"
+    values: list[float | None] = [d.get(k) for k in keys]
+    known = [v for v in values if v is not None]
+    if blocks < 2 or len(known) < len(values):
+        first = values[0]
+        shown = "" if first is None else f"{number(scale * first, '{:+.3g}')}{unit}, "
+        return f"{shown}{blocks} block{'s' if blocks != 1 else ''}, no interval"
+    mid, lo, hi, lo90, hi90 = (number(scale * v, "{:+.3g}") for v in known)
+    return f"{mid}{unit} [{lo}, {hi}] (95 %), 90 %: [{lo90}, {hi90}], over {blocks} blocks"
