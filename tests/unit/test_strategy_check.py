@@ -13,7 +13,7 @@ from lblab.strategy.conformance import check
 
 SMALL_TABLES = {"maglev": {"table_size": "1009"}}
 
-BAD = '''
+BAD = """
 import random
 import time
 
@@ -62,7 +62,7 @@ class Herds(Strategy):
     def pick(self, backends, request, now):
         c = _eligible(backends, request)
         return min(c, key=lambda b: b.inflight) if c else None
-'''
+"""
 
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
