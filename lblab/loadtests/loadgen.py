@@ -72,6 +72,8 @@ def command_line(
     users, rate = (
         (load.users, load.spawn_rate) if load.model == "closed" else (spec.generators,) * 2
     )
+    if load.model == "closed" and spec.spikes:  # the spikes' users start with the others
+        users += max(s.extra_users(load.users) for s in spec.spikes)
     argv = [
         *_BASE,
         "--headless",

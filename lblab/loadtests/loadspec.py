@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 from lblab.errors import ConfigError
 from lblab.loadtests.openloop import ARRIVALS
+from lblab.loadtests.spikes import Spike
 from lblab.scenarios import Cell, Scenario
 from lblab.traces import TraceWindow
 
@@ -39,6 +40,11 @@ class LoadSpec:
     balancers: tuple[str, ...] = ()
     """``HOST:PORT`` of each balancer node ``b1`` .. ``bK`` the users spread over (closed
     model: user by user; open and trace: send by send); empty: Locust's ``--host``, ``b1``."""
+    spikes: tuple[Spike, ...] = ()
+    """The phase's ``spike`` events (``loadtests/spikes.py``), from the users' start."""
+    users: int = 0
+    """Closed model with spikes: the users outside them (Locust starts the most a spike
+    needs; the others wait for theirs)."""
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -77,6 +83,7 @@ class LoadSpec:
             scenario = Scenario(sc["name"], cells, trace)
             data["think_time"] = tuple(data["think_time"])
             data["balancers"] = tuple(data.get("balancers", ()))
+            data["spikes"] = tuple(Spike(**s) for s in data.get("spikes", ()))
             return cls(scenario=scenario, **data)
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"--lblab-spec is not a valid load spec: {exc}") from exc

@@ -3,9 +3,10 @@
 ``LocalTestbed`` starts them on loopback with ``lblab.procs.spawn`` (ports 0, learned
 from the ready lines) and stops them by process group, so nothing outlives the run.
 Timeline events act on it (kill, restart on the same port, drain by SIGTERM, add and
-remove through the balancer's admin API, slow by ``servers/slowdown.py``, pause and
-resume by SIGSTOP and SIGCONT), and ``restore`` puts the configured pool back (resumed,
-at normal speed) before the next phase. ``ExternalTestbed`` is a balancer someone else runs (the ansible
+remove through the balancer's admin API, slow, fail, reject, cold and capacity by
+``servers/slowdown.py``, pause and resume by SIGSTOP and SIGCONT), and ``restore`` puts
+the configured pool back (resumed, at normal speed, failing and refusing nothing, at its
+quota) before the next phase. A ``capacity`` quota is scaled as the servers' are. ``ExternalTestbed`` is a balancer someone else runs (the ansible
 playbooks): the runner only switches its strategy and drives load at it.
 
 ``[testbed] balancers = K`` starts K independent balancer nodes ``b1`` .. ``bK`` over the
@@ -42,7 +43,8 @@ from lblab.loadtests.isolation import CpuLayout, Isolation, plan_layout
 from lblab.loadtests.runconfig import RunConfig, ServerSpec
 from lblab.loadtests.testbed import Processes
 from lblab.procs import Child, lblab_command, spawn, stop
-from lblab.servers.slowdown import NORMAL, Slowdown, request_slowdown
+from lblab.servers.behaviour import NO_FAILURES, ColdStart, RateLimit
+from lblab.servers.slowdown import NORMAL, Control, Slowdown, request_control, request_slowdown
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -58,6 +60,8 @@ class ServerProcess:
     in_pool: bool = True
     paused: bool = False
     slowed: bool = False
+    behaved: bool = False
+    """A ``fail``, ``reject``, ``cold`` or ``capacity`` changed it (``restore`` undoes)."""
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -281,7 +285,9 @@ class LocalTestbed:
                     self.resume(sid)
                 if proc.slowed:
                     self.slow(sid, NORMAL.factor, NORMAL.add_ms)
-            proc.paused = proc.slowed = False
+                if proc.behaved:  # its spec's quota is scaled already
+                    request_control(proc.server.pid, _as_started(proc.spec))
+            proc.paused = proc.slowed = proc.behaved = False
             if sid not in configured:
                 self.remove(sid)
                 del self.servers[sid]
@@ -350,6 +356,17 @@ class LocalTestbed:
         slowdown = Slowdown(factor, add_ms)
         request_slowdown(proc.server.pid, slowdown)
         proc.slowed = slowdown != NORMAL
+        self.changed = True
+
+    def control(self, sid: str, control: Control) -> None:
+        """A ``fail``, ``reject``, ``cold`` or ``capacity`` change (its quota scaled)."""
+        proc = self.servers[sid]
+        if proc.server is None or not proc.server.alive():
+            raise RuntimeError(f"server {sid} is not running")
+        if control.cpu_quota is not None:
+            control = replace(control, cpu_quota=control.cpu_quota * self.layout.quota_scale)
+        request_control(proc.server.pid, control)
+        proc.behaved = True
         self.changed = True
 
     def pause(self, sid: str) -> None:
@@ -452,6 +469,12 @@ class ExternalTestbed:
             "admin": None if self.admin is None else self.admin.base,
             "cpu_limit_method": "external",
         }
+
+
+def _as_started(spec: ServerSpec) -> Control:
+    """What puts a server back as it started: failing and refusing nothing, warm, at its
+    own quota (already scaled)."""
+    return Control(fail=NO_FAILURES, reject=RateLimit(), cold=ColdStart(), cpu_quota=spec.cpu_quota)
 
 
 def _all(start: Callable[[ServerProcess], None], procs: Iterable[ServerProcess]) -> None:

@@ -86,6 +86,12 @@ class LocustTestbed:
             seed=config.seed + phase.index,
             records_dir=str(records),
             balancers=processes.balancer_addresses(),
+            spikes=tuple(
+                s
+                for e in config.timeline
+                if e.applies_to(phase.scenario) and (s := e.spike()) is not None
+            ),
+            users=load.users,
         )
         expected = loadgen.expected_seconds(spec, load)
         progress.start_phase(phase.label, expected)

@@ -33,6 +33,7 @@ from lblab.errors import ConfigError
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.openloop import due_times
 from lblab.loadtests.rsocket_client import RSocketClient, classify_exception
+from lblab.loadtests.spikes import TimeWarp
 from lblab.scenarios import Cell, request_body
 from lblab.traces import schedule
 from lblab.wire.metadata import request_metadata
@@ -155,6 +156,8 @@ class LocustRSocketClient:
 
 _users_started = itertools.count()
 """Users this process has started: the closed model spreads them over the balancers."""
+_phase_start: dict[str, float] = {}
+"""When the first user of each phase (by records folder) started: a spike's clock."""
 
 
 class RSocketUser(User):
@@ -185,7 +188,12 @@ class RSocketUser(User):
 
 
 class ClosedLoopUser(RSocketUser):
-    """Sends a request, waits for it, thinks (``think_time`` seconds, uniform), repeats."""
+    """Sends a request, waits for it, thinks (``think_time`` seconds, uniform), repeats.
+
+    With the spec's ``spikes`` this process starts ``users`` plus the most a spike adds
+    (``loadgen.command_line``); the n-th user past ``users`` sends only while a spike
+    that adds more than n runs, from the moment the process's first user started
+    (``loadtests/spikes.py``; the runner allows one Locust process then)."""
 
     def wait_time(self) -> float:  # type: ignore[override]
         lo, hi = self.spec.think_time
@@ -194,13 +202,31 @@ class ClosedLoopUser(RSocketUser):
     def on_start(self) -> None:
         # Process i's n-th user: balancer (n + i) mod K, so the users of all processes
         # spread evenly even when each process has fewer users than there are balancers.
-        self.client = self.new_client(next(_users_started) + self.index)
+        self.rank = next(_users_started)
+        _phase_start.setdefault(self.spec.records_dir, time.monotonic())
+        self.client = self.new_client(self.rank + self.index)
+
+    def idle_for(self) -> float:
+        """Seconds until this user may send (0: now): a spike's user waits for its spike."""
+        spec = self.spec
+        extra = self.rank - spec.users
+        if not spec.spikes or extra < 0:
+            return 0.0
+        now = time.monotonic() - _phase_start[spec.records_dir]
+        mine = [s for s in spec.spikes if extra < s.extra_users(spec.users) and now < s.end]
+        if not mine:
+            return spec.duration + spec.request_timeout  # no spike of its own is left
+        return max(0.0, min(s.at for s in mine) - now)
 
     def on_stop(self) -> None:
         self.client.close()
 
     @task
     def work(self) -> None:
+        idle = self.idle_for()
+        if idle > 0:
+            gevent.sleep(idle)
+            return
         _load_clock.first_send(self.environment, self.spec)
         self.client.request(self.chooser.next())
 
@@ -220,13 +246,22 @@ class OpenLoopUser(RSocketUser):
     fixed_count = 1
 
     def planned(self, index: int) -> Iterator[tuple[float, Cell]]:
-        """This generator's sends: (seconds from the start, the request's shape)."""
+        """This generator's sends: (seconds from the start, the request's shape), the
+        schedule's times warped by the spec's spikes (``loadtests/spikes.py``)."""
+        if not self.spec.spikes:
+            return self._scheduled(index, self.spec.duration)
+        warp = TimeWarp(self.spec.spikes)
+        base = self._scheduled(index, warp.base(self.spec.duration))
+        return ((warp.real(due), cell) for due, cell in base)
+
+    def _scheduled(self, index: int, duration: float) -> Iterator[tuple[float, Cell]]:
+        """The schedule's sends up to ``duration`` (when no count ends it first)."""
         spec = self.spec
         trace = spec.scenario.trace
         if trace is not None:
             name = spec.scenario.name  # Locust's label: one per scenario, not per shape
             sends = schedule(trace, spec.rate).sends(
-                until=spec.duration if spec.count is None else None,
+                until=duration if spec.count is None else None,
                 most=spec.count,
                 first=index,
                 step=spec.generators,
@@ -240,7 +275,7 @@ class OpenLoopUser(RSocketUser):
             share,
             spec.arrival,
             self.rng,
-            duration=spec.duration if count is None else None,
+            duration=duration if count is None else None,
             count=count,
             offset=(index / spec.generators) / share if spec.arrival == "constant" else 0.0,
         )

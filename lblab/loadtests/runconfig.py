@@ -31,14 +31,17 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
     [scenario_defs.NAME]  cells = ["sp+sr", ...] or [[...cells]] name/package/work,
                           or no cells and trace = "FILE" (a trace scenario),
                           plus any [load] key to override for this scenario
-    [[timeline]]          at, action = kill|restart|drain|add|remove|slow|pause|resume,
-                          server, scenarios = [...] (default: all), for add: cpu_quota,
-                          weight...; for slow: factor, add_ms; for slow and pause: duration
+    [[timeline]]          at, action (ACTIONS), server (not for spike), scenarios = [...]
+                          (default: all), and the action's keys (TIMELINE_KEYS): for add:
+                          cpu_quota, weight...; slow: factor, add_ms; fail: rate, delay_ms;
+                          reject: limit, burst; cold: factor, duration; capacity: cpu_quota;
+                          spike: factor, duration; slow, pause, fail, reject: duration
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+import os
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,7 @@ from lblab.loadtests.config_layers import DEFAULTS, check_keys, merge
 from lblab.loadtests.isolation import ISOLATION_METHODS
 from lblab.loadtests.loadspec import MODELS
 from lblab.loadtests.openloop import ARRIVALS
+from lblab.loadtests.spikes import MAX_SPIKE_FACTOR, Spike, check_spikes
 from lblab.loadtests.toml_writer import dumps_toml
 from lblab.scenarios import (
     CELLS,
@@ -68,7 +72,8 @@ from lblab.scenarios import (
     Scenario,
     builtin_scenario,
 )
-from lblab.servers.slowdown import Slowdown
+from lblab.servers.behaviour import MAX_COLD_FACTOR, MAX_COLD_S, ColdStart, Failing, RateLimit
+from lblab.servers.slowdown import Control, Slowdown
 from lblab.servers.work import MAX_WORK_BYTES
 from lblab.traces import BUILTIN_TRACES, TraceWindow, schedule
 from lblab.wire.codes import MAX_FRAME_LENGTH
@@ -80,7 +85,10 @@ cost model ``lblab calibrate`` fitted (service_ms of every ok request in the win
 the server with a whole CPU of a measured run on this 2-core VM (2026-11-26: 79,243
 requests, R^2 0.886; medians 0.39 ms at 10 kB of work, 4.6 ms at 100 kB, 66 ms at
 1 MB). Calibrate your own machine with ``lblab calibrate RUN``."""
-ACTIONS = ("kill", "restart", "drain", "add", "remove", "slow", "pause", "resume")
+ACTIONS = (
+    "kill", "restart", "drain", "add", "remove", "slow", "pause", "resume",
+    "fail", "reject", "cold", "capacity", "spike",
+)  # fmt: skip
 DEFAULT_MASTER_PORT = 5557  # Locust's own default master port
 # Bounds past which a value is a typo, not an experiment (10^12 users is not a plan).
 MAX_USERS = 100_000
@@ -324,9 +332,15 @@ class TimelineEvent:
     scenarios: tuple[str, ...] = ()  # empty: every scenario
     spec: ServerSpec | None = None  # for "add" of a server not in [[servers]]
     weight: float = 1.0
-    factor: float = 1.0  # slow: service time multiplied by this ...
+    factor: float = 1.0  # slow: service time multiplied by this ...; cold, spike: theirs
     add_ms: float = 0.0  # ... plus this
-    duration: float | None = None  # slow, pause: undone after this many seconds
+    duration: float | None = None  # slow, pause, fail, reject: undone after this many
+    # seconds; cold: eased over them; spike: lasts them
+    rate: float = 0.0  # fail: share of requests failed ...
+    delay_ms: float = 1.0  # ... each after this long
+    limit: float = 0.0  # reject: requests/s admitted ...
+    burst: float = 0.0  # ... with a bucket of this many (0: a tenth of a second's)
+    cpu_quota: float | None = None  # capacity: the server's new CPU quota
 
     def __post_init__(self) -> None:
         check_range("timeline.at", self.at, minimum=0)
@@ -334,18 +348,48 @@ class TimelineEvent:
         if self.duration is not None:
             check_range(f"timeline.{self.server}.duration", self.duration, above=0)
 
+    def control(self) -> Control | None:
+        """What a ``slow``, ``fail``, ``reject``, ``cold`` or ``capacity`` asks of its
+        server (``servers/slowdown.py``); None for the other actions."""
+        match self.action:
+            case "slow":
+                return Control(slow=Slowdown(self.factor, self.add_ms))
+            case "fail":
+                return Control(fail=Failing(self.rate, self.delay_ms))
+            case "reject":
+                return Control(reject=RateLimit(self.limit, self.burst))
+            case "cold":
+                return Control(cold=ColdStart(self.factor, self.duration or 0.0))
+            case "capacity":
+                return Control(cpu_quota=self.cpu_quota)
+        return None
+
+    def spike(self) -> Spike | None:
+        if self.action != "spike":
+            return None
+        return Spike(self.at, self.duration or 0.0, self.factor)
+
     @classmethod
     def from_table(cls, raw: Any, where: str, servers: Collection[str]) -> TimelineEvent:
         """One [[timeline]] entry; ``servers`` are the ids of [[servers]] (an ``add`` of
         another id starts a new server on this host, from the entry's server keys)."""
-        if not isinstance(raw, Mapping) or not {"at", "action", "server"} <= set(raw):
+        if not isinstance(raw, Mapping) or not {"at", "action"} <= set(raw):
             raise ConfigError(
                 f'{where}: needs at, action and server, e.g. {{at = "10s", action = "kill", server = "s2"}}'
             )
         _one_of(f"{where}.action", raw["action"], ACTIONS)
-        server = str(raw["server"])
+        if raw["action"] == "spike":
+            if "server" in raw:
+                raise ConfigError(f"{where}.server: a spike is of the load, not of a server")
+        elif "server" not in raw:
+            raise ConfigError(
+                f'{where}: needs at, action and server, e.g. {{at = "10s", action = "kill", server = "s2"}}'
+            )
+        server = str(raw.get("server", ""))
         spec = None
-        if raw["action"] == "add" and server not in servers:
+        if raw["action"] == "spike":
+            pass
+        elif raw["action"] == "add" and server not in servers:
             given = {k: v for k, v in raw.items() if k in SERVER_KEYS}
             spec = ServerSpec.from_table({"id": server, **given}, where)
             spec.check_here()  # an added server runs on this host
@@ -551,6 +595,35 @@ class RunConfig:
                     raise ConfigError(
                         f"timeline[{i}].scenarios: {s!r} is not a scenario of this run"
                     )
+        self._check_behaviour()
+
+    def _check_behaviour(self) -> None:
+        """``capacity`` changes a quota the server has; ``spike``s of a scenario do not
+        overlap, and a closed model's run in one Locust process (its users count)."""
+        quotas = {s.id: s.cpu_quota for s in self.servers}
+        quotas.update({e.server: e.spec.cpu_quota for e in self.timeline if e.spec is not None})
+        for i, event in enumerate(self.timeline):
+            if event.action == "capacity" and quotas.get(event.server) is None:
+                raise ConfigError(
+                    f"timeline[{i}].server: capacity changes a CPU quota, and {event.server} "
+                    "has none; give it a cpu_quota in [[servers]]"
+                )
+            if event.action == "capacity" and self.testbed.kind == "local":
+                check_range(
+                    f"timeline[{i}].cpu_quota", event.cpu_quota or 0, maximum=os.cpu_count() or 1
+                )
+        for scenario in self.scenarios:
+            spikes = [e.spike() for e in self.timeline if e.applies_to(scenario.name)]
+            given = [s for s in spikes if s is not None]
+            check_spikes(given, f"timeline (scenario {scenario.name})")
+            closed = self.loads[scenario.name].model == "closed"
+            live = self.testbed.kind != "simulated"
+            if given and closed and live and (self.locust_workers or self.expect_workers):
+                raise ConfigError(
+                    f"timeline: a spike of the closed model (scenario {scenario.name}) "
+                    "needs one Locust process; give run.locust_workers = 0, or the open "
+                    "model"
+                )
 
     def _check_locust(self) -> None:
         check_range("run.locust_workers", self.locust_workers, maximum=MAX_LOCUST_WORKERS)
@@ -643,10 +716,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         servers=servers,
         weights=_weights(raw.get("weights", {})),
         strategy_options=_strategy_options(raw.get("strategy_options", {})),
-        timeline=tuple(
-            TimelineEvent.from_table(event, f"timeline[{i}]", ids)
-            for i, event in enumerate(_list("timeline", raw.get("timeline", [])))
-        ),
+        timeline=_timeline(raw.get("timeline", []), ids),
         raw=raw,
     )
 
@@ -744,19 +814,65 @@ def _strategy_options(raw: Any) -> dict[str, dict[str, str]]:
     }
 
 
-def _timed_fault(ev: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """``slow``'s factor / add_ms and ``slow``'s or ``pause``'s duration, checked."""
+TIMELINE_KEYS: dict[str, tuple[str, ...]] = {
+    "add": ("weight", *SERVER_KEYS),
+    "slow": ("factor", "add_ms", "duration"),
+    "pause": ("duration",),
+    "fail": ("rate", "delay_ms", "duration"),
+    "reject": ("limit", "burst", "duration"),
+    "cold": ("factor", "duration"),
+    "capacity": ("cpu_quota",),
+    "spike": ("factor", "duration"),
+}
+"""The keys each action takes besides at, action, server and scenarios."""
+REQUIRED_KEYS = {
+    "fail": ("rate",),
+    "reject": ("limit",),
+    "cold": ("factor", "duration"),
+    "capacity": ("cpu_quota",),
+    "spike": ("factor", "duration"),
+}
+EXAMPLES = {
+    "fail": "rate = 0.3",
+    "reject": "limit = 100",
+    "cold": 'factor = 5, duration = "10s"',
+    "capacity": "cpu_quota = 0.5",
+    "spike": 'factor = 3, duration = "5s"',
+}
+
+
+def _event_keys(ev: Mapping[str, Any], where: str) -> None:
+    """Every key of an entry is one its action takes, and the ones it needs are there."""
     action = ev["action"]
-    allowed = {"slow": {"factor", "add_ms", "duration"}, "pause": {"duration"}}.get(action, set())
-    misplaced = sorted({"factor", "add_ms", "duration"} & set(ev) - allowed)
-    if misplaced:
+    takes = TIMELINE_KEYS.get(action, ())
+    others = {k for keys in TIMELINE_KEYS.values() for k in keys}
+    wrong = set(ev) - {"at", "action", "server", "scenarios", *takes}
+    said = f"{action} takes {', '.join(takes)}" if takes else f"{action} takes no other keys"
+    unknown = sorted(wrong - others)
+    if unknown:
         raise ConfigError(
-            f"{where}: {', '.join(misplaced)} do not apply to {action!r} "
-            "(factor and add_ms are for slow; duration for slow and pause)"
+            f"{where}: unknown key {', '.join(map(repr, unknown))} for {action!r} ({said})"
         )
+    if wrong:
+        raise ConfigError(
+            f"{where}: {', '.join(sorted(wrong))} do not apply to {action!r} ({said})"
+        )
+    missing = [k for k in REQUIRED_KEYS.get(action, ()) if k not in ev]
+    if missing:
+        raise ConfigError(
+            f"{where}: {action} needs {' and '.join(missing)}, e.g. {EXAMPLES[action]}"
+        )
+
+
+def _timed_fault(ev: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The action's own keys (``TIMELINE_KEYS``), checked."""
+    _event_keys(ev, where)
+    action = ev["action"]
     out: dict[str, Any] = {}
     if "duration" in ev:
         out["duration"] = parse_duration(ev["duration"], f"{where}.duration")
+    if action in ("fail", "reject", "cold", "capacity", "spike"):
+        out.update(_behaviour(ev, where))
     if action == "slow":
         factor = parse_float(ev.get("factor", 1.0), f"{where}.factor")
         add_ms = parse_float(ev.get("add_ms", 0.0), f"{where}.add_ms")
@@ -770,6 +886,60 @@ def _timed_fault(ev: Mapping[str, Any], where: str) -> dict[str, Any]:
             )
         out.update(factor=factor, add_ms=add_ms)
     return out
+
+
+def _behaviour(ev: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``fail``'s, ``reject``'s, ``cold``'s, ``capacity``'s and ``spike``'s keys."""
+    match ev["action"]:
+        case "fail":
+            return {
+                "rate": parse_float(ev["rate"], f"{where}.rate", above=0, maximum=1),
+                "delay_ms": parse_float(
+                    ev.get("delay_ms", 1.0), f"{where}.delay_ms", minimum=0, maximum=3_600_000
+                ),
+            }
+        case "reject":
+            return {
+                "limit": parse_float(ev["limit"], f"{where}.limit", above=0, maximum=1e6),
+                "burst": parse_float(ev.get("burst", 0), f"{where}.burst", minimum=0, maximum=1e6),
+            }
+        case "cold":
+            duration = parse_duration(ev["duration"], f"{where}.duration")
+            check_range(f"{where}.duration", duration, maximum=MAX_COLD_S)
+            return {
+                "factor": parse_float(
+                    ev["factor"], f"{where}.factor", above=1, maximum=MAX_COLD_FACTOR
+                )
+            }
+        case "capacity":
+            quota = parse_float(ev["cpu_quota"], f"{where}.cpu_quota", minimum=0.01, maximum=64)
+            return {"cpu_quota": quota}
+    factor = parse_float(ev["factor"], f"{where}.factor", above=1, maximum=MAX_SPIKE_FACTOR)
+    return {"factor": factor}
+
+
+def _timeline(raw: Any, ids: Sequence[str]) -> tuple[TimelineEvent, ...]:
+    """The [[timeline]] entries. An event may name a server of ``ids`` or one that an
+    ``add`` at or before its ``at`` brings in."""
+    entries = _list("timeline", raw)
+    times = [
+        parse_duration(e["at"], f"timeline[{i}].at")
+        if isinstance(e, Mapping) and "at" in e
+        else 0.0
+        for i, e in enumerate(entries)
+    ]
+    adds = [
+        (t, str(e.get("server")))
+        for t, e in zip(times, entries, strict=True)
+        if isinstance(e, Mapping) and e.get("action") == "add"
+    ]
+    events = []
+    for i, (t, entry) in enumerate(zip(times, entries, strict=True)):
+        known = list(ids)
+        if isinstance(entry, Mapping) and entry.get("action") != "add":
+            known += [s for at, s in adds if at <= t and s not in known]
+        events.append(TimelineEvent.from_table(entry, f"timeline[{i}]", known))
+    return tuple(events)
 
 
 def _master_bind(value: str) -> tuple[str, int] | None:

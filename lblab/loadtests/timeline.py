@@ -13,6 +13,15 @@ silent, which the balancer finds by its missing KEEPALIVE answers and ejects) an
 (``slow`` back to normal, ``resume``) that many seconds later, logged like any event;
 whatever is still slow or paused when the phase ends is undone by the testbed's
 ``restore`` before the next phase.
+
+Behaviour (``servers/behaviour.py``): ``fail`` (a share of requests answered with a
+server fault), ``reject`` (a token-bucket rate limit, REJECTED above it), ``cold`` (service
+times eased from ``factor`` to normal over ``duration``) and ``capacity`` (a new CPU
+quota) reach the server as ``slow`` does (``servers/slowdown.py``: ``Control``); ``fail``
+and ``reject`` with a ``duration`` undo themselves as ``slow`` does. ``spike`` changes
+nothing here: the phase's load generator has it in its schedule (``LoadSpec.spikes``,
+``loadtests/spikes.py``); it is logged like any event, so the manifest and the report
+show it.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from lblab.loadtests.runconfig import ServerSpec, TimelineEvent
+from lblab.servers.slowdown import Control
 
 
 class PoolActions(Protocol):
@@ -33,16 +43,35 @@ class PoolActions(Protocol):
     def slow(self, sid: str, factor: float, add_ms: float) -> None: ...
     def pause(self, sid: str) -> None: ...
     def resume(self, sid: str) -> None: ...
+    def control(self, sid: str, control: Control) -> None: ...
+
+
+UNDONE: dict[str, dict[str, Any]] = {
+    "slow": {"factor": 1.0, "add_ms": 0.0},
+    "fail": {"rate": 0.0},
+    "reject": {"limit": 0.0},
+}
+"""What each timed change is set back to after its ``duration`` (``pause``: ``resume``)."""
+LOGGED = {
+    "slow": ("factor", "add_ms"),
+    "fail": ("rate", "delay_ms"),
+    "reject": ("limit", "burst"),
+    "cold": ("factor",),
+    "capacity": ("cpu_quota",),
+    "spike": ("factor",),
+}
+"""The keys of each action the manifest's event entry carries (with ``duration``)."""
 
 
 def undo(event: TimelineEvent) -> TimelineEvent | None:
-    """The event that ends a ``slow`` or ``pause`` after its ``duration``, if it has one."""
-    if event.duration is None or event.action not in ("slow", "pause"):
+    """The event that ends a ``slow``, ``pause``, ``fail`` or ``reject`` after its
+    ``duration``, if it has one."""
+    if event.duration is None or event.action not in ("pause", *UNDONE):
         return None
     at = event.at + event.duration
     if event.action == "pause":
         return replace(event, at=at, action="resume", duration=None)
-    return replace(event, at=at, factor=1.0, add_ms=0.0, duration=None)
+    return replace(event, at=at, duration=None, **UNDONE[event.action])
 
 
 class Timeline:
@@ -60,8 +89,7 @@ class Timeline:
                 "action": event.action,
                 "server": event.server,
             }
-            if event.action == "slow":
-                entry.update(factor=event.factor, add_ms=event.add_ms)
+            entry.update({k: getattr(event, k) for k in LOGGED.get(event.action, ())})
             if event.duration is not None:
                 entry["duration"] = event.duration
             try:
@@ -82,6 +110,10 @@ class Timeline:
                         self._pool.pause(event.server)
                     case "resume":
                         self._pool.resume(event.server)
+                    case "fail" | "reject" | "cold" | "capacity":
+                        control = event.control()
+                        assert control is not None
+                        self._pool.control(event.server, control)
                 entry["ok"] = True
                 then = undo(event)
                 if then is not None:

@@ -87,6 +87,16 @@ class DutyCycle:
             # A debt too small to sleep for stays in the budget and is paid next time.
             return debt if debt > MIN_SLEEP_S else 0.0
 
+    def set_share(self, share: float) -> None:
+        """From now on refill at ``share`` CPU-seconds per wall second (``capacity``)."""
+        if share <= 0:
+            raise ConfigError(f"duty-cycle share must be > 0, not {share}")
+        self.debt_s()  # settle at the old share up to now; a debt stays owed
+        with self._lock:
+            self._burst *= share / self.share
+            self._budget = min(self._budget, self._burst)
+            self.share = share
+
     def wait(self) -> float:
         """Sleep until the budget is not in debt; returns the seconds slept."""
         slept = 0.0
@@ -105,6 +115,19 @@ class CpuLimit:
     cgroup: str | None = None
     duty_cycle: DutyCycle | None = None
     _release: Callable[[], None] | None = field(default=None, repr=False)
+
+    def set_share(self, share: float) -> None:
+        """Change the limit to ``share`` CPUs at runtime (the ``capacity`` timeline event):
+        the cgroup's quota is rewritten, or the duty cycle refills at the new share. A
+        server started without a limit has none to change (``ConfigError``)."""
+        if self.cgroup is not None:
+            _set_quota(CGROUP_CPU_ROOT / self.cgroup, share)
+        elif self.duty_cycle is not None:
+            self.duty_cycle.set_share(share)
+        else:
+            raise ConfigError("this server runs without a CPU limit (no --cpu-quota) to change")
+        self.share = share
+        log.info("cpu limit: now %.3f CPU", share)
 
     def release(self) -> None:
         """Undo the limit (leave and remove the cgroup). Safe to call twice."""
@@ -149,16 +172,21 @@ def apply_cpu_limit(share: float | None, server_id: str, method: LimitMethod) ->
 
 
 def _join_cgroup(name: str, share: float) -> None:
-    period, quota = quota_for(share)
     cpu_dir = CGROUP_CPU_ROOT / name
     cpu_dir.mkdir(exist_ok=True)
-    (cpu_dir / "cpu.cfs_period_us").write_text(str(period))
-    (cpu_dir / "cpu.cfs_quota_us").write_text(str(quota))
+    _set_quota(cpu_dir, share)
     (cpu_dir / "cgroup.procs").write_text(str(os.getpid()))
     if CGROUP_CPUACCT_ROOT.is_dir() and os.access(CGROUP_CPUACCT_ROOT, os.W_OK):
         acct_dir = CGROUP_CPUACCT_ROOT / name
         acct_dir.mkdir(exist_ok=True)
         (acct_dir / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def _set_quota(cpu_dir: Path, share: float) -> None:
+    """Write ``share``'s period and quota (``quota_for``)."""
+    period, quota = quota_for(share)
+    (cpu_dir / "cpu.cfs_period_us").write_text(str(period))
+    (cpu_dir / "cpu.cfs_quota_us").write_text(str(quota))
 
 
 def _leave_cgroup(name: str) -> None:

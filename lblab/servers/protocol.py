@@ -24,7 +24,9 @@ max-inflight, no valid lease) without waiting; admitted work goes to the service
   alone decided it, whatever its bytes) with an APPLICATION_ERROR that says what was wrong
   with the request, and no log; anything else is this server's own failure, logged with
   its traceback and answered ``server fault: ...`` (``lblab/failures.py``), the only
-  APPLICATION_ERROR that counts toward the backend's ejection. Request metadata is never
+  APPLICATION_ERROR that counts toward the backend's ejection; the ``fail`` timeline
+  event's ``InjectedFault`` is answered so too (``servers/behaviour.py`` says why),
+  without the traceback. Request metadata is never
   read here (routing keys are the balancer's), so only the data can be a bad request.
 - fire-and-forget: the same work, no answer.
 - request-stream: ``items`` units of the same work (body field, default 3), one at a time,
@@ -68,7 +70,7 @@ import orjson
 from lblab.errors import RemoteProtocolError
 from lblab.failures import SERVER_FAULT_PREFIX
 from lblab.loadreport import ProbeAnswer
-from lblab.servers.service import WorkResult
+from lblab.servers.service import InjectedFault, WorkResult
 from lblab.servers.state import ServerState, report_metadata
 from lblab.servers.work import BadRequest
 from lblab.wire.codec import encode_frame
@@ -448,7 +450,8 @@ class ServerConnection(AcceptedConnection):
             self.state.bad_requests += 1
             return str(exc)
         self.state.failed += 1
-        log.error("work failed", exc_info=exc)
+        if not isinstance(exc, InjectedFault):  # the ``fail`` event's are by design
+            log.error("work failed", exc_info=exc)
         return f"{SERVER_FAULT_PREFIX}server {self.state.id} failed: {type(exc).__name__}: {exc}"
 
     def _answer(self, sid: int, result: WorkResult, *, complete: bool, item: int = 0) -> None:

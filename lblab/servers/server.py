@@ -1,6 +1,7 @@
 """One JSON-work server process: config, CPU limit, listener, readiness, drain on SIGTERM.
 
-SIGUSR1 applies a runtime slowdown (the ``slow`` timeline event, ``servers/slowdown.py``).
+SIGUSR1 applies a runtime change (the ``slow``, ``fail``, ``reject``, ``cold`` and
+``capacity`` timeline events, ``servers/slowdown.py``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 from lblab.admission import (
@@ -24,7 +26,7 @@ from lblab.servers.cpulimit import CpuLimit, LimitMethod, apply_cpu_limit
 from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT, DRAIN_TIMEOUT_S
 from lblab.servers.protocol import ServerConnection
 from lblab.servers.service import DELAY_DISTS, WorkService
-from lblab.servers.slowdown import read_slowdown
+from lblab.servers.slowdown import Control, read_control
 from lblab.servers.state import ServerState
 from lblab.wire.codes import ErrorCode
 from lblab.wire_asyncio import within
@@ -109,7 +111,7 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
     except OSError as exc:
         raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
     stop = stop_on_signals(loop)
-    loop.add_signal_handler(signal.SIGUSR1, _slow_down, service)
+    loop.add_signal_handler(signal.SIGUSR1, _on_control, service, state, limit)
     port = listener.sockets[0].getsockname()[1]
     log.info(
         "server %s listening on %s:%d (workers %d, max-inflight %d, delay %.1f ms %s, "
@@ -165,10 +167,35 @@ async def _serve(config: ServerConfig, limit: CpuLimit) -> int:
     return code
 
 
-def _slow_down(service: WorkService) -> None:
-    """SIGUSR1: apply the slowdown the harness wrote (``servers/slowdown.py``)."""
-    service.slowdown = read_slowdown(os.getpid(), service.slowdown)
-    log.info("slowdown: x%g + %g ms per request", service.slowdown.factor, service.slowdown.add_ms)
+def _on_control(service: WorkService, state: ServerState, limit: CpuLimit) -> None:
+    """SIGUSR1: apply the changes the harness wrote (``servers/slowdown.py``)."""
+    control = read_control(os.getpid())
+    if control is not None:
+        apply_control(control, service, state, limit)
+
+
+def apply_control(
+    control: Control, service: WorkService, state: ServerState, limit: CpuLimit
+) -> None:
+    """Each change ``control`` gives, from now on (on the event loop)."""
+    if control.slow is not None:
+        service.slowdown = control.slow
+        log.info("slowdown: x%g + %g ms per request", control.slow.factor, control.slow.add_ms)
+    if control.fail is not None:
+        service.failing = control.fail
+        log.info("failing: %g of requests, %g ms each", control.fail.rate, control.fail.delay_ms)
+    if control.reject is not None:
+        state.limiter = control.reject.bucket(time.monotonic())
+        log.info("rate limit: %g requests/s (0: none)", control.reject.limit)
+    if control.cold is not None:
+        cold = control.cold.starting(time.perf_counter())
+        service.cold = None if cold.factor == 1.0 else cold
+        log.info("cold: x%g easing to x1 over %g s", cold.factor, cold.duration_s)
+    if control.cpu_quota is not None:
+        try:
+            limit.set_share(control.cpu_quota)
+        except (ConfigError, OSError) as exc:
+            log.warning("capacity change to %g CPU ignored: %s", control.cpu_quota, exc)
 
 
 async def _closed(state: ServerState, timeout: float) -> None:

@@ -14,7 +14,11 @@ live: the slot stays busy for D ms, later requests queue behind it. With
 simulator's ``exp:D`` service), drawn from a stream seeded by the server's id, so a
 server's sequence of draws is the same in every run. ``slowdown``
 (``servers/slowdown.py``, set at runtime by the ``slow`` timeline event) stretches each
-request's time in its slot the same way.
+request's time in its slot the same way, and so does ``cold`` (the ``cold`` event, by
+its factor at the request's start). Under ``failing`` (the ``fail`` event) a request
+that draws a failure (its own stream, also seeded by the id) holds its slot for the
+failure's delay, does no work and raises ``InjectedFault``
+(``servers/behaviour.py``).
 
 Timing per request: ``queue_ms`` from arrival (taken on the event loop when the frame
 was read) to the moment a slot takes it; ``service_ms`` from then to the end of the work,
@@ -28,12 +32,17 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from lblab.servers.behaviour import NO_FAILURES, ColdStart, Failing
 from lblab.servers.cpulimit import DutyCycle
 from lblab.servers.slowdown import NORMAL, Slowdown
 from lblab.servers.work import DocumentCache, do_work
 
 DELAY_DISTS = ("fixed", "exp")
 """How ``--delay-ms`` is spent per request: always D, or exponential with mean D."""
+
+
+class InjectedFault(Exception):
+    """A failure the ``fail`` timeline event asked for: the server's own, by design."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +54,18 @@ class WorkResult:
 
 
 class WorkService:
-    __slots__ = ("_cache", "_delay_s", "_draws", "_duty_cycle", "_pool", "slowdown", "workers")
+    __slots__ = (
+        "_cache",
+        "_delay_s",
+        "_draws",
+        "_duty_cycle",
+        "_fail_draws",
+        "_pool",
+        "cold",
+        "failing",
+        "slowdown",
+        "workers",
+    )
 
     def __init__(
         self,
@@ -62,6 +82,10 @@ class WorkService:
         self._cache = DocumentCache()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="work")
         self.slowdown: Slowdown = NORMAL
+        self.failing: Failing = NO_FAILURES
+        self._fail_draws = random.Random(f"{seed}:fail")
+        self.cold: ColdStart | None = None
+        """Its ``started`` on ``time.perf_counter``'s clock."""
 
     @property
     def delay_ms(self) -> float:
@@ -85,14 +109,20 @@ class WorkService:
 
     def _run(self, body: bytes, arrived: float) -> WorkResult:
         start = time.perf_counter()
+        failing = self.failing
+        if failing is not NO_FAILURES and failing.fails(self._fail_draws):
+            time.sleep(failing.delay_ms / 1000.0)
+            raise InjectedFault(f"injected failure (fail rate {failing.rate:g})")
+        cold = self.cold
+        stretch = 1.0 if cold is None else cold.factor_at(start)
         if self._duty_cycle is not None:
             self._duty_cycle.wait()
         request = do_work(body, self._cache)
         if self._delay_s:
             time.sleep(self.next_delay_s())
         slowdown = self.slowdown
-        if slowdown is not NORMAL:
-            time.sleep(slowdown.extra_s(time.perf_counter() - start))
+        if slowdown is not NORMAL or stretch != 1.0:
+            time.sleep(slowdown.extra_s(time.perf_counter() - start, stretch))
         if self._duty_cycle is not None:
             self._duty_cycle.wait()
         end = time.perf_counter()

@@ -27,6 +27,7 @@ from typing import Protocol
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
 from lblab.loadreport import LoadReport, ReportSource, RifLatency
+from lblab.servers.behaviour import TokenBucket
 from lblab.servers.service import WorkResult, WorkService
 from lblab.wire.codec import encode_frame
 from lblab.wire.connection import SetupPolicy
@@ -78,6 +79,8 @@ class ServerState:
         """What a SETUP must be: version 1.x, any MIME types; LEASE granted (protocol.py)."""
         self.admission = Admission(max_connections, max_pending_setup, f"server {server_id}")
         self.inflight = 0
+        self.limiter: TokenBucket | None = None
+        """The ``reject`` timeline event's rate limit, on ``time.monotonic``'s clock."""
         self.draining = False
         self.drained = asyncio.Event()
         self.connections: set[ConnectionPort] = set()
@@ -110,6 +113,12 @@ class ServerState:
         if self.inflight >= self.max_inflight:
             return (
                 f"server {self.id} is at its max-inflight of {self.max_inflight}; retry elsewhere"
+            )
+        limiter = self.limiter
+        if limiter is not None and not limiter.take(time.monotonic()):
+            return (
+                f"server {self.id} is over its rate limit of {limiter.rate:g} requests/s; "
+                "retry elsewhere"
             )
         return None
 

@@ -143,6 +143,15 @@ class SimBalancer(Generic[Request]):
         lifecycle.end(req, False, "rejected", now)
         return Answer.REFUSED
 
+    def failed(self, req: Request, now: float) -> bool:
+        """A server answered ``req`` with its own failure (``fail``: an APPLICATION_ERROR
+        marked as a server fault, counted toward its ejection); False if it was late."""
+        if req.done or req.view is None:
+            return False
+        del self.at_server[req.balancer][req.server][req.request.request_id]
+        self.lifecycles[req.balancer].end(req, False, "application", now, server_fault=True)
+        return True
+
     def expire(self, now: float) -> Iterator[Request]:
         """End every request whose deadline has passed, as a timeout; yields each."""
         for req in self.deadlines.due(now):

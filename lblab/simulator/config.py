@@ -38,7 +38,9 @@ from lblab.config import (
     parse_int,
 )
 from lblab.errors import ConfigError
+from lblab.loadtests.spikes import Spike, check_spikes
 from lblab.servers.defaults import DRAIN_TIMEOUT_S
+from lblab.servers.slowdown import Control
 from lblab.simulator.service import ServiceModel, parse_service
 from lblab.simulator.workload import (
     Arrivals,
@@ -69,8 +71,12 @@ PROBE_COST_S = 40e-6
 process's CPU (user + system from ``/proc/PID/stat``) per probe answered: decoding,
 answering and the socket calls, all on the event loop."""
 
-SIMULATED_ACTIONS = ("kill", "drain", "restart", "slow", "pause", "resume", "add", "remove")
-"""The timeline events the simulator runs (``ServerEvent``); a live run has more."""
+SIMULATED_ACTIONS = (
+    "kill", "drain", "restart", "slow", "pause", "resume", "add", "remove",
+    "fail", "reject", "cold", "capacity",
+)  # fmt: skip
+"""The timeline events of a server the simulator runs (``ServerEvent``); a ``spike`` is
+of the load (``SimConfig.spikes``)."""
 
 EPOCH = 1_700_000_000.0
 """Simulated time 0 in epoch seconds (2023-11-14T22:13:20Z): fixed, so runs are reproducible."""
@@ -134,7 +140,9 @@ class ServerEvent:
     finishes the others and exits), ``restart`` it, ``slow`` it (every service time
     times ``factor`` plus ``add_ms`` from then on; 1 and 0 undo it), ``pause`` it
     (SIGSTOP: alive, connected and silent), ``resume`` it, ``remove`` it from the pools
-    (its requests finish, then it is drained) or ``add`` it (with ``weight``)."""
+    (its requests finish, then it is drained) or ``add`` it (with ``weight``); ``fail``,
+    ``reject``, ``cold`` and ``capacity`` apply ``control`` as the live server does
+    (``servers/behaviour.py``; a capacity needs the server's ``CpuQuota``)."""
 
     at: float
     action: str
@@ -142,6 +150,7 @@ class ServerEvent:
     factor: float = 1.0
     add_ms: float = 0.0
     weight: float = 1.0
+    control: Control | None = None
 
     def __post_init__(self) -> None:
         if self.action not in SIMULATED_ACTIONS:
@@ -202,6 +211,8 @@ class SimConfig:
     """Events on the servers, as a live run's [[timeline]] (``SIMULATED_ACTIONS``)."""
     joins_later: tuple[str, ...] = ()
     """Servers out of the pools at the start: a timeline ``add`` brings them in."""
+    spikes: tuple[Spike, ...] = ()
+    """A live run's ``spike`` events: the arrivals times ``factor`` (``loadtests/spikes.py``)."""
     drain_timeout: float = DRAIN_TIMEOUT_S
     """How long a draining server finishes its requests before it exits anyway."""
 
@@ -243,6 +254,7 @@ class SimConfig:
                 )
             for name in self.server_ids:
                 check_id(name, "server_ids")
+        check_spikes(self.spikes)
         for name in self.joins_later:
             if name not in self.server_names:
                 raise ConfigError(f"joins_later: {name!r} is not one of the servers")

@@ -17,13 +17,16 @@ once they hear from it. ``restart`` takes requests again; ``slow`` scales every 
 time from then on. ``remove`` takes the server out of every pool (its requests finish
 there), then drains it, and no balancer reconnects to it; ``add`` puts it (back) in
 every pool with its weight, restarting it if it was stopped; a server that joins later
-(``joins_later``) is out of the pools until its ``add``.
+(``joins_later``) is out of the pools until its ``add``. ``fail``, ``reject`` and
+``cold`` change how the server serves (``SimServer.behave``, the live rules of
+``servers/behaviour.py``; which attempts fail is drawn from the server's own stream),
+``capacity`` sets its ``CpuQuota``'s quota from then on.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simpy import Environment
@@ -35,6 +38,7 @@ from lblab.simulator.balancer import SimBalancer
 from lblab.simulator.clock import at
 from lblab.simulator.config import ServerEvent
 from lblab.simulator.model import SimServer
+from lblab.simulator.quota import CpuQuota
 from lblab.simulator.record import ERROR_CODE
 
 _CONNECTION = ERROR_CODE["connection"]
@@ -55,6 +59,8 @@ class ServerFaults:
         route: Callable[[Any, int], None],
         reply: Callable[[Any, bool, int], None],
         busy: Callable[[], bool],
+        quotas: Mapping[int, CpuQuota] | None = None,
+        fail_rngs: Callable[[str], random.Random] | None = None,
     ) -> None:
         self._env = env
         self._servers = servers
@@ -75,6 +81,8 @@ class ServerFaults:
         """Servers out of the pools (not added yet, or removed): no reconnects to them."""
         self._hung = [False] * len(servers)
         """Held down by its balancers for silence (``pause``), not yet answering again."""
+        self._quotas = quotas or {}
+        self._fail_rngs = fail_rngs or (lambda name: random.Random(f"fail:{name}"))
 
     def on_event(self, event: ServerEvent) -> None:
         i = self._names.index(event.server)
@@ -110,8 +118,13 @@ class ServerFaults:
             if server.paused:
                 server.resume()
                 at(self._env, self._delay[i], self._on_answering, i)
-        else:
+        elif event.action == "slow":
             server.slow(event.factor, event.add_ms / 1000.0)
+        elif event.control is not None and event.control.cpu_quota is not None:
+            self._quotas[i].quota = event.control.cpu_quota  # a next period's budget
+            server.model_changed()
+        elif event.control is not None:
+            server.behave(event.control, self._fail_rngs(event.server))
 
     def _drain(self, server: SimServer) -> None:
         """SIGTERM: refuse new requests, exit once empty or at the drain deadline."""

@@ -21,7 +21,11 @@ attempt carries the server's ``epoch`` when it started, so a completion of a kil
 server's attempt is dropped), ``drain`` marks it refusing new work (the driver refuses
 and ends it), ``pause`` freezes it (the attempts in service keep their remaining time,
 arrivals queue) until ``resume``, ``restart`` takes requests again, ``slow`` scales
-every service time from then on (``simulator.slowdown.Slowed``).
+every service time from then on (``simulator.slowdown.Slowed``). ``behave`` applies a
+``fail``, ``reject`` or ``cold`` by the live server's rules (``servers/behaviour.py``): a
+refused arrival past the rate limit (after the capacity check, as live), a failing
+attempt that holds its worker for the failure's delay instead of its service (``failed``
+set: not counted as completed), a cold factor on the service time at its start.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from typing import Any, Protocol
 
 from simpy import Environment
 
+from lblab.servers.behaviour import NO_FAILURES, ColdStart, Failing, TokenBucket
+from lblab.servers.slowdown import Control
 from lblab.simulator.clock import at
 from lblab.simulator.service import ServiceModel
 from lblab.simulator.slowdown import Slowed, SlowWindow
@@ -51,17 +57,23 @@ class Job(Protocol):
     """Set by the server when the attempt starts: its service time."""
     epoch: int
     """Set by the server when the attempt starts: its lives so far (``kill``)."""
+    failed: bool
+    """Set by the server when the attempt starts: it fails (``fail``) instead of serving."""
 
 
 class SimServer:
     __slots__ = (
         "_area",
+        "_cold",
         "_done",
         "_env",
         "_epoch",
+        "_fail_rng",
+        "_failing",
         "_frozen",
         "_held",
         "_last_t",
+        "_limiter",
         "_mean_s",
         "_model",
         "_normal",
@@ -122,6 +134,10 @@ class SimServer:
         self._frozen: list[tuple[Job, float]] = []
         self._held = 0
         """Workers a pause holds (busy, but taking no CPU: not in ``busy``)."""
+        self._failing: Failing = NO_FAILURES
+        self._fail_rng = rng
+        self._limiter: TokenBucket | None = None
+        self._cold: ColdStart | None = None
 
     @property
     def load(self) -> int:
@@ -141,6 +157,21 @@ class SimServer:
         (1 and 0: normal speed again)."""
         slowed = factor != 1.0 or add_s != 0.0
         self._model = Slowed(self._normal, factor, add_s) if slowed else self._normal
+        self._mean_s = self._model.mean_s * self._scale
+
+    def behave(self, control: Control, fail_rng: random.Random) -> None:
+        """A ``fail``, ``reject`` or ``cold`` from now on (the module docstring);
+        ``fail_rng`` draws which attempts fail."""
+        now = self._env._now
+        if control.fail is not None:
+            self._failing, self._fail_rng = control.fail, fail_rng
+        if control.reject is not None:
+            self._limiter = control.reject.bucket(now)
+        if control.cold is not None:
+            self._cold = None if control.cold.factor == 1.0 else control.cold.starting(now)
+
+    def model_changed(self) -> None:
+        """The service model's mean moved (a quota changed): re-read it."""
         self._mean_s = self._model.mean_s * self._scale
 
     @property
@@ -200,7 +231,11 @@ class SimServer:
         self.alive = True
 
     def offer(self, job: Job) -> bool:
-        """Queue or start ``job``; False (and nothing done) if the server is at capacity."""
+        """Queue or start ``job``; False (and nothing done) if the server is at capacity
+        or over its rate limit."""
+        limiter = self._limiter
+        if limiter is not None and not self._full() and not limiter.take(self._env._now):
+            return False
         if self.paused:
             if self.capacity is not None and self.load >= self.capacity:
                 return False
@@ -215,6 +250,10 @@ class SimServer:
         else:
             self.queue.append(job)
         return True
+
+    def _full(self) -> bool:
+        """At capacity: ``offer`` refuses before the rate limit is asked."""
+        return self.capacity is not None and self.load >= self.capacity
 
     def charge(self, seconds: float) -> None:
         """A probe's CPU cost (the module docstring)."""
@@ -235,7 +274,14 @@ class SimServer:
         self._last_t = now
         self.busy += 1
         job.queue_s = now - job.arrived
-        s = self._model.sample(self._rng, job.work_bytes, job.package_bytes) * self._scale
+        failing = self._failing
+        job.failed = failing is not NO_FAILURES and failing.fails(self._fail_rng)
+        if job.failed:
+            s = failing.delay_ms / 1000.0
+        else:
+            s = self._model.sample(self._rng, job.work_bytes, job.package_bytes) * self._scale
+            if self._cold is not None:
+                s *= self._cold.factor_at(now)
         if self._stolen:
             s += self._stolen
             self._stolen = 0.0
@@ -252,7 +298,8 @@ class SimServer:
         self._area += self.busy * (now - self._last_t)
         self._last_t = now
         self.busy -= 1
-        self.completed += 1
+        if not job.failed:
+            self.completed += 1
         if self.queue:
             self._start(self.queue.popleft())
         self._done(self, job)

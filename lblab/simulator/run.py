@@ -45,7 +45,11 @@ balancer had it in time). Deadlines fall in send order, so one watchdog timer wa
 instead of a timer per request.
 
 Timeline events (``ServerEvent``, a live run's [[timeline]]) act on the servers and
-on their balancers' connections as the live testbed's do: ``simulator/faults.py``.
+on their balancers' connections as the live testbed's do: ``simulator/faults.py``. An
+attempt a ``fail`` fails reaches its balancer as the server's own failure
+(``application``, a server fault) and its client so; a ``spike`` warps the open and
+trace arrivals' times (``loadtests/spikes.TimeWarp``, the live generator's code) and
+starts more closed users for its length (``_spike``).
 
 An agent samples every server each ``report_period``: utilisation (busy fraction of the
 workers, the cpu table's ``cpu_percent``) and qps; strategies that use agent reports get
@@ -75,6 +79,7 @@ from lblab.balancer.strategies.registry import make_strategy
 from lblab.balancer_names import balancer_names
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport, ProbeAnswer, RifLatency
+from lblab.loadtests.spikes import Spike, TimeWarp
 from lblab.simulator.balancer import Answer, SimBalancer, SimRequest
 from lblab.simulator.clock import GRID, LATE, at, run_events
 from lblab.simulator.config import EPOCH, SimConfig, rng_stream, stream_index
@@ -89,6 +94,7 @@ _NAN = float("nan")
 _INF = float("inf")
 _REJECTED = ERROR_CODE["rejected"]
 _TIMEOUT = ERROR_CODE["timeout"]
+_APPLICATION = ERROR_CODE["application"]
 _RR = Interaction.REQUEST_RESPONSE
 
 
@@ -105,6 +111,7 @@ class _Request(SimRequest):
     __slots__ = (
         "arrived",
         "epoch",
+        "failed",
         "id",
         "package_bytes",
         "queue_s",
@@ -132,6 +139,7 @@ class _Request(SimRequest):
         self.work_bytes = work
         self.arrived = 0.0
         self.epoch = 0
+        self.failed = False
         self.replied = False
         self.queue_s = _NAN
         self.service_s = _NAN
@@ -241,7 +249,20 @@ class Simulation:
             self._route,
             self._reply,
             lambda: self._finished < self._requests,
+            self._quotas,
+            lambda name: rng_stream(cfg.seed, rep, f"fail:{name}"),
         )
+        for event in cfg.timeline:
+            if event.action == "capacity" and self.names.index(event.server) not in self._quotas:
+                raise ConfigError(
+                    f"timeline: capacity on {event.server} needs a CPU quota on its server "
+                    "(cpu_quota) in the simulator"
+                )
+        self._warp = TimeWarp(cfg.spikes) if cfg.spikes else None
+        self._base_send = 0.0
+        """The next send in the schedule's own time (``_warp`` maps it to real time)."""
+        self._retiring = 0
+        """Closed users a spike's end retires as their requests come back."""
         poisson = isinstance(cfg.arrivals, OpenArrivals) and cfg.arrivals.poisson
         self._next_balancer = self._by_chance if k > 1 and poisson else self._by_index
         strategy = strategies[0]  # the same class for every balancer: the same signals
@@ -291,7 +312,12 @@ class Simulation:
         if self._sent < self._requests:
             # Absolute send times: evenly spaced sends land exactly on k / rate.
             arrivals = self._replay or self.cfg.arrivals
-            self._next_send += arrivals.gap(self._rng_arrivals)  # type: ignore[union-attr]
+            gap = arrivals.gap(self._rng_arrivals)  # type: ignore[union-attr]
+            if self._warp is None:
+                self._next_send += gap
+            else:
+                self._base_send += gap
+                self._next_send = self._warp.real(self._base_send)
             at(self.env, self._next_send - self.env._now, self._on_arrival_timer, None, LATE)
 
     def _on_arrival_timer(self, _: None) -> None:
@@ -341,7 +367,9 @@ class Simulation:
         rows.ints.extend((ok, error, req.server, req.dispatches, req.balancer))
         self._finished += 1
         req.view = None
-        if self._closed and self._sent < self._requests:
+        if self._retiring and self._closed:
+            self._retiring -= 1
+        elif self._closed and self._sent < self._requests:
             think = self.cfg.arrivals.think_time(self._rng_arrivals)  # type: ignore[union-attr]
             if think > 0:
                 at(self.env, think, self._on_think_done, req.balancer, LATE)
@@ -365,6 +393,19 @@ class Simulation:
             at(self.env, max(wait, 0.0), self._on_client_reply, (req, False, _TIMEOUT))
         else:
             at(self.env, delay, self._on_client_reply, (req, ok, error))
+
+    def _spike(self, spike: Spike) -> None:
+        """A closed model's spike begins: its users start (on balancers after the
+        others'), and retire at its end (module docstring)."""
+        users = self.cfg.arrivals.users  # type: ignore[union-attr]
+        extra = spike.extra_users(users)
+        for j in range(extra):
+            if self._sent < self._requests:
+                self._send((users + j) % self._balancers)
+        at(self.env, spike.duration, self._spike_over, extra)
+
+    def _spike_over(self, extra: int) -> None:
+        self._retiring += extra
 
     def _stop_sending(self, _: None) -> None:
         """The run's duration is over: what was sent is all it sends (``requests`` was a
@@ -437,6 +478,16 @@ class Simulation:
             self._deliver_report(server.index, report, self._delay[server.index])
 
     def _server_done(self, server: SimServer, req: _Request) -> None:
+        if req.failed:
+            self._refused[server.index] += 1  # eps: refused or failed, as the live report
+            delay = self._delay[server.index]
+            if delay:
+                at(self.env, delay, self._on_failed, req)
+            else:
+                self._on_failed(req)
+            if server.draining and not server.load:
+                self.faults.exit(server)
+            return
         if self._probes:
             self._rif_latency[server.index].record(req.rif, (req.queue_s + req.service_s) * 1e3)
         report = None
@@ -462,6 +513,10 @@ class Simulation:
             at(self.env, delay, self._on_response_timer, (req, ok, report))
         else:
             self._on_response(req, ok, report)
+
+    def _on_failed(self, req: _Request) -> None:
+        if self.balancer.failed(req, self.env._now):
+            self._reply(req, False, _APPLICATION)
 
     def _on_response_timer(self, response: tuple[_Request, bool, LoadReport | None]) -> None:
         self._on_response(*response)
@@ -572,7 +627,7 @@ class Simulation:
                         t=EPOCH + now,
                         cpu_util=util,
                         qps=qps,
-                        eps=(refused - refused0) / period,  # refusals: it fails nothing it took
+                        eps=(refused - refused0) / period,  # refused, or failed by a ``fail``
                         inflight=s.load,
                     )
                 )
@@ -611,6 +666,9 @@ class Simulation:
             at(self.env, self.cfg.duration, self._stop_sending)
         for event in self.cfg.timeline:
             at(self.env, event.at, self.faults.on_event, event)
+        if self._closed:
+            for spike in self.cfg.spikes:
+                at(self.env, spike.at, self._spike, spike)
         env = self.env
         events = run_events(env)
         if self._finished != self._requests:

@@ -121,9 +121,18 @@ def timeline(config: RunConfig, scenario: str) -> tuple[ServerEvent, ...]:
             continue
         for each in (event, undo(event)):
             if each is not None:
+                if each.action == "spike":
+                    continue  # of the load: ``spikes``
+                control = None if each.action == "slow" else each.control()
                 events.append(
                     ServerEvent(
-                        each.at, each.action, each.server, each.factor, each.add_ms, each.weight
+                        each.at,
+                        each.action,
+                        each.server,
+                        each.factor,
+                        each.add_ms,
+                        each.weight,
+                        control,
                     )
                 )
     return tuple(sorted(events, key=lambda e: e.at))
@@ -149,6 +158,11 @@ def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
         server_ids=tuple(s.id for s in specs),
         joins_later=tuple(s.id for s in specs[len(config.servers) :]),
         timeline=timeline(config, phase.scenario),
+        spikes=tuple(
+            s
+            for e in config.timeline
+            if e.applies_to(phase.scenario) and (s := e.spike()) is not None
+        ),
         requests=requests,
         duration=duration,
         arrivals=arrivals,
