@@ -286,7 +286,9 @@ def parse_names(values: str | Sequence[str] | None) -> list[str]:
 def split_commas(text: str) -> list[str]:
     """A comma list whose commas inside brackets stay with their item:
     ``rr,least-request[a=1,b=2]`` -> ``["rr", "least-request[a=1,b=2]"]``."""
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         depth += (char == "[") - (char == "]")
         if char == "," and depth <= 0:
