@@ -45,6 +45,7 @@ from lblab.loadtests.testbed import Processes
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.servers.behaviour import NO_FAILURES, ColdStart, RateLimit
 from lblab.servers.slowdown import NORMAL, Control, Slowdown, request_control, request_slowdown
+from lblab.strategy.sources import copy_spec, sources_of
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -236,6 +237,8 @@ class LocalTestbed:
             argv += ["--backend", f"{proc.spec.id}=127.0.0.1:{proc.port}"]
         weights = {p.spec.id: p.weight for p in self.servers.values()}
         argv += ["--weights", ",".join(f"{k}={v:g}" for k, v in weights.items())]
+        for source in sources_of(cfg.strategies):
+            argv += ["--load-strategy", copy_spec(self.run_dir, source)]
         for key, value in cfg.strategy_options.get(strategy, {}).items():
             argv += ["--strategy-option", f"{key}={value}"]
         argv += list(cfg.testbed.balancer_args)

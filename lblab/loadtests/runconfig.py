@@ -28,6 +28,8 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
     [[servers]]           id, cpu_quota, workers, delay_ms, delay_dist, max_inflight
     [weights]             s1 = 1, ...
     [strategy_options.lc] tie = "random"
+    [strategy_specs]      NAME = "path/to/file.py:Class" (a strategy of your own; run.strategies
+                          may also give the spec itself, and options as "p2c[choice_count=3]")
     [scenario_defs.NAME]  cells = ["sp+sr", ...] or [[...cells]] name/package/work,
                           or no cells and trace = "FILE" (a trace scenario),
                           plus any [load] key to override for this scenario
@@ -505,6 +507,8 @@ class RunConfig:
     servers: tuple[ServerSpec, ...]
     weights: Mapping[str, float]
     strategy_options: Mapping[str, Mapping[str, str]]
+    strategy_specs: Mapping[str, str]
+    """The run's strategies of the user's own: name -> spec (``file.py:Class``)."""
     timeline: tuple[TimelineEvent, ...]
     raw: Mapping[str, Any] = field(repr=False)  # the merged dict, for manifest and printing
 
@@ -559,14 +563,15 @@ class RunConfig:
         fails here, at start, not when its phase asks the balancer for it."""
         # Imported here: the registry pulls in numpy, which the Locust processes that
         # import LoadConfig from this module do without.
-        from lblab.balancer.strategies.registry import make_strategy, strategy_names
+        from lblab.balancer.strategies.registry import make_strategy, strategy_names, user_sources
 
-        known = strategy_names()
+        known = [*strategy_names(), *user_sources()]
         for name in dict.fromkeys([*self.strategies, *self.strategy_options]):
             if name not in known:
                 where = "run.strategies" if name in self.strategies else f"strategy_options.{name}"
                 raise ConfigError(
-                    f"{where}: unknown strategy {name!r}; valid names are {', '.join(known)}"
+                    f"{where}: unknown strategy {name!r}; valid names are {', '.join(known)}, "
+                    "or a file of your own as path/to/file.py:Class"
                 )
             make_strategy(name, self.strategy_options.get(name), weights=self.weights)
 
@@ -700,6 +705,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
     Each table becomes its dataclass, which checks itself; ``RunConfig`` then checks the
     rules across tables (weights name servers, the strategies and their options build).
     """
+    raw = _named_strategies(raw)
     run = _table("run", raw["run"])
     scenarios, loads = _scenarios(run["scenarios"], raw)
     servers = tuple(
@@ -716,6 +722,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         servers=servers,
         weights=_weights(raw.get("weights", {})),
         strategy_options=_strategy_options(raw.get("strategy_options", {})),
+        strategy_specs=dict(raw["strategy_specs"]),
         timeline=_timeline(raw.get("timeline", []), ids),
         raw=raw,
     )
@@ -963,3 +970,57 @@ def resolve(
             check_keys(layer, source)
             raw = merge(raw, {k: v for k, v in layer.items() if k != "preset"})
     return build(raw)
+
+
+def _named_strategies(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` with every strategy of ``run.strategies`` as a name: a spec
+    (``file.py:Class``) or an entry point becomes its class's name, recorded under
+    ``[strategy_specs]`` (name -> spec), and options in brackets (``p2c[choice_count=3]``)
+    move to ``[strategy_options.NAME]``. Every spec is loaded in this process."""
+    from lblab.balancer.strategies.options import split_options
+    from lblab.balancer.strategies.registry import STRATEGIES, resolve, user_sources
+
+    out = dict(raw)
+    specs = {str(k): v for k, v in _table("strategy_specs", raw.get("strategy_specs", {})).items()}
+    options = {
+        k: dict(v) for k, v in _table("strategy_options", raw.get("strategy_options", {})).items()
+    }
+    for name, spec in specs.items():
+        if not isinstance(spec, str):
+            raise ConfigError(
+                f'strategy_specs.{name}: give a spec, e.g. {name} = "./file.py:Class"'
+            )
+        known = user_sources().get(name)
+        if known is None or known.spec != spec:
+            try:
+                loaded = resolve(spec)
+            except ConfigError as exc:
+                raise ConfigError(f"strategy_specs.{name}: {exc}") from None
+            if loaded != name:
+                raise ConfigError(
+                    f'strategy_specs.{name}: {spec} is named {loaded!r}; write {loaded} = "{spec}"'
+                )
+    run = dict(_table("run", raw["run"]))
+    given = run["strategies"]
+    if isinstance(given, str):
+        from lblab.config import split_commas
+
+        given = split_commas(given)
+    if isinstance(given, list) and all(isinstance(g, str) for g in given):
+        names = []
+        for entry in given:
+            ref, extra = split_options(entry, "run.strategies")
+            try:
+                name = resolve(ref) if ref not in STRATEGIES and ref not in specs else ref
+            except ConfigError as exc:
+                raise ConfigError(f"run.strategies: {exc}") from None
+            if name not in STRATEGIES:
+                specs[name] = user_sources()[name].spec
+            if extra:
+                options[name] = {**options.get(name, {}), **extra}
+            names.append(name)
+        run["strategies"] = names
+    out["run"] = run
+    out["strategy_specs"] = specs
+    out["strategy_options"] = options
+    return out
