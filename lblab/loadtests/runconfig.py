@@ -990,16 +990,14 @@ def _named_strategies(raw: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(
                 f'strategy_specs.{name}: give a spec, e.g. {name} = "./file.py:Class"'
             )
-        known = user_sources().get(name)
-        if known is None or known.spec != spec:
-            try:
-                loaded = resolve(spec)
-            except ConfigError as exc:
-                raise ConfigError(f"strategy_specs.{name}: {exc}") from None
-            if loaded != name:
-                raise ConfigError(
-                    f'strategy_specs.{name}: {spec} is named {loaded!r}; write {loaded} = "{spec}"'
-                )
+        try:
+            loaded = resolve(spec)
+        except ConfigError as exc:
+            raise ConfigError(f"strategy_specs.{name}: {exc}") from None
+        if loaded != name:
+            raise ConfigError(
+                f'strategy_specs.{name}: {spec} is named {loaded!r}; write {loaded} = "{spec}"'
+            )
     run = dict(_table("run", raw["run"]))
     given = run["strategies"]
     if isinstance(given, str):

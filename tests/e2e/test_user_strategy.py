@@ -187,3 +187,20 @@ def test_a_new_skeleton_passes_the_check_and_its_own_test(tmp_path: Path) -> Non
         capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:]
+
+
+def test_resume_loads_the_runs_copy_and_refuses_an_edited_one(tmp_path: Path) -> None:
+    source = tmp_path / "gone_soon.py"
+    source.write_text(LEAST_OF_THREE)
+    run_dir = tmp_path / "run"
+    args = ["run", "--preset", "tiny", "--testbed", "simulated", "-s", "rr"]
+    result = run_lblab([*args, "-s", f"{source}:LeastOfThree", "--out", str(run_dir)], 120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    source.unlink()  # the run goes on from its own copy
+    result = run_lblab(["run", "--resume", "--out", str(run_dir)], 120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    copy = run_dir / "strategies" / "least-of-3.py"
+    copy.write_text(LEAST_OF_THREE + "# edited\n")
+    result = run_lblab(["run", "--resume", "--out", str(run_dir)], 120)
+    assert result.returncode == 2
+    assert "was changed after the run" in result.stderr, result.stderr

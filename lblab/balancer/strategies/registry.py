@@ -86,9 +86,12 @@ if tuple(STRATEGIES) != STRATEGY_NAMES:
         f"the registry's strategies {list(STRATEGIES)} differ from "
         f"lblab.strategy_names.STRATEGY_NAMES {list(STRATEGY_NAMES)}: keep both in one order"
     )
-_USER: dict[str, type[ConfiguredStrategy]] = {}
-"""User strategies loaded in this process (``resolve``, ``install``), by name."""
-_SOURCES: dict[str, StrategySource] = {}
+_USER: dict[str, tuple[type[ConfiguredStrategy], StrategySource]] = {}
+"""User strategies loaded in this process (``resolve``, ``install``): name -> class and
+source."""
+_BY_SPEC: dict[str, str] = {}
+"""Each spec loaded in this process (as given, and as its source records it) -> its name,
+so that a spec given again is the strategy loaded before, wherever its file is now."""
 
 
 def strategy_names() -> list[str]:
@@ -103,6 +106,8 @@ def resolve(ref: str) -> str:
     (group ``lblab.strategies``), loaded and registered here, once per process."""
     if ref in STRATEGIES or ref in _USER:
         return ref
+    if ref in _BY_SPEC:
+        return _BY_SPEC[ref]
     spec = ref if specs.is_spec(ref) else specs.entry_point(ref)
     if spec is None:
         raise ConfigError(
@@ -116,20 +121,21 @@ def resolve(ref: str) -> str:
             "the entry point's name and the class's name must be the same"
         )
     _register(cls, source)
-    return str(cls.name)
+    _BY_SPEC[ref] = source.name
+    return source.name
 
 
 def install(source: StrategySource) -> str:
     """Register a user strategy from its recorded source (a run's copy, a Dask task)."""
-    known = _SOURCES.get(source.name)
-    if known is None or known.sha256 != source.sha256:
+    known = _USER.get(source.name)
+    if known is None or known[1].sha256 != source.sha256:
         _register(specs.install(source), source)
     return source.name
 
 
 def user_sources() -> dict[str, StrategySource]:
     """The user strategies loaded in this process, by name."""
-    return dict(_SOURCES)
+    return {name: source for name, (_, source) in _USER.items()}
 
 
 def _register(cls: type[ConfiguredStrategy], source: StrategySource) -> None:
@@ -139,20 +145,21 @@ def _register(cls: type[ConfiguredStrategy], source: StrategySource) -> None:
             f"strategy {source.spec!r}: its name {name!r} is a built-in strategy's; "
             "give the class another name"
         )
-    known = _SOURCES.get(name)
-    if known is not None and known.sha256 != source.sha256:
-        raise ConfigError(
-            f"strategy {source.spec!r}: the name {name!r} is already taken by {known.spec} "
-            "(another source); give one of the classes another name"
-        )
-    _USER[name] = cls
-    _SOURCES[name] = source
+    if name in _USER:
+        known = _USER[name][1]
+        if known.sha256 != source.sha256:
+            raise ConfigError(
+                f"strategy {source.spec!r}: the name {name!r} is already taken by {known.spec} "
+                "(another source); give one of the classes another name"
+            )
+    _USER[name] = cls, source
+    _BY_SPEC[source.spec] = name
 
 
 def strategy_class(ref: str) -> type[ConfiguredStrategy]:
     """The class of a name or spec (``resolve``)."""
     name = resolve(ref)
-    return STRATEGIES.get(name) or _USER[name]
+    return STRATEGIES[name] if name in STRATEGIES else _USER[name][0]
 
 
 def make_strategy(

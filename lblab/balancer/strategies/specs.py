@@ -149,10 +149,6 @@ def entry_point(name: str) -> str | None:
     return None
 
 
-def entry_point_names() -> list[str]:
-    return sorted(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
-
-
 def _read(path: Path, spec: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
