@@ -225,7 +225,7 @@ def parse_assignments(value: str, field: str, example: str = "s1=1,s2=1,s3=7") -
     """``{"s1": "1", "s2": "7"}`` from ``s1=1,s2=7``."""
     out: dict[str, str] = {}
     for item in filter(None, (p.strip() for p in value.split(","))):
-        name, sep, val = item.partition("=")
+        name, sep, val = (part.strip() for part in item.partition("="))
         if not sep or not name or not val:
             raise ConfigError(f"{field}: {item!r} is not NAME=VALUE; write e.g. {example}")
         if name in out:

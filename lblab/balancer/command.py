@@ -171,12 +171,7 @@ def balancer_command(
         resolve(spec)
     strategy, options = split_options(strategy, "--strategy")
     for item in strategy_option or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ConfigError(
-                f"--strategy-option: {item!r} is not NAME=VALUE; write e.g. tie=random"
-            )
-        options[name] = value
+        options |= parse_assignments(item, "--strategy-option", "tie=random")
     config = NodeConfig(
         backends=tuple(backends),
         strategy=strategy,

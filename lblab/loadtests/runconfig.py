@@ -59,6 +59,7 @@ from lblab.config import (
     parse_hostport,
     parse_int,
     parse_size,
+    split_commas,
 )
 from lblab.errors import ConfigError
 from lblab.loadtests.config_layers import DEFAULTS, check_keys, merge
@@ -671,7 +672,7 @@ def _list(name: str, value: Any) -> list[Any]:
 
 def _names(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
-        value = [v.strip() for v in value.split(",") if v.strip()]
+        value = split_commas(value)
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise ConfigError(f'{name}: give a non-empty list of names, e.g. ["rr", "lc"]')
     if len(set(value)) != len(value):
@@ -999,25 +1000,19 @@ def _named_strategies(raw: Mapping[str, Any]) -> dict[str, Any]:
                 f'strategy_specs.{name}: {spec} is named {loaded!r}; write {loaded} = "{spec}"'
             )
     run = dict(_table("run", raw["run"]))
-    given = run["strategies"]
-    if isinstance(given, str):
-        from lblab.config import split_commas
-
-        given = split_commas(given)
-    if isinstance(given, list) and all(isinstance(g, str) for g in given):
-        names = []
-        for entry in given:
-            ref, extra = split_options(entry, "run.strategies")
-            try:
-                name = resolve(ref) if ref not in STRATEGIES and ref not in specs else ref
-            except ConfigError as exc:
-                raise ConfigError(f"run.strategies: {exc}") from None
-            if name not in STRATEGIES:
-                specs[name] = user_sources()[name].spec
-            if extra:
-                options[name] = {**options.get(name, {}), **extra}
-            names.append(name)
-        run["strategies"] = names
+    names = []
+    for entry in _names("run.strategies", run["strategies"]):
+        ref, extra = split_options(entry, "run.strategies")
+        try:
+            name = resolve(ref) if ref not in STRATEGIES and ref not in specs else ref
+        except ConfigError as exc:
+            raise ConfigError(f"run.strategies: {exc}") from None
+        if name not in STRATEGIES:
+            specs[name] = user_sources()[name].spec
+        if extra:
+            options[name] = {**options.get(name, {}), **extra}
+        names.append(name)
+    run["strategies"] = names
     out["run"] = run
     out["strategy_specs"] = specs
     out["strategy_options"] = options

@@ -15,6 +15,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
+from lblab.config import parse_assignments
 from lblab.errors import ConfigError
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
@@ -86,13 +87,5 @@ def split_options(text: str, where: str) -> tuple[str, dict[str, str]]:
             f"{where}: {text!r} is not STRATEGY[NAME=VALUE,...]; write e.g. "
             "'least-request[choice_count=3]' (quoted: the shell reads brackets)"
         )
-    options: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in inside.split(","))):
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(
-                f"{where}: option {item!r} of {ref!r} is not NAME=VALUE; write e.g. "
-                f"'{ref}[tie=random]'"
-            )
-        options[name.strip()] = value.strip()
-    return ref.strip(), options
+    ref = ref.strip()
+    return ref, parse_assignments(inside, f"{where} {ref!r}", f"'{ref}[tie=random]'")
