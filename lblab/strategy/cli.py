@@ -37,7 +37,7 @@ def check_command(
 
     ref, options = split_options(spec, "SPEC")
     findings = check(ref, options or None, examples=examples)
-    for line in report_lines(ref, findings):
+    for line in report_lines(findings):
         typer.echo(line)
     failed = [f for f in findings if not f.ok]
     typer.echo(f"{len(findings) - len(failed)} passed, {len(failed)} failed")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime
 import gc
+import heapq
 import random
 import sys
 import time
@@ -163,9 +164,10 @@ def check(spec: str, options: dict[str, str] | None = None, examples: int = 60) 
     """Every finding for the strategy ``spec`` (a name or a spec), in the order above."""
     cls = strategy_class(spec)
     name = str(cls.name)
-    make: Callable[[int], ConfiguredStrategy] = lambda seed: make_strategy(  # noqa: E731
-        name, options, rng=random.Random(seed)
-    )
+
+    def make(seed: int) -> ConfiguredStrategy:
+        return make_strategy(name, options, rng=random.Random(seed))
+
     findings = [_static(cls)]
     watch = _Watch()
     with watch.watching():
@@ -337,7 +339,8 @@ def _script(make: Callable[[int], ConfiguredStrategy], watch: _Watch, seed: int)
     pool = _pool(make(seed), watch, 5)
     rng = random.Random(f"lblab-check-script-{seed}")
     now, picked = 0.0, []
-    out: list[tuple[float, float, Any, RequestView]] = []
+    out: list[tuple[float, int, float, Any, RequestView]] = []
+    """Requests in flight: (done, id, sent, view, request), a heap by when they end."""
     for rid in range(2000):
         now += rng.expovariate(500.0)
         if rid == 700:
@@ -345,9 +348,8 @@ def _script(make: Callable[[int], ConfiguredStrategy], watch: _Watch, seed: int)
         if rid == 1200:
             pool.set_state("s1", Health.UP, now)
             pool.add(BackendSpec("s5", 2.0), now)
-        out.sort(key=lambda item: item[0])
         while out and out[0][0] <= now:
-            done, sent, view, req = out.pop(0)
+            done, _, sent, view, req = heapq.heappop(out)
             pool.complete(view, req, Outcome(ok=True, latency_ms=(done - sent) * 1000), done)
         req = RequestView(request_id=rid, routing_key=b"%d" % rng.randrange(64),
                           client_address=f"10.0.{rid % 3}.1")  # fmt: skip
@@ -355,8 +357,9 @@ def _script(make: Callable[[int], ConfiguredStrategy], watch: _Watch, seed: int)
         picked.append(view.id if view else "-")
         if view is not None:
             pool.dispatch(view, req, now)
-            out.append((now + rng.expovariate(250.0 / (1 + view.index % 3)), now, view, req))
-        if strategy_uses_reports(pool) and rid % 50 == 0:
+            done = now + rng.expovariate(250.0 / (1 + view.index % 3))
+            heapq.heappush(out, (done, rid, now, view, req))
+        if _uses_reports(pool.strategy) and rid % 50 == 0:
             for v in pool.views:
                 pool.report(v.id, LoadReport(server=v.id, source="agent", t=now,
                             cpu_util=min(1.0, v.inflight / 8), qps=100.0, inflight=v.inflight,
@@ -368,8 +371,7 @@ def _script(make: Callable[[int], ConfiguredStrategy], watch: _Watch, seed: int)
     return picked
 
 
-def strategy_uses_reports(pool: Pool) -> bool:
-    s = pool.strategy
+def _uses_reports(s: Any) -> bool:
     return bool(s.uses_agent_reports or s.uses_response_reports or s.uses_push_reports)
 
 
@@ -451,6 +453,6 @@ def _pick_us(name: str, options: dict[str, str] | None, size: int) -> float:
     return (time.perf_counter() - started) / picks * 1e6
 
 
-def report_lines(spec: str, findings: Sequence[Finding]) -> list[str]:
+def report_lines(findings: Sequence[Finding]) -> list[str]:
     """One line a finding: ``ok`` or ``FAIL``, the check, what was seen."""
     return [f"{'ok  ' if f.ok else 'FAIL'} {f.check}: {f.line}" for f in findings]
