@@ -9,6 +9,7 @@ import typer
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, check_limits
 from lblab.errors import ConfigError
+from lblab.loadreport import REPORT_TOKEN_ENV
 
 
 def balancer_command(
@@ -77,7 +78,7 @@ def balancer_command(
     report_token: str | None = typer.Option(
         None,
         "--report-token",
-        envvar="LBLAB_REPORT_TOKEN",
+        envvar=REPORT_TOKEN_ENV,
         show_envvar=True,
         help="Token an agent's connection must present (`lblab agent --report-token`); "
         "without it the agent port takes reports from any peer. Prefer the environment "

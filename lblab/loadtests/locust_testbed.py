@@ -86,11 +86,7 @@ class LocustTestbed:
             seed=config.seed + phase.index,
             records_dir=str(records),
             balancers=processes.balancer_addresses(),
-            spikes=tuple(
-                s
-                for e in config.timeline
-                if e.applies_to(phase.scenario) and (s := e.spike()) is not None
-            ),
+            spikes=config.spikes(phase.scenario),
             users=load.users,
         )
         expected = loadgen.expected_seconds(spec, load)

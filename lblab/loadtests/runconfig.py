@@ -75,7 +75,15 @@ from lblab.scenarios import (
     Scenario,
     builtin_scenario,
 )
-from lblab.servers.behaviour import MAX_COLD_FACTOR, MAX_COLD_S, ColdStart, Failing, RateLimit
+from lblab.servers.behaviour import (
+    MAX_COLD_FACTOR,
+    MAX_COLD_S,
+    MAX_FAIL_DELAY_MS,
+    MAX_LIMIT,
+    ColdStart,
+    Failing,
+    RateLimit,
+)
 from lblab.servers.slowdown import Control, Slowdown
 from lblab.servers.work import MAX_WORK_BYTES
 from lblab.traces import BUILTIN_TRACES, TraceWindow, schedule
@@ -619,8 +627,7 @@ class RunConfig:
                     f"timeline[{i}].cpu_quota", event.cpu_quota or 0, maximum=os.cpu_count() or 1
                 )
         for scenario in self.scenarios:
-            spikes = [e.spike() for e in self.timeline if e.applies_to(scenario.name)]
-            given = [s for s in spikes if s is not None]
+            given = self.spikes(scenario.name)
             check_spikes(given, f"timeline (scenario {scenario.name})")
             closed = self.loads[scenario.name].model == "closed"
             live = self.testbed.kind != "simulated"
@@ -645,6 +652,12 @@ class RunConfig:
                 "run.locust_master_bind is for a distributed Locust: give --expect-workers N "
                 "(workers on other hosts) or --locust-workers N as well"
             )
+
+    def spikes(self, scenario: str) -> tuple[Spike, ...]:
+        """The ``spike`` events of ``scenario``'s phases (``loadtests/spikes.py``)."""
+        return tuple(
+            s for e in self.timeline if e.applies_to(scenario) and (s := e.spike()) is not None
+        )
 
     def to_toml(self) -> str:
         return dumps_toml(self.raw)
@@ -903,13 +916,18 @@ def _behaviour(ev: Mapping[str, Any], where: str) -> dict[str, Any]:
             return {
                 "rate": parse_float(ev["rate"], f"{where}.rate", above=0, maximum=1),
                 "delay_ms": parse_float(
-                    ev.get("delay_ms", 1.0), f"{where}.delay_ms", minimum=0, maximum=3_600_000
+                    ev.get("delay_ms", 1.0),
+                    f"{where}.delay_ms",
+                    minimum=0,
+                    maximum=MAX_FAIL_DELAY_MS,
                 ),
             }
         case "reject":
             return {
-                "limit": parse_float(ev["limit"], f"{where}.limit", above=0, maximum=1e6),
-                "burst": parse_float(ev.get("burst", 0), f"{where}.burst", minimum=0, maximum=1e6),
+                "limit": parse_float(ev["limit"], f"{where}.limit", above=0, maximum=MAX_LIMIT),
+                "burst": parse_float(
+                    ev.get("burst", 0), f"{where}.burst", minimum=0, maximum=MAX_LIMIT
+                ),
             }
         case "cold":
             duration = parse_duration(ev["duration"], f"{where}.duration")

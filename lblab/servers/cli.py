@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S
+from lblab.loadreport import REPORT_TOKEN_ENV
 from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT, DRAIN_TIMEOUT_S
 
 
@@ -111,7 +112,7 @@ def agent(
     report_token: str | None = typer.Option(
         None,
         "--report-token",
-        envvar="LBLAB_REPORT_TOKEN",
+        envvar=REPORT_TOKEN_ENV,
         show_envvar=True,
         help="The run's report token, as the balancer's --report-token (sent in each "
         "connection's SETUP); prefer the environment variable (a flag shows in `ps`).",

@@ -237,7 +237,7 @@ class SimServer:
         if limiter is not None and not self._full() and not limiter.take(self._env._now):
             return False
         if self.paused:
-            if self.capacity is not None and self.load >= self.capacity:
+            if self._full():
                 return False
             self.queue.append(job)
             return True

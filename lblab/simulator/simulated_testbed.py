@@ -158,11 +158,7 @@ def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
         server_ids=tuple(s.id for s in specs),
         joins_later=tuple(s.id for s in specs[len(config.servers) :]),
         timeline=timeline(config, phase.scenario),
-        spikes=tuple(
-            s
-            for e in config.timeline
-            if e.applies_to(phase.scenario) and (s := e.spike()) is not None
-        ),
+        spikes=config.spikes(phase.scenario),
         requests=requests,
         duration=duration,
         arrivals=arrivals,
