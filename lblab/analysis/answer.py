@@ -46,7 +46,7 @@ import pandas as pd
 
 from lblab.analysis.load import open_results
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
-from lblab.analysis.numbers import number
+from lblab.analysis.numbers import interval
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.analysis.stats import t_quantile
 from lblab.analysis.summary_csv import write_summary_csv
@@ -109,11 +109,11 @@ class Pair:
         if self.blocks < 2:
             return f"{self.a} vs {self.b}: {self.blocks} block(s), no interval yet"
         if self.log or self.reference:
-            lo, mid, hi = (number(100 * self.relative(v), "{:+.3g}") for v in
-                           (self.lo, self.diff, self.hi))  # fmt: skip
-            return f"{self.a} vs {self.b}: {mid} % [{lo}, {hi}] over {self.blocks} blocks"
-        lo, mid, hi = (number(v, "{:+.3g}") for v in (self.lo, self.diff, self.hi))
-        return f"{self.a} vs {self.b}: {mid} [{lo}, {hi}] over {self.blocks} blocks"
+            mid, lo, hi = (100 * self.relative(v) for v in (self.diff, self.lo, self.hi))
+            shown = interval(mid, lo, hi, unit=" %")
+        else:
+            shown = interval(self.diff, self.lo, self.hi)
+        return f"{self.a} vs {self.b}: {shown} over {self.blocks} blocks"
 
 
 @dataclass(frozen=True, slots=True)

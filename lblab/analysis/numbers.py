@@ -24,3 +24,13 @@ def number(value: float, template: str = "{:.3g}") -> str:
     if any(ch in _NONZERO for ch in mantissa):
         return text
     return template.replace("+", "").format(0.0)
+
+
+def bounds(lo: float, hi: float, template: str = "{:+.3g}") -> str:
+    """``[+2, +14.3]``: an interval's ends, each by ``number``."""
+    return f"[{number(lo, template)}, {number(hi, template)}]"
+
+
+def interval(mid: float, lo: float, hi: float, template: str = "{:+.3g}", unit: str = "") -> str:
+    """``+8.1 % [+2, +14.3]``: a value, ``unit``, and its interval (``bounds``)."""
+    return f"{number(mid, template)}{unit} {bounds(lo, hi, template)}"

@@ -14,7 +14,7 @@ import pandas as pd
 
 from lblab.analysis.charts import FAILED, failed_keys
 from lblab.analysis.metrics import HEADLINE, metric_info
-from lblab.analysis.numbers import number
+from lblab.analysis.numbers import interval, number
 from lblab.analysis.ordering import order_scenarios, order_strategies
 
 MARK = "\u2020"
@@ -27,7 +27,7 @@ def _cell(metric: str, mean: float, lo: float, hi: float) -> str:
         return "-"
     if math.isnan(lo) or math.isnan(hi):
         return number(mean, fmt)
-    return f"{number(mean, fmt)} [{number(lo, fmt)}, {number(hi, fmt)}]"
+    return interval(mean, lo, hi, fmt)
 
 
 def summary_table(

@@ -16,7 +16,7 @@ import pandas as pd
 
 from lblab.analysis.answer import ABSOLUTE_MARGINS, LEVEL, TIE, UNRESOLVED, WINNER
 from lblab.analysis.metrics import METRICS
-from lblab.analysis.numbers import number
+from lblab.analysis.numbers import bounds, interval, number
 
 COLUMNS = ["scenario", "metric", "verdict", "label", "winner", "runner_up", "why"]
 MARK = {WINNER: "", TIE: "=", UNRESOLVED: "?"}
@@ -104,8 +104,8 @@ def _by(cell: Mapping[str, Any]) -> str:
     rel, lo, hi = d.get("relative"), d.get("relative_lo"), d.get("relative_hi")
     if rel is None or lo is None or hi is None:
         return ""
-    rel_, lo_, hi_ = (number(100 * v, "{:+.0f}") for v in (rel, lo, hi))
-    return f" ({rel_} % [{lo_}, {hi_}] vs {cell.get('runner_up')})"
+    shown = interval(100 * rel, 100 * lo, 100 * hi, "{:+.0f}", " %")
+    return f" ({shown} vs {cell.get('runner_up')})"
 
 
 def margin_words(equivalence: float, metric: str | None = None) -> str:
@@ -181,5 +181,8 @@ def _interval(metric: str, d: Mapping[str, Any]) -> str:
         first = values[0]
         shown = "" if first is None else f"{number(scale * first, '{:+.3g}')}{unit}, "
         return f"{shown}{blocks} block{'s' if blocks != 1 else ''}, no interval"
-    mid, lo, hi, lo90, hi90 = (number(scale * v, "{:+.3g}") for v in known)
-    return f"{mid}{unit} [{lo}, {hi}] (95 %), 90 %: [{lo90}, {hi90}], over {blocks} blocks"
+    mid, lo, hi, lo90, hi90 = (scale * v for v in known)
+    return (
+        f"{interval(mid, lo, hi, unit=unit)} (95 %), 90 %: {bounds(lo90, hi90)}, "
+        f"over {blocks} blocks"
+    )
