@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -204,3 +205,36 @@ def test_resume_loads_the_runs_copy_and_refuses_an_edited_one(tmp_path: Path) ->
     result = run_lblab(["run", "--resume", "--out", str(run_dir)], 120)
     assert result.returncode == 2
     assert "was changed after the run" in result.stderr, result.stderr
+
+
+def test_a_package_names_its_strategy_by_entry_point(tmp_path: Path) -> None:
+    """An installed distribution (a ``.dist-info`` on the path, as pip leaves one) adds a
+    name through the entry-point group ``lblab.strategies``; its module works as
+    ``package.module:Class`` too, and an entry point whose name is not the class's is
+    refused in one line."""
+    site = tmp_path / "site"
+    (site / "my_strategies").mkdir(parents=True)
+    (site / "my_strategies" / "__init__.py").write_text("")
+    (site / "my_strategies" / "balancing.py").write_text(LEAST_OF_THREE)
+    info = site / "my_strategies-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-strategies\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[lblab.strategies]\nleast-of-3 = my_strategies.balancing:LeastOfThree\n"
+        "misnamed = my_strategies.balancing:LeastOfThree\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    for given in ("least-of-3", "my_strategies.balancing:LeastOfThree"):
+        result = subprocess.run(
+            lblab_command("simulate", "--requests", "300", "-s", given),
+            capture_output=True, text=True, timeout=120, check=False, env=env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "least-of-3" in result.stdout
+    result = subprocess.run(
+        lblab_command("simulate", "--requests", "300", "-s", "misnamed"),
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "the entry point's name and the class's name must be the same" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
