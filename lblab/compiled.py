@@ -27,6 +27,21 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
+STRATEGIES_NOT_COMPILED = ("__init__", "configs", "listing", "options", "registry", "specs")
+"""The modules of ``balancer/strategies/`` left out of ``MODULES`` (why: its docstring)."""
+
+
+def _strategy_modules() -> list[str]:
+    """Every other module of ``balancer/strategies/``: a built-in strategy added there is
+    compiled with the others, with no list to edit."""
+    folder = Path(__file__).resolve().parent / "balancer" / "strategies"
+    return [
+        f"lblab.balancer.strategies.{p.stem}"
+        for p in sorted(folder.glob("*.py"))
+        if p.stem not in STRATEGIES_NOT_COMPILED
+    ]
+
+
 MODULES = (
     "lblab.balancer.framing",
     "lblab.balancer.outbox",
@@ -37,41 +52,7 @@ MODULES = (
     "lblab.balancer.backend",
     "lblab.balancer.frontend",
     "lblab.balancer.lifecycle",
-    "lblab.balancer.strategies.base",
-    "lblab.balancer.strategies.available",
-    "lblab.balancer.strategies.ewma",
-    "lblab.balancer.strategies.awrr",
-    "lblab.balancer.strategies.c3",
-    "lblab.balancer.strategies.configured",
-    "lblab.balancer.strategies.dwrr",
-    "lblab.balancer.strategies.dwrr_latency",
-    "lblab.balancer.strategies.dynamic",
-    "lblab.balancer.strategies.dynamic_hybrid",
-    "lblab.balancer.strategies.dynamic_immediate",
-    "lblab.balancer.strategies.edf",
-    "lblab.balancer.strategies.first",
-    "lblab.balancer.strategies.ip_hash",
-    "lblab.balancer.strategies.lc",
-    "lblab.balancer.strategies.lease",
-    "lblab.balancer.strategies.least_load",
-    "lblab.balancer.strategies.least_request",
-    "lblab.balancer.strategies.least_time",
-    "lblab.balancer.strategies.lrt",
-    "lblab.balancer.strategies.maglev",
-    "lblab.balancer.strategies.minheap",
-    "lblab.balancer.strategies.p2c",
-    "lblab.balancer.strategies.peak_ewma",
-    "lblab.balancer.strategies.prequal",
-    "lblab.balancer.strategies.quantile",
-    "lblab.balancer.strategies.r",
-    "lblab.balancer.strategies.ring_hash",
-    "lblab.balancer.strategies.rr",
-    "lblab.balancer.strategies.rsocket_weighted",
-    "lblab.balancer.strategies.smooth",
-    "lblab.balancer.strategies.weights",
-    "lblab.balancer.strategies.wrr",
-    "lblab.balancer.strategies.wrr_block",
-    "lblab.balancer.strategies.wrr_orca",
+    *_strategy_modules(),
     "lblab.wire.codec",
     "lblab.wire.codes",
     "lblab.wire.connection",
@@ -81,10 +62,11 @@ MODULES = (
 """What is compiled: the per-request path of the balancer and of the Locust user's client,
 and every registered strategy with what it shares (the views, the base classes, the
 available list, the EWMA decay, the schedulers), so that all strategies pick at the
-same, compiled price (``benchmarks/bench_pick.py``). Left out: the strategies' option
-classes (``strategies/configs.py``: mypyc erases ``Literal`` annotations and its frozen
-dataclasses cannot be copied), the registry, option parsing and listing (``registry``,
-``options``, ``listing``: run once, at start) and the simulator's own strategies."""
+same, compiled price (``benchmarks/bench_pick.py``). Left out (``STRATEGIES_NOT_COMPILED``):
+the strategies' option classes (``strategies/configs.py``: mypyc erases ``Literal``
+annotations and its frozen dataclasses cannot be copied), the registry, spec loading,
+option parsing and listing (``registry``, ``specs``, ``options``, ``listing``: run once,
+at start) and the simulator's own strategies."""
 
 GROUP = "lblab_core"
 """mypyc's name for the shared library of the group (``lblab_core__mypyc``)."""

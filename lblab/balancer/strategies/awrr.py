@@ -59,6 +59,7 @@ def bucket_count(load: float, load_avg: float, a: float) -> int:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class AutomaticWeightedRoundRobin(ConfiguredStrategy[AwrrConfig]):
     name = "awrr"
+    listed = (2, 7)
     summary = "Cheetah AWRR: buckets = round(10 L_avg / ((1-a) L_i + a L_avg)) in [2, 30], shuffled"
     Config = AwrrConfig
     uses_agent_reports = True

@@ -278,6 +278,10 @@ class BaseStrategy:
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    listed: ClassVar[tuple[int, int]]
+    """A built-in's place in docs/ALGORITHMS.md, ``(section, place)``: declaring it in
+    a class of a module of this package makes the class a built-in
+    (``lblab.strategy_names``). A user strategy leaves it out."""
     uses_response_reports: ClassVar[bool] = False
     uses_push_reports: ClassVar[bool] = False
     uses_agent_reports: ClassVar[bool] = False

@@ -166,6 +166,7 @@ class ServerState:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class C3(ConfiguredStrategy[C3Config]):
     name = "c3"
+    listed = (4, 4)
     summary = "C3: rank by R - 1/mu + (1 + os*n + q)^3 / mu; cubic per-server rate limits"
 
     def takes_first_on_ties(self) -> bool:

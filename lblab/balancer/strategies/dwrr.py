@@ -40,6 +40,7 @@ MAX_WEIGHT: Final = 100
 @mypyc_attr(allow_interpreted_subclasses=True)
 class DynamicWeightedRoundRobin(ConfiguredStrategy[DynamicWrrConfig]):
     name = "dwrr"
+    listed = (1, 6)
     summary = "smooth WRR on w = qps / max(cpu util, eps) from agents, EWMA, 1..100, every 0.5 s"
     Config = DynamicWrrConfig
     uses_agent_reports = True

@@ -28,6 +28,7 @@ SAMPLES: Final = 3
 @mypyc_attr(allow_interpreted_subclasses=True)
 class LatencyDynamicWeightedRoundRobin(BlockWeightedRoundRobin):
     name = "dwrr-latency"
+    listed = (1, 7)
     summary = "thesis DWRR: w = max(inv) // inv, inv = ceil(lat / max(1, min lat)), per cycle"
     uses_response_reports = True
 

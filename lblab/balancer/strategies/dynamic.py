@@ -47,6 +47,7 @@ def estimate_ms(report: LoadReport) -> float | None:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Dynamic(LeastLoadStrategy):
     name = "dynamic"
+    listed = (2, 4)
     summary = "least server-estimated queued work, updated from response reports only (herds)"
 
     def takes_first_on_ties(self) -> bool:

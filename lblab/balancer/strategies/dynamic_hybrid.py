@@ -13,6 +13,7 @@ from .dynamic import Dynamic
 @mypyc_attr(allow_interpreted_subclasses=True)
 class DynamicHybrid(Dynamic):
     name = "dynamic-hybrid"
+    listed = (2, 6)
     summary = "as dynamic, from both response reports and pushed estimates"
     uses_response_reports = True
     uses_push_reports = True

@@ -16,6 +16,7 @@ from .dynamic import Dynamic
 @mypyc_attr(allow_interpreted_subclasses=True)
 class DynamicImmediate(Dynamic):
     name = "dynamic-immediate"
+    listed = (2, 5)
     summary = "as dynamic, but from estimates the server pushes when a request arrives"
     uses_response_reports = False
     uses_push_reports = True

@@ -17,6 +17,7 @@ from .configured import ConfiguredStrategy
 @mypyc_attr(allow_interpreted_subclasses=True)
 class First(ConfiguredStrategy):
     name = "first"
+    listed = (2, 1)
     summary = "always the first available backend (no balancing)"
 
     def takes_first_on_ties(self) -> bool:

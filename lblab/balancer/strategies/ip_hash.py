@@ -52,6 +52,7 @@ def key_bytes(address: str | None) -> bytes:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class IpHash(ConfiguredStrategy):
     name = "ip-hash"
+    listed = (3, 3)
     summary = "nginx ip_hash: h = (h * 113 + octet) % 6271 over 3 octets, h % total weight"
 
     def _setup(self) -> None:

@@ -35,6 +35,7 @@ from .minheap import LazyMinHeap
 @mypyc_attr(allow_interpreted_subclasses=True)
 class LeastConnections(ConfiguredStrategy[LeastConnectionsConfig]):
     name = "lc"
+    listed = (1, 5)
     summary = "fewest in flight; ties to the first in list order (tie=first|random|rr, weighted)"
     Config = LeastConnectionsConfig
 

@@ -24,6 +24,7 @@ from .configured import ConfiguredStrategy
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Lease(ConfiguredStrategy):
     name = "lease"
+    listed = (3, 6)
     summary = "most remaining LEASE allowance; never beyond a lease"
     uses_leases = True
     full_scan = True

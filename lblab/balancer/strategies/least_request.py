@@ -49,6 +49,7 @@ from .edf import MAX_PRE_PICKS, EdfScheduler
 @mypyc_attr(allow_interpreted_subclasses=True)
 class LeastRequest(ConfiguredStrategy[LeastRequestConfig]):
     name = "least-request"
+    listed = (4, 2)
     summary = "Envoy: fewest in flight of 2 random draws; unequal weights: EDF, w / (inflight + 1)"
     Config = LeastRequestConfig
 

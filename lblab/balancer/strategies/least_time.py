@@ -22,6 +22,7 @@ from .least_load import LeastLoadStrategy
 @mypyc_attr(allow_interpreted_subclasses=True)
 class LeastTime(LeastLoadStrategy[LeastTimeConfig]):
     name = "least-time"
+    listed = (2, 3)
     summary = "min latency EWMA * (1 + inflight) / w (nginx least_time)"
 
     def takes_first_on_ties(self) -> bool:

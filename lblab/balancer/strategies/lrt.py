@@ -22,6 +22,7 @@ from .least_load import LeastLoadStrategy
 @mypyc_attr(allow_interpreted_subclasses=True)
 class LeastResponseTime(LeastLoadStrategy):
     name = "lrt"
+    listed = (2, 2)
     summary = "min (inflight, mean server-reported service time), in that order"
 
     def takes_first_on_ties(self) -> bool:

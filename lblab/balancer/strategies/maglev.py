@@ -72,6 +72,7 @@ def key_slot(key: bytes, m: int) -> int:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Maglev(ConfiguredStrategy[MaglevConfig]):
     name = "maglev"
+    listed = (3, 5)
     summary = "Maglev table of prime size M (65537): backends take turns filling preferred slots"
     Config = MaglevConfig
     uses_routing_key = True

@@ -94,6 +94,7 @@ class TwoChoices(ConfiguredStrategy[C]):
 @mypyc_attr(allow_interpreted_subclasses=True)
 class PowerOfTwoChoices(TwoChoices):
     name = "p2c"
+    listed = (2, 8)
     summary = "two distinct random available backends; the one with fewer in flight wins"
 
     def load(self, backend: BackendView, now: float) -> float:

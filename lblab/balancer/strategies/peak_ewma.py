@@ -58,6 +58,7 @@ class PeakCost:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class PeakEwma(TwoChoices[PeakEwmaConfig]):
     name = "peak-ewma"
+    listed = (3, 1)
     summary = "Finagle P2C on peak EWMA cost * (inflight + 1), tau 10 s, decays on read"
     Config = PeakEwmaConfig
 

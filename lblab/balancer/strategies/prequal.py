@@ -87,6 +87,7 @@ class Probe:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Prequal(ConfiguredStrategy[PrequalConfig]):
     name = "prequal"
+    listed = (4, 1)
     summary = (
         "probe r_probe random servers a query; pick the cold probed server with the lowest "
         "latency, or the lowest RIF when all are hot"

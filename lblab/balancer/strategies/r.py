@@ -18,6 +18,7 @@ from .configured import ConfiguredStrategy
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Random(ConfiguredStrategy):
     name = "r"
+    listed = (1, 1)
     summary = "uniform random among available backends"
 
     def pick(

@@ -4,88 +4,46 @@
 typed, validated config. Names and options are checked here, at load; an unknown name
 or option is a ``ConfigError`` that lists what is valid.
 
-The names and their order are ``lblab.strategy_names.STRATEGY_NAMES``, which the layers
-that may not import the balancer (analysis) read; this module refuses to import if the
-classes below register anything else, or in another order.
+The built-ins are found from their own declarations: a class with ``name`` and
+``listed`` in a module of this package (``lblab.strategy_names`` reads them from the
+source, for the layers that may not import the balancer; this module imports exactly
+those classes, in that order).
 """
 
 from __future__ import annotations
 
+import importlib
 import random
 from collections.abc import Mapping
 
 from lblab.errors import ConfigError
-from lblab.strategy_names import STRATEGY_NAMES
+from lblab.strategy_names import BUILT_INS
 
 from . import specs
-from .awrr import AutomaticWeightedRoundRobin
-from .c3 import C3
 from .configured import ConfiguredStrategy
-from .dwrr import DynamicWeightedRoundRobin
-from .dwrr_latency import LatencyDynamicWeightedRoundRobin
-from .dynamic import Dynamic
-from .dynamic_hybrid import DynamicHybrid
-from .dynamic_immediate import DynamicImmediate
-from .first import First
-from .ip_hash import IpHash
-from .lc import LeastConnections
-from .lease import Lease
-from .least_request import LeastRequest
-from .least_time import LeastTime
-from .lrt import LeastResponseTime
-from .maglev import Maglev
 from .options import build_config
-from .p2c import PowerOfTwoChoices
-from .peak_ewma import PeakEwma
-from .prequal import Prequal
-from .r import Random
-from .ring_hash import RingHash
-from .rr import RoundRobin
-from .rsocket_weighted import RSocketWeighted
 from .specs import StrategySource
-from .wrr import WeightedRoundRobin
-from .wrr_block import BlockWeightedRoundRobin
-from .wrr_orca import WeightedRoundRobinOrca
 
-STRATEGIES: dict[str, type[ConfiguredStrategy]] = {
-    cls.name: cls
-    for cls in (
-        # the thesis five (and their variants)
-        Random,
-        RoundRobin,
-        WeightedRoundRobin,
-        BlockWeightedRoundRobin,
-        LeastConnections,
-        DynamicWeightedRoundRobin,
-        LatencyDynamicWeightedRoundRobin,
-        # from the other papers
-        First,
-        LeastResponseTime,
-        LeastTime,
-        Dynamic,
-        DynamicImmediate,
-        DynamicHybrid,
-        AutomaticWeightedRoundRobin,
-        PowerOfTwoChoices,
-        # from the best balancers
-        PeakEwma,
-        RSocketWeighted,
-        IpHash,
-        RingHash,
-        Maglev,
-        Lease,
-        # what production runs today
-        Prequal,
-        LeastRequest,
-        WeightedRoundRobinOrca,
-        C3,
-    )
-}
-if tuple(STRATEGIES) != STRATEGY_NAMES:
-    raise RuntimeError(  # a bug: the two lists are edited together
-        f"the registry's strategies {list(STRATEGIES)} differ from "
-        f"lblab.strategy_names.STRATEGY_NAMES {list(STRATEGY_NAMES)}: keep both in one order"
-    )
+
+def _import_built_ins() -> dict[str, type[ConfiguredStrategy]]:
+    """Each class ``lblab.strategy_names.BUILT_INS`` reads from the modules' source,
+    imported, and checked to be what its source declares."""
+    found: dict[str, type[ConfiguredStrategy]] = {}
+    for b in BUILT_INS:
+        cls = getattr(importlib.import_module(f"{__package__}.{b.module}"), b.cls)
+        if not (isinstance(cls, type) and issubclass(cls, ConfiguredStrategy)):
+            raise RuntimeError(f"{b.module}.{b.cls} is listed but is not a ConfiguredStrategy")
+        if (cls.name, cls.__dict__.get("listed")) != (b.name, b.listed):
+            raise RuntimeError(  # a bug: the source and the class disagree
+                f"{b.module}.{b.cls}: its source says name {b.name!r} listed {b.listed}, "
+                f"the class {cls.name!r} {cls.__dict__.get('listed')}"
+            )
+        found[b.name] = cls
+    return found
+
+
+STRATEGIES: dict[str, type[ConfiguredStrategy]] = _import_built_ins()
+"""Every built-in strategy by name, in the order of docs/ALGORITHMS.md."""
 _USER: dict[str, tuple[type[ConfiguredStrategy], StrategySource]] = {}
 """User strategies loaded in this process (``resolve``, ``install``): name -> class and
 source."""

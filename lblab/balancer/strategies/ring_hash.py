@@ -59,6 +59,7 @@ def key_point(key: bytes) -> int:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class RingHash(ConfiguredStrategy[RingHashConfig]):
     name = "ring-hash"
+    listed = (3, 4)
     summary = "consistent hash (Ketama): 160 * weight points per backend, next point clockwise"
     Config = RingHashConfig
     uses_routing_key = True

@@ -21,6 +21,7 @@ from .configured import ConfiguredStrategy
 @mypyc_attr(allow_interpreted_subclasses=True)
 class RoundRobin(ConfiguredStrategy):
     name = "rr"
+    listed = (1, 2)
     summary = "next available backend in list order"
 
     def _setup(self) -> None:

@@ -161,6 +161,7 @@ class WeightedStats:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class RSocketWeighted(TwoChoices):
     name = "rsocket-weighted"
+    listed = (3, 2)
     summary = (
         "rsocket-java WeightedLoadbalanceStrategy: P2C on availability / (1 + L (pending + 1))"
     )

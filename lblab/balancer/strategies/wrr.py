@@ -24,6 +24,7 @@ from .smooth import SmoothWeights
 @mypyc_attr(allow_interpreted_subclasses=True)
 class WeightedRoundRobin(ConfiguredStrategy):
     name = "wrr"
+    listed = (1, 3)
     summary = "static weights, smooth weighted round robin (nginx): 5,1,1 -> A A B A C A A"
     full_scan = True
 

@@ -24,6 +24,7 @@ from .configured import ConfiguredStrategy
 @mypyc_attr(allow_interpreted_subclasses=True)
 class BlockWeightedRoundRobin(ConfiguredStrategy):
     name = "wrr-block"
+    listed = (1, 4)
     summary = "thesis WRR: w consecutive picks per backend, in list order"
 
     def _setup(self) -> None:

@@ -72,6 +72,7 @@ class BackendWeight:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class WeightedRoundRobinOrca(ConfiguredStrategy[WrrOrcaConfig]):
     name = "wrr-orca"
+    listed = (4, 3)
     summary = "gRPC weighted_round_robin: EDF on qps / (util + eps/qps * penalty), 10 s blackout"
     Config = WrrOrcaConfig
     uses_agent_reports = True

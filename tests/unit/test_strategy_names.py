@@ -1,0 +1,64 @@
+"""The built-ins come from one declaration per class: ``name`` and ``listed`` in its module."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lblab import compiled
+from lblab.balancer.strategies.registry import STRATEGIES
+from lblab.strategy_names import BUILT_INS, STRATEGY_NAMES, THESIS_FIVE, declared_built_ins
+
+
+def _module(folder: Path, stem: str, body: str) -> None:
+    (folder / f"{stem}.py").write_text(textwrap.dedent(body))
+
+
+def test_a_module_with_a_listed_class_is_a_built_in_in_its_place(tmp_path: Path) -> None:
+    _module(tmp_path, "b", 'class B:\n    name = "b"\n    listed = (2, 1)\n')
+    _module(tmp_path, "a", 'class A:\n    name: str = "a"\n    listed = (1, 9)\n')
+    _module(tmp_path, "helper", 'class Helper:\n    name = "not a strategy"\n')
+    _module(tmp_path, "sub", 'class Sub:\n    name = "c"\n    listed = (1, 10)\n')
+    found = declared_built_ins(tmp_path)
+    assert [(b.name, b.module, b.cls) for b in found] == [
+        ("a", "a", "A"), ("c", "sub", "Sub"), ("b", "b", "B")
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("bodies", "said"),
+    [
+        (['class A:\n    name = "a"\n    listed = (1, 1)\n',
+          'class B:\n    name = "a"\n    listed = (1, 2)\n'], "both name 'a'"),
+        (['class A:\n    name = "a"\n    listed = (1, 1)\n',
+          'class B:\n    name = "b"\n    listed = (1, 1)\n'], "both listed (1, 1)"),
+        (['class A:\n    listed = (1, 1)\n'], "has no name"),
+        (['class A:\n    name = "a"\n    listed = (9, 1)\n'], "section 1 to 4"),
+        (['class A:\n    name = "a"\n    listed = "first"\n'], "(section, place)"),
+    ],
+)  # fmt: skip
+def test_a_declaration_taken_twice_or_malformed_is_named(
+    tmp_path: Path, bodies: list[str], said: str
+) -> None:
+    for i, body in enumerate(bodies):
+        _module(tmp_path, f"m{i}", body)
+    with pytest.raises(RuntimeError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        declared_built_ins(tmp_path)
+
+
+def test_the_registry_imports_exactly_the_declared_classes_in_their_order() -> None:
+    assert tuple(STRATEGIES) == STRATEGY_NAMES
+    assert set(THESIS_FIVE) <= set(STRATEGY_NAMES)
+    for b in BUILT_INS:
+        cls = STRATEGIES[b.name]
+        assert (cls.__name__, cls.__module__.rsplit(".", 1)[-1]) == (b.cls, b.module)
+
+
+def test_every_strategy_module_is_compiled_but_the_ones_run_once_at_start() -> None:
+    compiled_strategies = {m for m in compiled.MODULES if ".strategies." in m}
+    assert {f"lblab.balancer.strategies.{b.module}" for b in BUILT_INS} <= compiled_strategies
+    assert not {m.rsplit(".", 1)[-1] for m in compiled_strategies} & set(
+        compiled.STRATEGIES_NOT_COMPILED
+    )
