@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,11 +160,15 @@ def start(
     return run
 
 
-def launch(name: str, argv: list[str], log: Path) -> Child:
+def launch(
+    name: str, argv: list[str], log: Path, env: Mapping[str, str] | None = None
+) -> Child:
+    """Start ``argv`` logging to ``log``, with ``env`` added to this process's environment."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         popen = subprocess.Popen(
             argv,
+            env=None if env is None else {**os.environ, **env},
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

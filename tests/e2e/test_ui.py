@@ -4,7 +4,9 @@
 prints, opens Locust's page in headless Chromium over the DevTools protocol (the
 ``DevTools`` helper of the notebooks test), checks that lblab's fields are in the form,
 sends a bad value and reads the UI's error, starts a test on ``sp+sr`` with ``rr``,
-switches to ``lc`` with Edit + Update while it runs, asks for ``wrr`` with
+switches to ``least-of-3`` (a strategy of the user's own, from a file outside the
+repository, named in the config's ``[strategy_specs]``) with Edit + Update while it
+runs, asks for ``wrr`` with
 ``tie=random`` (refused), stops it, then ends ``lblab ui`` with SIGTERM. On the page, as
 a person reads it: lblab's banner names the running strategy, Locust's statistics keep
 a row per strategy (rr's stops growing at the switch), the refused Edit is shown on the
@@ -34,6 +36,7 @@ import pytest
 
 from lblab.loadtests.loadgen import free_port
 from lblab.procs import lblab_command
+from tests.e2e.test_user_strategy import LEAST_OF_THREE
 from tests.integration.test_notebooks_server import DevTools, read_line
 from tests.run_fixture import PACED_LOAD
 
@@ -44,6 +47,7 @@ START_TIMEOUT_S = 90  # the testbed and Locust, on 2 busy cores
 STEP_TIMEOUT_S = 45  # one step of the UI, on 2 cores shared with other work
 END_TIMEOUT_S = 120  # Locust stops, the tables and the report are written
 LOAD_S = 3.0  # of each strategy
+MINE = "least-of-3"  # the user's own strategy (LEAST_OF_THREE), switched to while running
 
 # Sets a form field the way a person would (React sees the change), by name, in the
 # last form on the page (the Edit dialog's when it is open). The page names the fields
@@ -131,7 +135,7 @@ class Page:
 
 
 def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> list[psutil.Process]:
-    """Swarm rr, switch to lc, stop, in headless Chromium; returns the session's processes."""
+    """Swarm rr, switch to the user's own strategy, stop, in headless Chromium; returns the session's processes."""
     page: DevTools | None = None
     try:
         url, _ = read_line(popen, URL_PREFIX, START_TIMEOUT_S)
@@ -148,7 +152,7 @@ def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> l
             "lblab's fields in the form",
         )
         assert {"sp+sr", "lp+lr", "variation"} <= set(fields["scenario"])
-        assert {"rr", "lc", "p2c"} <= set(fields["strategy"])
+        assert {"rr", "lc", "p2c", MINE} <= set(fields["strategy"])
         assert fields["loadModel"] == ["closed", "open"]
         wait_until(lambda: ui.banner("idle"), "lblab's banner")
         ui.click("Custom parameters")
@@ -183,19 +187,21 @@ def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> l
 
         ui.click("Edit")
         wait_until(lambda: "Update" in page.evaluate(_BUTTONS), "the Edit form")
-        ui.set("strategy", "lc")
+        ui.set("strategy", MINE)
         ui.click("Update")
         notes = tmp_path / "run" / "raw" / "ui"
-        wait_until(lambda: (notes / "phase-001.json").exists(), "the switch to lc")
-        assert json.loads((notes / "phase-001.json").read_text())["strategy"] == "lc"
+        wait_until(lambda: (notes / "phase-001.json").exists(), f"the switch to {MINE}")
+        assert json.loads((notes / "phase-001.json").read_text())["strategy"] == MINE
         assert json.loads((notes / "phase-000.json").read_text())["end"] is not None
-        wait_until(lambda: ui.banner("running")[0].startswith("Strategy lc ·"), "lc in the banner")
-        # One row per strategy: rr's stops at the switch, lc's grows from it.
+        wait_until(
+            lambda: ui.banner("running")[0].startswith(f"Strategy {MINE} ·"), "it in the banner"
+        )
+        # One row per strategy: rr's stops at the switch, the new one's grows from it.
         time.sleep(1.0)  # rr's requests in flight at the switch are answered
-        before = wait_until(lambda: (r := ui.rows()).get(("lc", "sp+sr")) and r, "lc's row")
+        before = wait_until(lambda: (r := ui.rows()).get((MINE, "sp+sr")) and r, "its row")
         after = wait_until(
-            lambda: (r := ui.rows())[("lc", "sp+sr")] > before[("lc", "sp+sr")] and r,
-            "lc's row growing",
+            lambda: (r := ui.rows())[(MINE, "sp+sr")] > before[(MINE, "sp+sr")] and r,
+            "its row growing",
         )
         assert after[("rr", "sp+sr")] == before[("rr", "sp+sr")] > 50, (before, after)
 
@@ -207,9 +213,9 @@ def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> l
         ui.click("Update")
         refused = wait_until(lambda: ui.banner("refused"), "the refused Edit in the banner")
         assert "the balancer refused strategy wrr tie=random" in refused[0], refused
-        assert refused[0].endswith("the test goes on with lc"), refused
+        assert refused[0].endswith(f"the test goes on with {MINE}"), refused
         assert not page.evaluate(_DIALOG_OPEN) and locust_state(url) == "running"
-        assert ui.banner("running")[0].startswith("Strategy lc ·")
+        assert ui.banner("running")[0].startswith(f"Strategy {MINE} ·")
         assert not (notes / "phase-002.json").exists()
         ui.screenshot(tmp_path / "ui-running.png")
         time.sleep(LOAD_S)
@@ -224,7 +230,7 @@ def drive_the_ui(popen: subprocess.Popen[bytes], port: int, tmp_path: Path) -> l
         )
         assert results[0] == f"Results · run folder {run}", results
         assert results[1].startswith("phase r1-000-sp+sr-rr · rr: "), results
-        assert results[2].startswith("phase r1-001-sp+sr-lc · lc: "), results
+        assert results[2].startswith(f"phase r1-001-sp+sr-{MINE} · {MINE}: "), results
         assert results[3].startswith(f"Report · {run / 'report' / 'index.html'}, written"), results
         assert ui.banner("idle") and not ui.banner("running") and not ui.banner("refused")
         ui.screenshot(tmp_path / "ui-stopped.png")
@@ -239,7 +245,12 @@ def lblab_ui(tmp_path: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
     """``lblab ui`` in its own session; killed with its tree if a step failed. Its users
     are paced: the test watches the UI, not the servers' capacity."""
     config = tmp_path / "paced.toml"
-    config.write_text('preset = "tiny"\n' + PACED_LOAD)
+    (tmp_path / "least_of_three.py").write_text(LEAST_OF_THREE)
+    config.write_text(
+        'preset = "tiny"\n[run]\nstrategies = ["rr", "least-of-3"]\n'
+        f'[strategy_specs]\n"least-of-3" = "{tmp_path / "least_of_three.py"}:LeastOfThree"\n'
+        + PACED_LOAD
+    )
     popen = subprocess.Popen(
         lblab_command("ui", "--config", str(config), "--web-port", str(port), "--warmup", "1s",
                       "--out", str(tmp_path / "run")),
@@ -283,15 +294,15 @@ def test_swarm_switch_stop_in_the_web_ui_records_both_strategies(tmp_path: Path)
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "done"
     phases = [(p["scenario"], p["strategy"], p["status"]) for p in manifest["phases"]]
-    assert phases == [("sp+sr", "rr", "done"), ("sp+sr", "lc", "done")], phases
+    assert phases == [("sp+sr", "rr", "done"), ("sp+sr", MINE, "done")], phases
     requests = pd.read_parquet(run / "requests.parquet")
     counts = requests.groupby("strategy").size().to_dict()
-    assert counts.get("rr", 0) > 50 and counts.get("lc", 0) > 50, counts
+    assert counts.get("rr", 0) > 50 and counts.get(MINE, 0) > 50, counts
     assert requests.ok.mean() > 0.99 and set(requests.scenario) == {"sp+sr"}
     for entry in manifest["phases"]:
         assert entry["requests"] == counts[entry["strategy"]] and entry["unaccounted"] == 0
     for table in ("cpu", "picks"):
-        assert set(pd.read_parquet(run / f"{table}.parquet").strategy) == {"rr", "lc"}, table
+        assert set(pd.read_parquet(run / f"{table}.parquet").strategy) == {"rr", MINE}, table
     assert (run / "report" / "index.html").stat().st_size > 10_000
     log = (run / "logs" / "locust.log").read_text()
     assert "refused: strategy options: 'nonsense'" in log

@@ -9,6 +9,7 @@ internal error), so ``parse_swarm`` checks the whole form first and the UI shows
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,15 @@ from lblab.errors import ConfigError
 from lblab.loadtests.loadspec import MODELS
 from lblab.loadtests.openloop import ARRIVALS
 from lblab.loadtests.runconfig import MAX_RATE, MAX_USERS, LoadConfig
+from lblab.loadtests.webui.protocol import USER_STRATEGIES_ENV
 from lblab.scenarios import CELLS, VARIATION
+
+
+def strategy_choices() -> tuple[str, ...]:
+    """The built-ins, then the session's own strategies (``USER_STRATEGIES_ENV``)."""
+    own = [n for n in os.environ.get(USER_STRATEGIES_ENV, "").split(",") if n]
+    return (*strategy_names(), *own)
+
 
 UI_SCENARIOS = (*CELLS, VARIATION)
 UI_MODELS = tuple(m for m in MODELS if m != "trace")
@@ -49,8 +58,9 @@ FIELDS = (
     UiField(
         "strategy",
         "rr",
-        "the balancer's algorithm, see lblab strategies; Edit + Update switches it while running",
-        tuple(strategy_names()),
+        "the balancer's algorithm, see lblab strategies (and the config's own, by their "
+        "names); Edit + Update switches it while running",
+        strategy_choices(),
     ),
     UiField("strategy_options", "", "key=value,... e.g. tie=random; empty: the config's"),
     UiField(

@@ -14,6 +14,11 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+USER_STRATEGIES_ENV = "LBLAB_UI_USER_STRATEGIES"
+"""The environment variable that names the session's own strategies (its config's
+``[strategy_specs]``), comma separated, to the Locust process's form: the session's
+balancer has loaded them, so the form offers them beside the built-ins."""
+
 
 @dataclass(frozen=True, slots=True)
 class UiSession:

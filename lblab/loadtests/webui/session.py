@@ -37,7 +37,7 @@ from lblab.loadtests.records import FLUSH_S, phase_folder
 from lblab.loadtests.runconfig import LoadConfig, RunConfig
 from lblab.loadtests.runner import _ignoring_interrupts, _raise_interrupt
 from lblab.loadtests.webui.banner import describe_load
-from lblab.loadtests.webui.protocol import UiSession, phase_notes
+from lblab.loadtests.webui.protocol import USER_STRATEGIES_ENV, UiSession, phase_notes
 from lblab.manifest import ManifestFile, PhaseEntry
 from lblab.procs import Child, ProcessFailed
 from lblab.results import consolidate
@@ -217,7 +217,8 @@ def serve(
             strategy_options={k: dict(v) for k, v in config.strategy_options.items()},
         )
         argv = locust_command(config, session, testbed.address, port)
-        locust = loadgen.launch("locust", argv, run_dir / "logs" / "locust.log")
+        own = {USER_STRATEGIES_ENV: ",".join(config.strategy_specs)}
+        locust = loadgen.launch("locust", argv, run_dir / "logs" / "locust.log", env=own)
         runner.locust = loadgen.LocustRun([locust])
         runner.probe.watch(testbed.harness_pids(runner.locust.children))
         wait_ready(locust, url)
