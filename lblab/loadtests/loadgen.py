@@ -160,9 +160,7 @@ def start(
     return run
 
 
-def launch(
-    name: str, argv: list[str], log: Path, env: Mapping[str, str] | None = None
-) -> Child:
+def launch(name: str, argv: list[str], log: Path, env: Mapping[str, str] | None = None) -> Child:
     """Start ``argv`` logging to ``log``, with ``env`` added to this process's environment."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
