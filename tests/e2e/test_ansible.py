@@ -30,6 +30,7 @@ import pytest
 
 from lblab.procs import lblab_command
 from lblab.results import TABLES, missing_columns
+from tests.e2e.test_user_strategy import LEAST_OF_THREE, sha
 from tests.run_fixture import PACED_LOAD
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,7 +96,15 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
     subprocess.run(lblab_command("testbed", "down", "--name", NAME), check=True, timeout=60)
     source = _snapshot(tmp_path / "src")
     results = tmp_path / "results"
-    extra = ["-e", f"common_project_dir={source}", "-e", f"common_uv_source={uv}"]
+    # A strategy of the user's own, in a file on the controller, for every playbook (as an
+    # inventory's vars would be): the roles put it on the balancer (loaded at start, so the
+    # runner switches to it by name) and on the loader (the run's -s), named by its sha256.
+    mine = tmp_path / "elsewhere" / "least_of_three.py"
+    mine.parent.mkdir()
+    mine.write_text(LEAST_OF_THREE)
+    own = {"lblab_strategy_files": {"least-of-3": f"{mine}:LeastOfThree"}}
+    extra = ["-e", f"common_project_dir={source}", "-e", f"common_uv_source={uv}",
+             "-e", json.dumps(own)]  # fmt: skip
     try:
         up = subprocess.run(
             lblab_command(
@@ -115,7 +124,7 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
         second = _playbook("site.yml", *extra, "--limit", ",".join(once_per_role))
         assert {h: r[1] for h, r in second.items()} == dict.fromkeys(once_per_role, 0), second
 
-        # tiny with one strategy: its two scenarios are two phases, enough to show that
+        # tiny with rr and the user's own: two scenarios each, four phases, enough to show that
         # the hosts' records join phase by phase (each phase costs ~10 s of start-up). Its
         # users are paced (a config file the loader role copies): requests flow without
         # taking both cores from the rest of the suite. The role's default poll (5 s): each
@@ -139,7 +148,16 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
         assert manifest["testbed"]["kind"] == "external"
         assert manifest["config"]["run"]["expect_workers"] == 2
         requests = pq.read_table(run / "requests.parquet").to_pandas()
-        assert [p["strategy"] for p in manifest["phases"]] == ["rr", "rr"]
+        assert sorted(p["strategy"] for p in manifest["phases"]) == [
+            *["least-of-3"] * 2,
+            "rr",
+            "rr",
+        ]
+        record = manifest["strategy_sources"]["least-of-3"]
+        assert record["sha256"] == sha(mine), record
+        assert (run / record["copy"]).read_bytes() == mine.read_bytes()
+        picked = set(pq.read_table(run / "picks.parquet").column("strategy").to_pylist())
+        assert picked == {"rr", "least-of-3"}, picked  # the balancer host ran it
         for phase in manifest["phases"]:
             assert phase["status"] == "done", phase
             rows = requests[requests.strategy.eq(phase["strategy"])
