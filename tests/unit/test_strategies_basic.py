@@ -60,7 +60,7 @@ def test_first_sticks_to_the_first_available() -> None:
 
 
 def test_lc_tie_first_leaves_the_last_server_idle_under_light_load() -> None:
-    pool = make_pool("lc")
+    pool = make_pool("lc", tie="first")
     assert picks(pool, 5) == "aaaaa"  # each request completes before the next
     assert picks(pool, 5, hold=True, start=10) == "abcab"
     # ties: 5 idle picks, then a (3 idle), b (2 idle), a (3 at 1), b (2 at 1); c was alone
@@ -86,10 +86,10 @@ def test_lc_follows_inflight() -> None:
 
 def test_lc_weighted_divides_by_weight() -> None:
     specs = [BackendSpec("a", 1), BackendSpec("b", 1), BackendSpec("c", 3)]
-    pool = Pool(specs, make_strategy("lc", {"weighted": "true"}))
+    pool = Pool(specs, make_strategy("lc", {"weighted": "true", "tie": "first"}))
     assert picks(pool, 5, hold=True) == "abccc"  # 0/1 0/1 0/3 ties to a; then c until 1/3 < ...
     # make_strategy weights override the pool's
-    pool2 = Pool(specs, make_strategy("lc", {"weighted": "true"}, weights={"a": 4}))
+    pool2 = Pool(specs, make_strategy("lc", {"weighted": "true", "tie": "first"}, weights={"a": 4}))
     assert picks(pool2, 5, hold=True) == "abcac"  # then a=1/4 < c=1/3; a=2/4 > c=1/3
 
 

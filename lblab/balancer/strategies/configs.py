@@ -84,7 +84,7 @@ TieRule = Literal["first", "random", "rr"]
 
 @dataclass(frozen=True, slots=True)
 class LeastConnectionsConfig:
-    tie: TieRule = "first"
+    tie: TieRule = "random"
     weighted: bool = False
 
 

@@ -3,9 +3,11 @@
 Load is ``inflight_i`` (or ``inflight_i / (w_i * slow_start_i)`` with ``weighted=true``).
 Ties (several backends at the least load) go by the ``tie`` option:
 
-- ``first`` (default): the first in list order. This is the thesis behaviour: under light
-  load every request finds backend 1 idle, so a big last server can sit idle.
-- ``random``: uniform among the tied backends.
+- ``random`` (default): uniform among the tied backends, drawn from ``self.rng``.
+- ``first``: the first in list order. This is the thesis behaviour (its presets pin it):
+  under light load every request finds backend 1 idle, so a big last server can sit
+  idle; in the simulator, 4 equal servers at 5 % load, it sent 84 % of the requests to
+  one server.
 - ``rr``: the first tied backend after the last one picked, in list order (wrapping).
 
 Every pick where more than one candidate had the least load counts in ``ties``.
@@ -36,7 +38,7 @@ from .minheap import LazyMinHeap
 class LeastConnections(ConfiguredStrategy[LeastConnectionsConfig]):
     name = "lc"
     listed = (1, 5)
-    summary = "fewest in flight; ties to the first in list order (tie=first|random|rr, weighted)"
+    summary = "fewest in flight; ties at random (tie=random|first|rr, weighted)"
     Config = LeastConnectionsConfig
 
     def takes_first_on_ties(self) -> bool:

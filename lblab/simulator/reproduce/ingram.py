@@ -87,6 +87,7 @@ from pathlib import Path
 from statistics import median
 
 from lblab.simulator.config import ServerGroup, SimConfig
+from lblab.simulator.reproduce import paper_options
 from lblab.simulator.reproduce.ingram_model import (
     AS_CODED,
     HOP_S,
@@ -207,6 +208,7 @@ def ingram_config(algorithm: str, requests: int, seed: int = 1) -> SimConfig:
     """The testbed: Node timers on the servers and the sender, 1 ms HTTP hops."""
     return SimConfig(
         strategy=algorithm,
+        strategy_options=paper_options(algorithm),
         servers=tuple(
             ServerGroup(count=1, service=NodeTimer(ms / 1000.0), workers=1) for ms in SERVICE_MS
         ),

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from lblab.simulator.config import ServerGroup, SimConfig
+from lblab.simulator.reproduce import paper_options
 from lblab.simulator.run import simulate
 from lblab.simulator.service import JsonCost
 from lblab.simulator.workload import OpenArrivals
@@ -140,6 +141,7 @@ def martins_config(
         groups = (ServerGroup(count=NODES, service=JsonCost(0.0, b, 0.0), workers=WORKERS),)
     return SimConfig(
         strategy=algorithm,
+        strategy_options=paper_options(algorithm),
         servers=groups,
         requests=max(1, round(rate * seconds)),
         arrivals=OpenArrivals(rate=rate, poisson=True),
