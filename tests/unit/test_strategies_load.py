@@ -13,10 +13,16 @@ from lblab.balancer.strategies.registry import make_strategy
 from lblab.loadreport import LoadReport
 
 
-def make(name: str, n: int = 3, seed: int = 1, weights: list[float] | None = None) -> Pool:
+def make(
+    name: str,
+    n: int = 3,
+    seed: int = 1,
+    weights: list[float] | None = None,
+    options: dict[str, str] | None = None,
+) -> Pool:
     ws = weights or [1.0] * n
     specs = [BackendSpec(chr(ord("a") + i), w) for i, w in enumerate(ws)]
-    return Pool(specs, make_strategy(name, rng=random.Random(seed)))
+    return Pool(specs, make_strategy(name, options, rng=random.Random(seed)))
 
 
 class Driver:
@@ -62,7 +68,7 @@ def test_lrt_orders_by_inflight_then_mean_service_time() -> None:
 
 
 def test_least_time_is_rt_times_inflight_plus_one_over_weight() -> None:
-    pool = make("least-time", weights=[1, 1, 2])
+    pool = make("least-time", weights=[1, 1, 2], options={"tie": "first"})
     d = Driver(pool)
     latency = {"a": 10.0, "b": 40.0, "c": 30.0}
     # unsampled backends count 1 ms: c (1/2) first, then a, b (ties at 1, first wins)
@@ -76,6 +82,14 @@ def test_least_time_is_rt_times_inflight_plus_one_over_weight() -> None:
     assert d.send() == "a"  # a 20 < c 30*2/2=30
     assert d.send() == "a"  # a 30, c 30: tie to the first (a)
     assert pool.strategy.ties == 1  # type: ignore[attr-defined]
+
+
+def test_least_time_breaks_a_tie_at_random_by_default() -> None:
+    firsts = set()
+    for seed in range(20):
+        d = Driver(make("least-time", seed=seed))  # unsampled: all three tie at 1 ms
+        firsts.add(d.send())
+    assert firsts == {"a", "b", "c"}
 
 
 def test_dynamic_herds_until_a_response_report() -> None:

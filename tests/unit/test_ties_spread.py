@@ -21,7 +21,7 @@ from lblab.simulator.run import simulate
 
 REQUESTS = 2_000
 MOST = 0.30
-TAKE_FIRST = {"first", "lrt", "least-time", "dynamic", "dynamic-immediate", "dynamic-hybrid", "c3"}
+TAKE_FIRST = {"first", "dynamic", "dynamic-immediate", "dynamic-hybrid", "c3"}
 """The built-ins whose definition breaks ties by list order (docs/ALGORITHMS.md); this set
 may only shrink."""
 NOT_BY_LOAD = {"ip-hash", "ring-hash", "maglev", "lease"}
@@ -32,6 +32,10 @@ UNEVEN = {
     "rsocket-weighted": "17-32 %: its latency predictor keeps apart servers that are equal",
     "prequal": "s2 0.3 %, s4 37.6 %: at low load every probe is cold, the pick is the least "
     "latency, and an idle server's latency estimate never refreshes",
+    "lrt": "s2 0.05 %, s4 52 %: not ties (it breaks those at random) but its signal: the "
+    "least mean service time among idle servers wins, and a server that measured slow "
+    "early is never tried again to correct it",
+    "least-time": "19-37 %: the least latency EWMA among idle servers wins, as for lrt",
 }
 """Known to spread unevenly here (seed 3), not by ties to the first: open in issue 43."""
 
@@ -58,10 +62,11 @@ def test_equal_idle_servers_get_an_even_share(strategy: str) -> None:
     assert len(shares) == 4 and max(shares.values()) <= MOST, shares
 
 
-def test_lc_takes_the_first_only_when_asked() -> None:
-    assert max(_spread("lc", tie="first").values()) > 0.6
-    assert make_strategy("lc", {"tie": "first"}).takes_first_on_ties()
-    assert not make_strategy("lc").takes_first_on_ties()
+@pytest.mark.parametrize(("strategy", "most"), [("lc", 0.6), ("lrt", 0.5), ("least-time", 0.35)])
+def test_the_first_on_ties_only_when_asked(strategy: str, most: float) -> None:
+    assert max(_spread(strategy, tie="first").values()) > most
+    assert make_strategy(strategy, {"tie": "first"}).takes_first_on_ties()
+    assert not make_strategy(strategy).takes_first_on_ties()
 
 
 def test_only_the_listed_built_ins_take_the_first_on_ties() -> None:

@@ -112,12 +112,21 @@ class LeastRequestConfig:
         )
 
 
-# -- least_time ----------------------------------------------------------------
+# -- least_load (lrt, least-time) ----------------------------------------------
+
+LeastTieRule = Literal["random", "first"]
+"""Ties at the least load: uniform among the tied (``random``), or the first in list order."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeastResponseTimeConfig:
+    tie: LeastTieRule = "random"
 
 
 @dataclass(frozen=True, slots=True)
 class LeastTimeConfig:
     initial_rt_ms: float = 1.0
+    tie: LeastTieRule = "random"
 
     def __post_init__(self) -> None:
         check(

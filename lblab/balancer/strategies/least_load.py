@@ -2,9 +2,11 @@
 
 A subclass defines ``load_key(backend)`` (a comparable value, smaller is better) and
 calls ``refresh(backend)`` whenever an input of that key changes (dispatch, completion,
-report). The heap breaks ties by list index, so equal loads go to the first in list
-order, and a pick whose least load is shared counts in ``ties``. O(log n) per pick and
-per update (``minheap.py``).
+report). Ties at the least load go by the config's ``tie`` where it has one
+(``random``: uniform among the tied, from ``self.rng``, O(k log n) for k tied; ``first``:
+the first in list order, O(log n)); a strategy whose config has none (the dynamic three,
+by their definition) takes the first. A pick whose least load is shared counts in
+``ties``. O(log n) per update (``minheap.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class LeastLoadStrategy(ConfiguredStrategy[C]):
 
     def _setup(self) -> None:
         self.heap = LazyMinHeap()
+
+    def takes_first_on_ties(self) -> bool:
+        return getattr(self.config, "tie", "first") == "first"
 
     def load_key(self, backend: BackendView) -> Any:
         raise NotImplementedError
@@ -58,6 +63,14 @@ class LeastLoadStrategy(ConfiguredStrategy[C]):
         def accept(index: int) -> bool:
             return eligible(by_index[index], request)
 
+        if not self.takes_first_on_ties():
+            group = self.heap.least_group(accept)
+            if not group:
+                return None
+            if len(group) == 1:
+                return by_index[group[0]]
+            self.ties += 1
+            return by_index[group[self.rng.randrange(len(group))]]
         found = self.heap.minimum(accept)
         if found is None:
             return None

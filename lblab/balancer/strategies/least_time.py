@@ -4,8 +4,9 @@
 (``BackendView.latency_ewma_ms``, successful responses, time constant
 ``HealthConfig.ewma_tau_s``); a backend with no sample yet uses ``initial_rt_ms``
 (default 1 ms, optimistic so that new backends get measured). ``w_i`` is the static
-weight times the slow-start factor. Ties go to the first in list order. O(log n) per
-pick (lazy heap, refreshed on dispatch and completion).
+weight times the slow-start factor. Ties by ``tie``: ``random`` (default; nginx tries
+tied servers in turn, not always the first) or ``first`` in list order. O(log n) per
+update (lazy heap, refreshed on dispatch and completion).
 
 Source: nginx Plus ``least_time`` (``upstream`` module documentation).
 """
@@ -24,9 +25,6 @@ class LeastTime(LeastLoadStrategy[LeastTimeConfig]):
     name = "least-time"
     listed = (2, 3)
     summary = "min latency EWMA * (1 + inflight) / w (nginx least_time)"
-
-    def takes_first_on_ties(self) -> bool:
-        return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
 
     Config = LeastTimeConfig
 

@@ -16,17 +16,16 @@ from mypy_extensions import mypyc_attr
 from lblab.loadreport import LoadReport
 
 from .base import BackendView
+from .configs import LeastResponseTimeConfig
 from .least_load import LeastLoadStrategy
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class LeastResponseTime(LeastLoadStrategy):
+class LeastResponseTime(LeastLoadStrategy[LeastResponseTimeConfig]):
     name = "lrt"
     listed = (2, 2)
-    summary = "min (inflight, mean server-reported service time), in that order"
-
-    def takes_first_on_ties(self) -> bool:
-        return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
+    summary = "min (inflight, mean server-reported service time), in that order; ties at random"
+    Config = LeastResponseTimeConfig
 
     uses_response_reports = True
 
