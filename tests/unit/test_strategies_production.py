@@ -407,7 +407,7 @@ def test_c3_clients_multiply_own_outstanding() -> None:
 
 
 def test_c3_rate_limiter_passes_over_and_backpressure() -> None:
-    pool = make("c3", [1, 1], max_tokens="1")
+    pool = make("c3", [1, 1], max_tokens="1", tie="first")
     strategy = pool.strategy
     assert hold(pool, 2) == "ab"  # a has spent its one token: b, though a ranks first
     assert strategy.backpressure == 0  # type: ignore[attr-defined]

@@ -1,8 +1,9 @@
 """``c3``: C3's adaptive replica selection: cubic replica ranking and cubic rate control.
 
 Ranking. Each server s is scored ``Psi_s = R_s - 1/mu_s + q_hat_s^3 / mu_s`` with
-``q_hat_s = 1 + os_s * n + q_s``; lower is better, ties to the first in list order
-(counted in ``ties``). ``os_s`` is this balancer's requests in flight to s (the client's
+``q_hat_s = 1 + os_s * n + q_s``; lower is better; the best of equal rank is drawn at
+random (``tie = "random"``, the default) or is the first in list order (``first``),
+counted in ``ties``. ``os_s`` is this balancer's requests in flight to s (the client's
 outstanding requests), ``n`` the number of clients (option ``clients``, default 1; the
 authors' code multiplies by the number of servers it tracks instead), ``q_s`` an EWMA of
 the queue size s reports (``inflight`` of its response report: requests still at the
@@ -170,7 +171,7 @@ class C3(ConfiguredStrategy[C3Config]):
     summary = "C3: rank by R - 1/mu + (1 + os*n + q)^3 / mu; cubic per-server rate limits"
 
     def takes_first_on_ties(self) -> bool:
-        return True  # its definition (docs/ALGORITHMS.md): ties to the first in list order
+        return self.config.tie == "first"
 
     Config = C3Config
     uses_response_reports = True
@@ -221,8 +222,12 @@ class C3(ConfiguredStrategy[C3Config]):
             return None
         scores = [self.score(b, now) for b in candidates]
         best = min(range(len(scores)), key=scores.__getitem__)  # the first of equals
-        if scores.count(scores[best]) > 1:
+        tied = scores.count(scores[best])
+        if tied > 1:
             self.ties += 1
+            if self.config.tie == "random":
+                least = scores[best]
+                best = [k for k, s in enumerate(scores) if s == least][self.rng.randrange(tied)]
         now_ms = now * 1000.0
         cfg = self.config
         wait = self._server(candidates[best], now).try_acquire(now_ms, cfg)

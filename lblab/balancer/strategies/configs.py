@@ -38,6 +38,10 @@ class AwrrConfig:
 # -- c3 ------------------------------------------------------------------------
 
 
+LeastTieRule = Literal["random", "first"]
+"""Ties at the least load: uniform among the tied (``random``), or the first in list order."""
+
+
 @dataclass(frozen=True, slots=True)
 class C3Config:
     clients: int = 1
@@ -46,6 +50,8 @@ class C3Config:
     """delta: the rate limiter's and the receive-rate tracker's interval."""
     max_tokens: float = 200.0
     """The token bucket's capacity."""
+    tie: LeastTieRule = "random"
+    """Servers of equal rank: the best one drawn at random, or the first in list order."""
 
     def __post_init__(self) -> None:
         check(1 <= self.clients <= 1_000_000, f"clients={self.clients}: must be in 1..1000000")
@@ -113,9 +119,6 @@ class LeastRequestConfig:
 
 
 # -- least_load (lrt, least-time) ----------------------------------------------
-
-LeastTieRule = Literal["random", "first"]
-"""Ties at the least load: uniform among the tied (``random``), or the first in list order."""
 
 
 @dataclass(frozen=True, slots=True)
