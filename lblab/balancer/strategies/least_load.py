@@ -28,9 +28,11 @@ class LeastLoadStrategy(ConfiguredStrategy[C]):
 
     def _setup(self) -> None:
         self.heap = LazyMinHeap()
+        self._tie_first: bool = getattr(self.config, "tie", "first") == "first"
+        """The config's tie rule, read once (a pick asks it)."""
 
     def takes_first_on_ties(self) -> bool:
-        return getattr(self.config, "tie", "first") == "first"
+        return self._tie_first
 
     def load_key(self, backend: BackendView) -> Any:
         raise NotImplementedError
@@ -63,7 +65,7 @@ class LeastLoadStrategy(ConfiguredStrategy[C]):
         def accept(index: int) -> bool:
             return eligible(by_index[index], request)
 
-        if not self.takes_first_on_ties():
+        if not self._tie_first:
             group = self.heap.least_group(accept)
             if not group:
                 return None
