@@ -27,6 +27,8 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
+PACKAGE = Path(__file__).resolve().parent
+
 STRATEGIES_NOT_COMPILED = ("__init__", "configs", "listing", "options", "registry", "specs")
 """The modules of ``balancer/strategies/`` left out of ``MODULES`` (why: its docstring)."""
 
@@ -34,7 +36,7 @@ STRATEGIES_NOT_COMPILED = ("__init__", "configs", "listing", "options", "registr
 def _strategy_modules() -> list[str]:
     """Every other module of ``balancer/strategies/``: a built-in strategy added there is
     compiled with the others, with no list to edit."""
-    folder = Path(__file__).resolve().parent / "balancer" / "strategies"
+    folder = PACKAGE / "balancer" / "strategies"
     return [
         f"lblab.balancer.strategies.{p.stem}"
         for p in sorted(folder.glob("*.py"))
@@ -71,7 +73,6 @@ at start) and the simulator's own strategies."""
 GROUP = "lblab_core"
 """mypyc's name for the shared library of the group (``lblab_core__mypyc``)."""
 
-PACKAGE = Path(__file__).resolve().parent
 BUILD_DIR = PACKAGE / "_compiled"
 MANIFEST = BUILD_DIR / "manifest.json"
 OFF_ENV = "LBLAB_PURE_PYTHON"
