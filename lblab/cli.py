@@ -36,6 +36,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lblab.infra.cli": ("testbed",),
     "lblab.strategy.cli": ("strategy",),
     "lblab.sweep.cli": ("sweep",),
+    "lblab.scorecard.cli": ("scorecard",),
 }
 """Each part's module and the top-level commands its ``register`` adds (a test holds
 them to what it registers)."""

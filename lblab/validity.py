@@ -30,13 +30,16 @@ clocks          each Locust worker's clock vs the runner's (distributed runs,   
 disturbance     CPU on the servers' CPUs (all the run's CPUs without         > 5 %
                 isolation) used outside the experiment's processes, plus the
                 hypervisor's steal there (``loadtests.probe``), vs those CPUs
+capacity        the open or trace model's offered rate vs what the servers   > 90 %
+                can serve (the preflight's ``simulator/capacity.py``)
 ==============  ===========================================================  =========
 
 A check ``fail``s where the figure is far past its line (generator > 95 % of a core,
 balancer > 90 %, machine > 110 %, unaccounted rows, a halves gap > 30 %, a worker's clock
 surely off by more than the p50 latency, beyond its bound, outside work and steal > 15 %
-of the servers' CPUs), because the phase's numbers then measure the harness, or another
-machine than the one described.
+of the servers' CPUs, a load past what the servers can serve), because the phase's
+numbers then measure the harness, another machine than the one described, or an
+overload.
 """
 
 from __future__ import annotations
@@ -140,6 +143,9 @@ class PhaseFacts:
     harness_outside_cores: float | None = None
     """What ``outside_cores`` is for the servers' CPUs, on ``harness_cpus``."""
     harness_steal_cores: float | None = None
+    offered_capacity: tuple[float, float] | None = None
+    """Open and trace models: (requests/s offered, requests/s the servers can serve), by
+    the preflight's estimate (None: a closed model, or no bound known)."""
 
 
 def evaluate(f: PhaseFacts) -> list[Check]:
@@ -155,6 +161,7 @@ def evaluate(f: PhaseFacts) -> list[Check]:
         _warmup(f),
         _clocks(f),
         _disturbance(f),
+        _capacity(f),
     ]
 
 
@@ -446,6 +453,27 @@ def _disturbance(f: PhaseFacts) -> Check:
         "nothing outside the experiment took CPU from the servers or the harness",
         "; ".join(problems)
         + "; stop other work on the machine (steal: other guests of the host), or rerun",
+    )
+
+
+CAPACITY_WARN, CAPACITY_FAIL = 0.90, 1.0
+
+
+def _capacity(f: PhaseFacts) -> Check:
+    if f.offered_capacity is None or not f.offered_capacity[1] > 0:
+        return Check(
+            "capacity", NA, "-", "closed load model (or no bound known): nothing offered to weigh"
+        )
+    offered, total = f.offered_capacity
+    use = offered / total
+    return _judged(
+        "capacity",
+        _level(use, CAPACITY_WARN, CAPACITY_FAIL),
+        f"offered {offered:,.0f} req/s, {use:.0%} of the {total:,.0f} the servers can serve",
+        "the servers can serve the load",
+        "the load is past (or at the edge of) what the servers can serve: requests queue "
+        "until they time out or are REJECTED, and the phase measures the overload more "
+        "than the balancing; lower the rate or add servers",
     )
 
 

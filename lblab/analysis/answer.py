@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lblab.analysis.hard_cases import run_conditions
 from lblab.analysis.load import open_results
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
 from lblab.analysis.numbers import interval
@@ -59,9 +60,24 @@ WINNERS_FILE = "winners.json"
 SCHEMA_VERSION = 1
 LEVEL = 0.95
 DEFAULT_MARGIN = 0.05
-ABSOLUTE_MARGINS = {"failure_rate": 0.005}
+ABSOLUTE_MARGINS = {
+    "failure_rate": 0.005,
+    "success_rate": 0.005,
+    "recovery_s": 0.5,
+    "load_deviation": 0.02,
+}
 """Metrics compared by an absolute margin: a failure rate of 0.1 % against 0.2 % is a
-100 % relative difference and no difference a user cares about."""
+100 % relative difference and no difference a user cares about; a success rate's 99.5 %
+against 99.0 % is a 0.5 % ratio that hides a doubling of the failures; a recovery is
+timed in bins of a second and more (half a second is no difference), and a load
+deviation of 0.01 against 0.02 is 1 % of the requests."""
+MARGIN_UNITS = {
+    "failure_rate": (100.0, " percentage points"),
+    "success_rate": (100.0, " percentage points"),
+    "recovery_s": (1.0, " s"),
+    "load_deviation": (1.0, ""),
+}
+"""How each absolute margin's differences read: (scale, unit)."""
 WINNER, TIE, UNRESOLVED = "winner", "tie", "unresolved"
 
 
@@ -320,6 +336,15 @@ def equivalence_of(manifest: Manifest) -> float:
     return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_MARGIN
 
 
+def metrics_of(manifest: Manifest) -> tuple[str, ...]:
+    """The metrics a run's answer judges (``run.metrics``; the headline ones when it
+    names none, and for older and simulated runs)."""
+    run = manifest.config.get("run")
+    named = run.get("metrics") if isinstance(run, Mapping) else None
+    chosen = tuple(str(m) for m in named or () if str(m) in METRICS)
+    return chosen or HEADLINE
+
+
 @dataclass(frozen=True, slots=True)
 class RunAnswer:
     """A run's answer and what it rests on."""
@@ -337,9 +362,14 @@ def run_answer(run_dir: Path, units: pd.DataFrame | None = None) -> RunAnswer:
     manifest = results.runs[0].manifest
     if units is None:
         requests = results.table("requests", REQUEST_COLUMNS)
-        units = unit_metrics(requests, results.table("cpu", CPU_COLUMNS), results.windows())
+        units = unit_metrics(
+            requests,
+            results.table("cpu", CPU_COLUMNS),
+            results.windows(),
+            run_conditions(results.runs),
+        )
     equivalence = equivalence_of(manifest)
-    cells = answer(units, failed_phases(manifest), equivalence=equivalence)
+    cells = answer(units, failed_phases(manifest), metrics_of(manifest), equivalence)
     return RunAnswer(cells, units, manifest, equivalence)
 
 
@@ -353,7 +383,7 @@ def build_answer(run_dir: Path, units: pd.DataFrame | None = None) -> list[dict[
 
 def write_answer(run_dir: Path, cells: Sequence[Cell], equivalence: float) -> list[dict[str, Any]]:
     """Write ``winners.json`` (atomically); returns its cells as written."""
-    written: list[dict[str, Any]] = [_clean(c.to_dict()) for c in cells]
+    written: list[dict[str, Any]] = [json_safe(c.to_dict()) for c in cells]
     data = {
         "schema_version": SCHEMA_VERSION,
         "method": {
@@ -362,7 +392,8 @@ def write_answer(run_dir: Path, cells: Sequence[Cell], equivalence: float) -> li
             "resolved": "the 95 % interval of the paired difference excludes 0",
             "equivalent": (
                 f"two one-sided tests: the 90 % interval inside +-{equivalence:g} of the "
-                "runner-up's mean (failure rate: +-0.5 percentage points)"
+                "runner-up's mean (failure and success rates: +-0.5 percentage points; "
+                "recovery: +-0.5 s; load deviation: +-0.02)"
             ),
             "equivalence": equivalence,
         },
@@ -389,12 +420,12 @@ def read_answer(run_dir: Path) -> list[dict[str, Any]] | None:
     return list(data.get("cells") or [])
 
 
-def _clean(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """JSON has no NaN: a missing figure is null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     return value

@@ -46,6 +46,7 @@ import pandas as pd
 from lblab.analysis.agreement import RANKED_BY, Agreement, PairKey, agreement, paired
 from lblab.analysis.answer import WINNERS_FILE, Pair, answer, equivalence_of, read_answer
 from lblab.analysis.conditions import NOT_CHECKED, SHARED, Checks, cell_checks, conditions
+from lblab.analysis.hard_cases import run_conditions
 from lblab.analysis.load import Results, Run, open_run
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
@@ -248,6 +249,7 @@ def load_side(run: Run, label: str) -> RunSide:
         results.table("requests", REQUEST_COLUMNS),
         results.table("cpu", CPU_COLUMNS),
         results.windows(),
+        run_conditions(results.runs),
     )
     return make_side(label, run.path, run.manifest, units, read_answer(run.path))
 

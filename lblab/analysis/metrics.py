@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lblab.analysis.hard_cases import NAMES as HARD_CASES
+from lblab.analysis.hard_cases import Conditions, hard_case_metrics, run_conditions
 from lblab.analysis.load import KEY, Results
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.analysis.stats import grouped_quantiles, imbalance, jain_index, mean_ci
@@ -38,7 +40,7 @@ from lblab.windows import Window
 
 REQUEST_COLUMNS = ["t_sent", "latency_ms", "ok", "error_kind", "error_origin", "server"]
 CPU_COLUMNS = ["t", "server", "cpu_percent"]
-QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 CURVE_LEVELS = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 100.0)
 FAILED_COLUMNS = ["run_id", "scenario", "strategy", "replication", "why"]
 
@@ -71,6 +73,9 @@ METRICS: dict[str, Metric] = {
         Metric("latency_mean_ms", "mean latency (ms)", "lower"),
         *(Metric(f"latency_{q}_ms", f"{q} latency (ms)", "lower") for q in QUANTILES),
         Metric("latency_max_ms", "max latency (ms)", "lower"),
+        Metric("success_rate", "success within the timeout", "higher", "{:.2%}"),
+        Metric("recovery_s", "time to recover (s)", "lower"),
+        Metric("load_deviation", "load off the capacity share", "lower", "{:.3f}"),
         Metric("cpu_mean", "mean CPU (% of allowance)", "higher"),
         Metric("cpu_smoothness", "CPU std over time (pp)", "lower"),
         Metric("cpu_spread", "CPU spread across servers (pp)", "lower"),
@@ -133,7 +138,7 @@ def request_metrics(
     run_id, scenario, strategy, replication; ``lblab/windows.py``); a unit without one
     (older and simulated runs) uses the span from its first send to its last answer.
     """
-    names = [m for m in METRICS if not m.startswith("cpu_")]
+    names = [m for m in METRICS if not m.startswith("cpu_") and m not in HARD_CASES]
     if requests.empty:
         return pd.DataFrame(columns=[*KEY, *names, "window_s"])
     codes, out = _groups(requests, KEY)
@@ -216,18 +221,21 @@ def unit_metrics(
     requests: pd.DataFrame,
     cpu: pd.DataFrame | None = None,
     windows: Mapping[tuple[str, str, str, int], Window] | None = None,
+    conditions: Mapping[tuple[str, str, str, int], Conditions] | None = None,
 ) -> pd.DataFrame:
-    """Every metric in METRICS, one row per unit (CPU columns NaN without CPU samples)."""
+    """Every metric in METRICS, one row per unit (CPU columns NaN without CPU samples;
+    the hard cases' ``recovery_s`` and ``load_deviation`` NaN without the ``conditions``
+    that ``hard_cases.run_conditions`` reads from the manifests)."""
     out = request_metrics(requests, windows)
+    cases = hard_case_metrics(requests, conditions or {})
     cpu_part = cpu_metrics(cpu if cpu is not None else pd.DataFrame())
     for frame in (out, cpu_part):
         for col in KEY:
             frame[col] = frame[col].astype(str) if col != "replication" else frame[col].astype(int)
-    merged = (
-        out.merge(cpu_part, on=KEY, how="left")
-        if not out.empty
-        else out.reindex(columns=[*out.columns, *cpu_part.columns.difference(KEY)])
-    )
+    if out.empty:
+        extra = [*cases.columns.difference(KEY), *cpu_part.columns.difference(KEY)]
+        return _sorted(out.reindex(columns=[*out.columns, *extra]))
+    merged = out.merge(cases, on=KEY, how="left").merge(cpu_part, on=KEY, how="left")
     return _sorted(merged)
 
 
@@ -389,7 +397,7 @@ def summarize(results: Results, cpu_bin_s: float = 1.0) -> Summary:
     """Read the needed columns once and compute every frame the report shows."""
     requests = results.table("requests", REQUEST_COLUMNS)
     cpu = results.table("cpu", CPU_COLUMNS)
-    units = unit_metrics(requests, cpu, results.windows())
+    units = unit_metrics(requests, cpu, results.windows(), run_conditions(results.runs))
     servers = server_metrics(requests, cpu)
     return Summary(
         units=units,

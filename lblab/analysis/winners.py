@@ -14,7 +14,14 @@ from typing import Any
 
 import pandas as pd
 
-from lblab.analysis.answer import ABSOLUTE_MARGINS, LEVEL, TIE, UNRESOLVED, WINNER
+from lblab.analysis.answer import (
+    ABSOLUTE_MARGINS,
+    LEVEL,
+    MARGIN_UNITS,
+    TIE,
+    UNRESOLVED,
+    WINNER,
+)
 from lblab.analysis.metrics import METRICS
 from lblab.analysis.numbers import bounds, interval, number
 
@@ -113,7 +120,8 @@ def margin_words(equivalence: float, metric: str | None = None) -> str:
     metric): ``+-5 % (as a ratio of the two strategies' values, between 1/1.05 and
     1.05)``, and for a metric compared by plain differences its absolute margin."""
     if metric in ABSOLUTE_MARGINS:
-        return f"+-{number(100 * ABSOLUTE_MARGINS[metric], '{:g}')} percentage points"
+        scale, unit = MARGIN_UNITS[metric]
+        return f"+-{number(scale * ABSOLUTE_MARGINS[metric], '{:g}')}{unit}"
     ratio = number(1 + equivalence, "{:g}")
     words = (
         f"+-{number(100 * equivalence, '{:g}')} % (as a ratio of the two strategies' "
@@ -131,7 +139,8 @@ def rule_words(equivalence: float) -> str:
     return (
         "Each pair of strategies is compared over the blocks where both phases passed "
         "their checks: the mean of the per-block differences (of logarithms, so a ratio; "
-        "the failure rate by plain differences) and its Student-t intervals, which need 2 "
+        "the failure and success rates, recovery and load deviation by plain "
+        "differences) and its Student-t intervals, which need 2 "
         f"blocks or more. A pair is resolved when its {level} % interval excludes 0, and "
         f"equivalent when its 90 % interval lies inside the run's equivalence margin, "
         f"{margin_words(equivalence)} (two one-sided tests at 5 %). Green, no mark: a "
@@ -169,7 +178,7 @@ def _interval(metric: str, d: Mapping[str, Any]) -> str:
     """``+2.1 % [+0.15, +4.1] (95 %), 90 %: [+0.47, +3.7], over 4 blocks``."""
     blocks = int(d.get("blocks") or 0)
     if metric in ABSOLUTE_MARGINS:
-        keys, scale, unit = ("diff", "lo", "hi", "lo90", "hi90"), 100.0, " percentage points"
+        keys, (scale, unit) = ("diff", "lo", "hi", "lo90", "hi90"), MARGIN_UNITS[metric]
     elif d.get("relative_lo") is None and d.get("lo") is not None:  # a zero among the values
         keys, scale, unit = ("diff", "lo", "hi", "lo90", "hi90"), 1.0, ""
     else:

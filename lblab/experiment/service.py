@@ -75,9 +75,15 @@ class Experiment:
         if layout is not None:
             console.print(layout.describe())
         from lblab.loadtests.runner import new_manifest
+        from lblab.simulator.capacity import capacities
 
+        found = capacities(config)
+        for each in found:
+            console.print(each.describe(), style="yellow" if each.overloaded else None)
         run_dir = Path(config.out or "")
         manifest = new_manifest(run_dir, config, given)
+        extra = {**manifest.manifest.extra, "capacity": {c.scenario: c.to_json() for c in found}}
+        manifest.set(extra=extra)
         manifest.save()
         return cls(config, run_dir, given, console, manifest)
 

@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
         "max_replications": 0,
         "budget": "0s",
         "equivalence": 0.05,
+        "metrics": [],
         "seed": 1,
         "request_timeout": "30s",
         "locust_workers": 0,
@@ -91,6 +92,13 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+SCORECARD_KEYS = ("title", "source", "tests", "headline")
+"""The ``[scorecard]`` table: what a scenario of the scorecard's library is (``lblab
+scorecard``); a run records it and is not changed by it."""
+SIMULATED = "simulated"
+"""The ``[simulated]`` table: a layer over its file's own that applies when the testbed
+is simulated (a case about scale gives its simulated server count here)."""
+
 KNOWN_KEYS = {
     "preset": None,
     "run": DEFAULTS["run"],
@@ -102,6 +110,8 @@ KNOWN_KEYS = {
     "strategy_specs": None,
     "scenario_defs": None,
     "timeline": None,
+    "scorecard": SCORECARD_KEYS,
+    SIMULATED: None,
 }
 
 
@@ -113,7 +123,14 @@ def check_keys(layer: Mapping[str, Any], source: str) -> None:
                 f"{source}: unknown section [{key}]; sections are {', '.join(KNOWN_KEYS)}"
             )
         known = KNOWN_KEYS[key]
-        if known is not None:
+        if key == SIMULATED:
+            if not isinstance(value, Mapping) or SIMULATED in value or "preset" in value:
+                raise ConfigError(
+                    f"{source}: [{SIMULATED}] must be a table of the file's own sections "
+                    "(no preset, no [simulated] in it)"
+                )
+            check_keys(value, f"{source}: [{SIMULATED}]")
+        elif known is not None:
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{source}: [{key}] must be a table")
             for sub in value:

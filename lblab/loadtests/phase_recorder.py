@@ -147,6 +147,7 @@ class PhaseRecorder:
                 cpu_inside["server"].to_pylist() if cpu_inside is not None else [],
                 picks_inside.num_rows if picks_inside is not None else 0,
                 self.harness_cores(),
+                self.manifest.manifest.extra.get("capacity", {}).get(p.scenario),
             )
             self.manifest.update_phase(
                 p.index, picks=counts["picks"], cpu_samples=counts["cpu"], **checks

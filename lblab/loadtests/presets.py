@@ -2,7 +2,8 @@
 
 ``quick`` (an adaptive first answer in minutes), ``thesis`` (the published design),
 ``tiny`` (CI), ``thesis-claims`` (what ``lblab reproduce thesis`` runs), and ``ingram``,
-``martins`` and ``linkerd`` (the other reports' experiments). Each file is a config layer
+``martins`` and ``linkerd`` (the other reports' experiments), ``scorecard`` (the frame of
+``lblab scorecard``'s cases). Each file is a config layer
 in the shape ``loadtests.runconfig`` documents; a config file or flags override it.
 """
 

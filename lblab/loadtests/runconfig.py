@@ -14,6 +14,7 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
     preset = "quick"                       # start from a preset (a config file may say it)
     [run]      name, strategies, scenarios, duration, warmup, replications, seed,
                max_replications, budget, equivalence (adaptive blocks),
+               metrics (the answer's metrics; empty: the headline ones),
                request_timeout, locust_workers, out,
                locust_master_bind = "HOST[:PORT]", expect_workers  (workers on other hosts)
     [load]     model = "closed"|"open"|"trace", users, spawn_rate, think_time = [min, max],
@@ -38,6 +39,10 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
                           cpu_quota, weight...; slow: factor, add_ms; fail: rate, delay_ms;
                           reject: limit, burst; cold: factor, duration; capacity: cpu_quota;
                           spike: factor, duration; slow, pause, fail, reject: duration
+    [simulated]           any of the sections above: a layer over this file's own on the
+                          simulated testbed (e.g. more servers where a case is about scale)
+    [scorecard]           title, source, tests, headline: what a scenario of `lblab
+                          scorecard`'s library is (recorded; it changes nothing in a run)
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ from lblab.config import (
     split_commas,
 )
 from lblab.errors import ConfigError
-from lblab.loadtests.config_layers import DEFAULTS, check_keys, merge
+from lblab.loadtests.config_layers import DEFAULTS, SIMULATED, check_keys, merge
 from lblab.loadtests.isolation import ISOLATION_METHODS
 from lblab.loadtests.loadspec import MODELS
 from lblab.loadtests.openloop import ARRIVALS
@@ -504,6 +509,9 @@ class RunConfig:
     """Adaptive: seconds of phases after which no block is added (0: no budget)."""
     equivalence: float
     """The margin within which two strategies are equivalent (relative, e.g. 0.05)."""
+    metrics: tuple[str, ...]
+    """The metrics the answer judges and adaptive blocks settle (``winners.json``); empty:
+    the headline ones (``analysis/metrics.py``: ``HEADLINE``)."""
     seed: int
     request_timeout: float
     locust_workers: int
@@ -549,6 +557,15 @@ class RunConfig:
                 f"blocks) or {self.replications}..{MAX_REPLICATIONS} (at least run.replications)"
             )
         check_range("run.equivalence", self.equivalence, above=0, maximum=1)
+        if self.metrics:
+            from lblab.analysis.metrics import METRICS
+
+            unknown = [m for m in self.metrics if m not in METRICS]
+            if unknown:
+                raise ConfigError(
+                    f"run.metrics: {', '.join(map(repr, unknown))} is not a metric; metrics "
+                    f"are {', '.join(METRICS)}"
+                )
         check_range(
             "run.request_timeout", self.request_timeout, above=0, maximum=MAX_REQUEST_TIMEOUT
         )
@@ -653,6 +670,14 @@ class RunConfig:
                 "(workers on other hosts) or --locust-workers N as well"
             )
 
+    def every_server(self) -> tuple[ServerSpec, ...]:
+        """The ``[[servers]]`` in the file's order, then those a timeline ``add`` starts."""
+        known = {s.id: s for s in self.servers}
+        for event in self.timeline:
+            if event.action == "add" and event.spec is not None:
+                known.setdefault(event.spec.id, event.spec)
+        return tuple(known.values())
+
     def spikes(self, scenario: str) -> tuple[Spike, ...]:
         """The ``spike`` events of ``scenario``'s phases (``loadtests/spikes.py``)."""
         return tuple(
@@ -752,6 +777,7 @@ def _run_values(run: Mapping[str, Any]) -> dict[str, Any]:
         "max_replications": parse_int(run.get("max_replications", 0), "run.max_replications"),
         "budget": parse_duration(run.get("budget", "0s"), "run.budget"),
         "equivalence": parse_float(run.get("equivalence", 0.05), "run.equivalence"),
+        "metrics": _names("run.metrics", run["metrics"]) if run.get("metrics") else (),
         "seed": parse_int(run["seed"], "run.seed", maximum=MAX_SEED),
         "request_timeout": parse_duration(run["request_timeout"], "run.request_timeout"),
         "locust_workers": parse_int(run["locust_workers"], "run.locust_workers"),
@@ -982,12 +1008,25 @@ def resolve(
     config_file: Mapping[str, Any] | None,
     flags: Mapping[str, Any],
 ) -> RunConfig:
-    """defaults <- preset <- config file <- flags, checked."""
-    raw: dict[str, Any] = merge(DEFAULTS, {})
-    for layer, source in ((preset, "preset"), (config_file, "config file"), (flags, "flags")):
+    """defaults <- preset <- config file <- flags, checked. On the simulated testbed a
+    layer's ``[simulated]`` table goes over that layer (under the ones after it)."""
+    layers = [(preset, "preset"), (config_file, "config file"), (flags, "flags")]
+    for layer, source in layers:
         if layer:
             check_keys(layer, source)
-            raw = merge(raw, {k: v for k, v in layer.items() if k != "preset"})
+
+    def merged(simulated: bool) -> dict[str, Any]:
+        raw: dict[str, Any] = merge(DEFAULTS, {})
+        for layer, _ in layers:
+            if layer:
+                raw = merge(raw, {k: v for k, v in layer.items() if k != "preset"})
+                if simulated and isinstance(layer.get(SIMULATED), Mapping):
+                    raw = merge(raw, layer[SIMULATED])
+        return raw
+
+    raw = merged(False)
+    if raw["testbed"].get("kind") == "simulated":
+        raw = merged(True)
     return build(raw)
 
 

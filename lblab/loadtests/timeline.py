@@ -27,6 +27,7 @@ show it.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -74,6 +75,27 @@ def undo(event: TimelineEvent) -> TimelineEvent | None:
     return replace(event, at=at, duration=None, **UNDONE[event.action])
 
 
+def log_entry(event: TimelineEvent, t: float) -> dict[str, Any]:
+    """The manifest's entry of ``event``, fired at epoch ``t`` (before its outcome)."""
+    entry: dict[str, Any] = {"at": event.at, "t": t, "action": event.action, "server": event.server}
+    entry.update({k: getattr(event, k) for k in LOGGED.get(event.action, ())})
+    if event.duration is not None:
+        entry["duration"] = event.duration
+    return entry
+
+
+def planned_log(events: Sequence[TimelineEvent], origin: float) -> list[dict[str, Any]]:
+    """The log a phase's ``events`` leave when each takes effect at its time, counted
+    from ``origin``, undos included: a simulated phase's, whose clock has no delays."""
+    out = []
+    for event in events:
+        for each in (event, undo(event)):
+            if each is not None:
+                entry = log_entry(each, origin + each.at)
+                out.append({**entry, "ok": True, "t_done": entry["t"]})
+    return sorted(out, key=lambda e: e["t"])
+
+
 class Timeline:
     def __init__(self, events: list[TimelineEvent], pool: PoolActions) -> None:
         self._pending = sorted(events, key=lambda e: e.at)
@@ -83,15 +105,7 @@ class Timeline:
     def fire_due(self, elapsed: float) -> None:
         while self._pending and self._pending[0].at <= elapsed:
             event = self._pending.pop(0)
-            entry: dict[str, Any] = {
-                "at": event.at,
-                "t": time.time(),
-                "action": event.action,
-                "server": event.server,
-            }
-            entry.update({k: getattr(event, k) for k in LOGGED.get(event.action, ())})
-            if event.duration is not None:
-                entry["duration"] = event.duration
+            entry = log_entry(event, time.time())
             try:
                 match event.action:
                     case "kill":

@@ -8,7 +8,7 @@ picks) and what the runner measured of its own processes and of the machine's CP
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lblab.loadtests.runconfig import LoadConfig, RunConfig
@@ -23,10 +23,12 @@ def phase_checks(
     cpu_servers: Sequence[str],
     picks_inside: int,
     harness_cores: float | None,
+    capacity: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest's ``verdicts`` and ``verdict`` of a phase; ``cpu_servers`` names the
     server of each CPU sample inside its window; ``harness_cores`` is what the harness
-    may use without taking it from the servers (None: not known)."""
+    may use without taking it from the servers (None: not known); ``capacity`` is the
+    manifest's entry of the phase's scenario (``simulator/capacity.py``)."""
     window = entry.window
     if window is None:
         return {"verdicts": [], "verdict": "n/a"}
@@ -68,5 +70,17 @@ def phase_checks(
         harness_cpus=harness_cpu.get("cpus"),
         harness_outside_cores=harness_cpu.get("outside_cores"),
         harness_steal_cores=harness_cpu.get("steal_cores"),
+        offered_capacity=offered_capacity(capacity),
     )
     return judge(facts)
+
+
+def offered_capacity(capacity: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """(offered, total) of a manifest's ``capacity`` entry, when it has both."""
+    found = capacity or {}
+    offered, total = found.get("offered"), found.get("total")
+    if found.get("batch"):
+        return None
+    if isinstance(offered, int | float) and isinstance(total, int | float):
+        return float(offered), float(total)
+    return None

@@ -41,11 +41,18 @@ def _labelled(table: pa.Table, column: str, window: Window, interval: float = 0.
     return with_window(table, column, window, interval)
 
 
-def write_phase(run_dir: Path, key: str, result: SimResult, window: Window) -> dict[str, Any]:
+def write_phase(
+    run_dir: Path,
+    key: str,
+    result: SimResult,
+    window: Window,
+    offered_capacity: tuple[float, float] | None = None,
+) -> dict[str, Any]:
     """Write one simulated phase's requests, picks and cpu parts, labelled by its
     measured ``window``; returns its manifest facts: the requests, the window's fields,
     and the validity checks that apply to a simulation (accounting, steady state,
-    warm-up; the harness's own CPU is n/a)."""
+    warm-up, and with ``offered_capacity`` the load against the servers' capacity; the
+    harness's own CPU is n/a)."""
     requests = _labelled(result.requests, "t_sent", window)
     write_part(run_dir, "requests", key, requests)
     write_part(run_dir, "picks", key, _labelled(result.picks, "t", window))
@@ -57,7 +64,7 @@ def write_phase(run_dir: Path, key: str, result: SimResult, window: Window) -> d
         "requests": n,
         "failures": n - pc.sum(requests["ok"]).as_py() if n else 0,
         **facts,
-        **judge(phase_facts(window, facts["measured"])),
+        **judge(phase_facts(window, facts["measured"], offered_capacity=offered_capacity)),
     }
 
 

@@ -51,24 +51,16 @@ from lblab.loadtests.runconfig import (
     ServerSpec,
 )
 from lblab.loadtests.testbed import PhaseRun
-from lblab.loadtests.timeline import undo
+from lblab.loadtests.timeline import planned_log, undo
 from lblab.servers.cpulimit import quota_for
 from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT
+from lblab.simulator.capacity import capacity
 from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerEvent, ServerGroup, SimConfig
 from lblab.simulator.output import write_phase
 from lblab.simulator.run import SimResult, simulate
 from lblab.simulator.service import Exponential, Fixed, ServiceModel, parse_service
 from lblab.simulator.workload import Arrivals, ClosedUsers, OpenArrivals, TraceArrivals
 from lblab.windows import Window
-
-
-def servers(config: RunConfig) -> tuple[ServerSpec, ...]:
-    """The ``[[servers]]`` in the file's order, then those a timeline ``add`` starts."""
-    known = {s.id: s for s in config.servers}
-    for event in config.timeline:
-        if event.action == "add" and event.spec is not None:
-            known.setdefault(event.spec.id, event.spec)
-    return tuple(known.values())
 
 
 def server_groups(config: RunConfig, specs: Sequence[ServerSpec]) -> tuple[ServerGroup, ...]:
@@ -150,7 +142,7 @@ def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
     else:
         requests, duration = MAX_REQUESTS, config.warmup + config.duration
     options = config.strategy_options.get(phase.strategy, {})
-    specs = servers(config)
+    specs = config.every_server()
     return SimConfig(
         strategy=phase.strategy,
         strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
@@ -180,9 +172,26 @@ def _window(config: RunConfig, result: SimResult) -> Window:
     return Window(start, max(start, end))
 
 
+def unsimulated(strategy: str) -> str | None:
+    """Why ``strategy`` cannot be simulated yet, or None: the simulated servers grant no
+    LEASE frames, so a strategy that sends only within leases would refuse every request."""
+    from lblab.balancer.strategies.registry import strategy_class
+
+    if strategy_class(strategy).uses_leases:
+        return (
+            f"{strategy} sends only within the servers' LEASE frames, and the simulated "
+            "servers grant none yet: run it on the local testbed"
+        )
+    return None
+
+
 def check(config: RunConfig) -> None:
     """A ``ConfigError`` naming the field if any phase of ``config`` cannot be simulated
     (before a run folder is made)."""
+    for strategy in config.strategies:
+        why = unsimulated(strategy)
+        if why is not None:
+            raise ConfigError(f"run.strategies: {why}")
     for phase in plan(config):
         phase_config(config, phase, "check")
 
@@ -212,8 +221,13 @@ class SimulatedTestbed:
         sim = phase_config(config, phase, self.run_dir.name)
         progress.start_phase(phase.label, config.warmup + config.duration)
         result = simulate(sim)
-        facts = write_phase(self.run_dir, phase.key, result, _window(config, result))
+        can = capacity(config, phase.scenario, config.every_server())
+        offered = None if can.utilization is None else (can.offered or 0.0, can.total)
+        facts = write_phase(self.run_dir, phase.key, result, _window(config, result), offered)
         facts["load_start"] = EPOCH
+        events = [e for e in config.timeline if e.applies_to(phase.scenario)]
+        if events:
+            facts["timeline"] = planned_log(events, EPOCH)
         status, error = "done", None
         if not facts["requests"]:
             status, error = "failed", "no requests were simulated"

@@ -61,6 +61,7 @@ def test_a_clean_phase_passes_and_says_what_it_could_not_measure() -> None:
         "warm-up": PASS,
         "clocks": NA,
         "disturbance": NA,
+        "capacity": NA,
     }
     assert worst(got.values()) == PASS
 
@@ -108,6 +109,8 @@ def test_a_clean_phase_passes_and_says_what_it_could_not_measure() -> None:
         (_disturbed(outside=0.25, steal=0.05, cpus=(4, 5, 6, 7)), "disturbance", WARN),
         # without isolation the servers' CPUs are all the run's, shared with the harness
         (_disturbed(outside=0.40, steal=0.0, cpus=(0, 1), isolated=False), "disturbance", FAIL),
+        ({"offered_capacity": (95.0, 100.0)}, "capacity", WARN),
+        ({"offered_capacity": (130.0, 100.0)}, "capacity", FAIL),
     ],
 )
 def test_each_check_fires(change: dict, check: str, level: str) -> None:
@@ -133,6 +136,7 @@ def test_each_check_fires(change: dict, check: str, level: str) -> None:
         (_disturbed(outside=0.03, steal=0.01), "disturbance"),
         # below zero: the counters' imprecision, judged as none
         (_disturbed(outside=-0.08, steal=0.04), "disturbance"),
+        ({"offered_capacity": (64.0, 100.0)}, "capacity"),
     ],
 )
 def test_checks_that_need_their_facts_pass_when_given_good_ones(change: dict, check: str) -> None:

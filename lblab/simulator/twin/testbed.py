@@ -111,14 +111,13 @@ def file_testbed(manifest: Manifest) -> Testbed:
     quotas and workers a live run's servers ran with, and the phases the run did."""
     from lblab.loadtests.plan import Phase, phase_config
     from lblab.loadtests.runconfig import build
-    from lblab.simulator.simulated_testbed import servers as file_servers
 
     config = build(dict(manifest.config))
     facts = manifest.testbed.get("servers", {})
     # The quotas the servers ran with: scaled to fit their CPUs (loadtests/isolation.py).
     running = (manifest.testbed.get("cpu_layout") or {}).get("quotas") or {}
     servers = []
-    for i, spec in enumerate(file_servers(config)):
+    for i, spec in enumerate(config.every_server()):
         started = facts.get(spec.id, {})
         servers.append(
             TwinServer(

@@ -1,0 +1,1 @@
+"""The scorecard: every strategy against the field's named hard cases (``lblab scorecard``)."""

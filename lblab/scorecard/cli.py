@@ -1,0 +1,153 @@
+"""The ``lblab scorecard`` command: the library of hard cases x strategies."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lblab.config import parse_duration, parse_names
+from lblab.errors import EXIT_INTERRUPTED, ConfigError
+from lblab.pages import FORMAT_HELP, check_format, stamped, this_command
+from lblab.stamp import take
+
+
+def show(out: Path, fmt: str, opening: str) -> None:
+    """The scorecard in ``out`` on standard output: a table a testbed, its JSON, or the
+    page of docs/results/ (``opening``: its stamp)."""
+    from lblab.analysis.scorecard import read_scorecard
+    from lblab.analysis.scorecard_page import SHORT, markdown_page, overview_rows
+
+    card = read_scorecard(out)
+    if fmt == "json":
+        sys.stdout.write((out / "scorecard.json").read_text())
+    elif fmt == "markdown":
+        sys.stdout.write(markdown_page(card, opening))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        for testbed in card.get("testbeds") or []:
+            columns, rows = overview_rows(card, testbed)
+            shown = Table(
+                title=f"scorecard ({SHORT.get(testbed, testbed)}): rank and headline figure"
+            )
+            for column in columns:
+                shown.add_column(column)
+            for row in rows:
+                shown.add_row(*(str(v) for v in row))
+            Console().print(shown)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this part's commands to ``app``."""
+
+    @app.command("scorecard")
+    def scorecard(
+        list_: bool = typer.Option(
+            False, "--list", help="Print the library, one case a line (its name first), and exit."
+        ),
+        scenarios: str | None = typer.Option(
+            None,
+            "--scenarios",
+            help="Cases to run, a comma list of library names or case files "
+            "(path/to/case.toml with a [scorecard] table); default: the whole library.",
+        ),
+        strategy: Annotated[
+            list[str] | None,
+            typer.Option(
+                "-s",
+                "--strategy",
+                "--strategies",
+                help="Strategies (repeatable or a comma list; your own as file.py:Class); "
+                "default: every registered strategy.",
+            ),
+        ] = None,
+        testbed: str = typer.Option(
+            "simulated",
+            "--testbed",
+            help="simulated (default), local (live processes here), or both: simulated,local.",
+        ),
+        budget: str = typer.Option(
+            "0s",
+            "--budget",
+            help="Seconds of phases for the whole scorecard (e.g. 10m), shared by its runs; "
+            "past it no case adds a block beyond its first three. 0: no budget.",
+        ),
+        seed: int = typer.Option(1, "--seed", help="Base seed of every case's run."),
+        out: str | None = typer.Option(
+            None,
+            "--out",
+            help="Folder (default results/scorecard-<time>); run again with the same --out "
+            "to finish what a stopped scorecard left.",
+        ),
+        reports: bool = typer.Option(
+            False, "--reports", help="Also write each case's HTML report (slower)."
+        ),
+        fmt: str = typer.Option("table", "--format", help=FORMAT_HELP),
+    ) -> None:
+        """Every strategy against the field's named hard cases, with paired intervals.
+
+        Each case (`--list`) is an experiment file of lblab/scorecard/scenarios/ run as
+        `lblab run --config` runs it, judged on its headline metric. Writes OUT/<testbed>/
+        <case>/ (a run folder each), scorecard.json and scorecard.html.
+
+        Exit codes: 0 ok, 1 a phase failed, 2 bad input, 130 interrupted (run the same
+        command again to continue).
+        """
+        from lblab.scorecard.library import library, select
+
+        check_format(fmt)
+        if list_:
+            for case in library():
+                sys.stdout.write(
+                    f"{case.name}: {case.title} ({case.source}); judged on {case.headline}\n"
+                )
+            return
+        from rich.console import Console
+
+        from lblab.scorecard.run import TESTBED_KINDS, Plan, run_scorecard
+
+        testbeds = parse_names(testbed)
+        unknown = [t for t in testbeds if t not in TESTBED_KINDS]
+        if unknown or not testbeds or len(set(testbeds)) != len(testbeds):
+            raise ConfigError(f"--testbed {testbed!r}: give simulated, local, or simulated,local")
+        cases = select(parse_names(scenarios) if scenarios else None)
+        strategies = [n for s in strategy or [] for n in parse_names(s)]
+        if not strategies:
+            from lblab.strategy_names import STRATEGY_NAMES
+
+            strategies = list(STRATEGY_NAMES)
+            if "simulated" in testbeds:
+                from lblab.simulator.simulated_testbed import unsimulated
+
+                for name in [s for s in strategies if unsimulated(s)]:
+                    Console(stderr=True).print(f"left out: {unsimulated(name)}", style="yellow")
+                    strategies.remove(name)
+        if out is None:
+            import time
+
+            out = f"results/scorecard-{time.strftime('%Y%m%d-%H%M%S')}"
+        from lblab.balancer.strategies.options import split_options
+        from lblab.balancer.strategies.registry import resolve
+
+        names = [resolve(split_options(s, "--strategies")[0]) for s in strategies]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"--strategies: {', '.join(strategies)} names a strategy twice")
+        plan = Plan(
+            cases=cases,
+            strategies=strategies,
+            names=names,
+            testbeds=testbeds,
+            out=Path(out),
+            seed=seed,
+            budget_s=parse_duration(budget, "--budget"),
+            reports=reports,
+        )
+        stamp = take()
+        code = run_scorecard(plan, Console(stderr=True))
+        if code != EXIT_INTERRUPTED:
+            show(plan.out, fmt, stamped(stamp, this_command()))
+        raise typer.Exit(code)

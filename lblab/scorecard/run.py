@@ -1,0 +1,128 @@
+"""``lblab scorecard``: cases x strategies on each testbed, one run folder a case.
+
+Each case runs as ``lblab run --config CASE`` does (``experiment/service.py``: blocks,
+adaptive replications, paired intervals, validity checks, resume), with the strategies,
+seed, testbed and out folder given here and ``run.metrics`` its headline metric, so its
+adaptive blocks settle what it is judged on. The folders are ``OUT/<testbed>/<case>/``;
+after every case ``scorecard.json`` and ``scorecard.html`` are written again, so a killed
+scorecard keeps what it finished, and the same command with the same ``--out`` runs only
+what is not done (a case's unfinished run is resumed, a finished one read).
+
+``budget`` is the whole scorecard's seconds of phases, shared evenly by its runs (each
+case's ``run.budget``): past it no run adds a block, so every case still gets the
+frame's three.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from lblab.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PHASE_FAILED
+from lblab.scorecard.library import LibraryCase
+
+TESTBED_KINDS = ("simulated", "local")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    cases: Sequence[LibraryCase]
+    strategies: Sequence[str]
+    """As given: names, specs (``file.py:Class``), options in brackets."""
+    names: Sequence[str]
+    """The strategies' names, in the same order: the scorecard's rows."""
+    testbeds: Sequence[str]
+    out: Path
+    seed: int = 1
+    budget_s: float = 0.0
+    reports: bool = False
+
+    def run_dir(self, case: LibraryCase, testbed: str) -> Path:
+        return self.out / testbed / case.name
+
+    def flags(self, case: LibraryCase, testbed: str) -> dict[str, Any]:
+        """The ``lblab run`` layer over the case's file."""
+        runs = len(self.cases) * len(self.testbeds)
+        run: dict[str, Any] = {
+            "name": case.name,
+            "strategies": list(self.strategies),
+            "seed": self.seed,
+            "metrics": [case.headline],
+            "out": str(self.run_dir(case, testbed)),
+        }
+        if self.budget_s:
+            run["budget"] = f"{self.budget_s / runs:.3f}s"
+        return {"run": run, "testbed": {"kind": testbed}}
+
+
+def run_scorecard(plan: Plan, console: Console) -> int:
+    """Every case on every testbed of ``plan``; the scorecard written after each. The
+    exit code: 0, 1 when a phase failed (its case still counts what passed), 130
+    interrupted."""
+    from lblab.analysis.scorecard import Case, build_scorecard, write_scorecard
+    from lblab.analysis.scorecard_page import write_page
+
+    plan.out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    done: list[Case] = []
+    code = EXIT_OK
+    total = len(plan.cases) * len(plan.testbeds)
+    for testbed in plan.testbeds:
+        for case in plan.cases:
+            console.rule(f"case {len(done) + 1}/{total}: {case.name} ({testbed}): {case.title}")
+            result = _run_case(plan, case, testbed, console)
+            if result == EXIT_INTERRUPTED:
+                console.print(f"interrupted; continue with the same command (--out {plan.out})")
+                return EXIT_INTERRUPTED
+            if result != EXIT_OK:
+                code = EXIT_PHASE_FAILED
+            done.append(
+                Case(
+                    case.name, case.title, case.source, case.tests, case.headline, testbed,
+                    plan.run_dir(case, testbed),
+                )
+            )  # fmt: skip
+            card = build_scorecard(
+                done,
+                {
+                    "strategies": list(plan.names),
+                    "testbeds": list(plan.testbeds),
+                    "seed": plan.seed,
+                    "started": started,
+                    "seconds": round(time.time() - started, 1),
+                    "complete": len(done) == total,
+                },
+            )
+            write_scorecard(plan.out, card)
+            write_page(plan.out, card)
+    console.print(f"scorecard: {plan.out / 'scorecard.json'} and {plan.out / 'scorecard.html'}")
+    return code
+
+
+def _run_case(plan: Plan, case: LibraryCase, testbed: str, console: Console) -> int:
+    """One case's run: new, resumed, or read when it is done."""
+    from lblab.experiment.service import Experiment
+    from lblab.manifest import load as load_manifest
+
+    run_dir = plan.run_dir(case, testbed)
+    manifest = run_dir / "manifest.json"
+    if manifest.is_file():
+        status = load_manifest(manifest).status
+        if status == "done":
+            console.print(f"{run_dir}: done already; read as it is")
+            return EXIT_OK
+        experiment = Experiment.reopen(str(run_dir), "resume", console)
+    else:
+        config = Experiment.resolve(None, str(case.path), plan.flags(case, testbed))
+        given = {"command": "scorecard", "config_file": str(case.path),
+                 "flags": plan.flags(case, testbed)}  # fmt: skip
+        experiment = Experiment.new(config, given, console)
+    code = experiment.run()
+    if plan.reports and code != EXIT_INTERRUPTED:
+        experiment.finish(code, report=True)
+    return code
