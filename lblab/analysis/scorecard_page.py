@@ -38,6 +38,19 @@ def _index(card: Mapping[str, Any]) -> dict[tuple[str, str, str], Mapping[str, A
     return {(c["scenario"], c["strategy"], c["testbed"]): c for c in card.get("cells", [])}
 
 
+def _ranked(
+    cells: Mapping[tuple[str, str, str], Mapping[str, Any]],
+    about: Mapping[str, Any],
+    strategy: str,
+    testbed: str,
+) -> tuple[Any, str] | None:
+    """A strategy's rank in a case and its headline figure, formatted (None: no cell)."""
+    c = cells.get((about["scenario"], strategy, testbed))
+    if c is None:
+        return None
+    return c.get("rank"), _formatted(_headline_figure(c, about["headline"]), about["headline"])
+
+
 def _formatted(value: Any, headline: str) -> str:
     if not isinstance(value, int | float):
         return "-"
@@ -143,12 +156,11 @@ def page(card: Mapping[str, Any]) -> str:
         tds = []
         for s in scenarios:
             for t in testbeds:
-                c = cells.get((s["scenario"], strategy, t))
-                if c is None:
+                shown = _ranked(cells, s, strategy, t)
+                if shown is None:
                     tds.append("<td>-</td>")
                     continue
-                figure = _formatted(_headline_figure(c, s["headline"]), s["headline"])
-                rank = c.get("rank")
+                rank, figure = shown
                 tds.append(
                     f"<td{_shade(rank, counts[(s['scenario'], t)])}>"
                     f"{'#' + str(rank) if rank else ''} {esc(figure)}</td>"
@@ -225,12 +237,12 @@ def overview_rows(
     for strategy in card.get("strategies", []):
         row: list[Any] = [strategy]
         for s in scenarios:
-            c = cells.get((s["scenario"], strategy, testbed))
-            if c is None:
+            shown = _ranked(cells, s, strategy, testbed)
+            if shown is None:
                 row.append("-")
                 continue
-            figure = _formatted(_headline_figure(c, s["headline"]), s["headline"])
-            row.append(f"#{c['rank']} {figure}" if c.get("rank") else figure)
+            rank, figure = shown
+            row.append(f"#{rank} {figure}" if rank else figure)
         rows.append(row)
     rows.append(
         ["**verdict**", *(
