@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
             None,
             "--scenarios",
             help="Cases to run, a comma list of library names or case files "
-            "(path/to/case.toml with a [scorecard] table); default: the whole library.",
+            "(path/to/case.toml with a scorecard table); default: the whole library.",
         ),
         strategy: Annotated[
             list[str] | None,
@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
                 "--strategy",
                 "--strategies",
                 help="Strategies (repeatable or a comma list; your own as file.py:Class); "
-                "default: every registered strategy.",
+                "default: every registered strategy (on the simulated testbed, those it can "
+                "simulate).",
             ),
         ] = None,
         testbed: str = typer.Option(
@@ -74,7 +75,8 @@ def register(app: typer.Typer) -> None:
             "0s",
             "--budget",
             help="Seconds of phases for the whole scorecard (e.g. 10m), shared by its runs; "
-            "past it no case adds a block beyond its first three. 0: no budget.",
+            "past it no case adds a block beyond its own minimum (3 in the library). 0: no "
+            "budget.",
         ),
         seed: int = typer.Option(1, "--seed", help="Base seed of every case's run."),
         out: str | None = typer.Option(
@@ -114,8 +116,10 @@ def register(app: typer.Typer) -> None:
         unknown = [t for t in testbeds if t not in TESTBED_KINDS]
         if unknown or not testbeds or len(set(testbeds)) != len(testbeds):
             raise ConfigError(f"--testbed {testbed!r}: give simulated, local, or simulated,local")
+        budget_s = parse_duration(budget, "--budget")
         cases = select(parse_names(scenarios) if scenarios else None)
         strategies = [n for s in strategy or [] for n in parse_names(s)]
+        left_out: list[str] = []
         if not strategies:
             from lblab.strategy_names import STRATEGY_NAMES
 
@@ -123,9 +127,8 @@ def register(app: typer.Typer) -> None:
             if "simulated" in testbeds:
                 from lblab.simulator.simulated_testbed import unsimulated
 
-                for name in [s for s in strategies if unsimulated(s)]:
-                    Console(stderr=True).print(f"left out: {unsimulated(name)}", style="yellow")
-                    strategies.remove(name)
+                left_out = [why for s in strategies if (why := unsimulated(s))]
+                strategies = [s for s in strategies if not unsimulated(s)]
         if out is None:
             import time
 
@@ -143,11 +146,14 @@ def register(app: typer.Typer) -> None:
             testbeds=testbeds,
             out=Path(out),
             seed=seed,
-            budget_s=parse_duration(budget, "--budget"),
+            budget_s=budget_s,
             reports=reports,
         )
+        console = Console(stderr=True)
+        for why in left_out:
+            console.print(f"left out: {why}", style="yellow")
         stamp = take()
-        code = run_scorecard(plan, Console(stderr=True))
+        code = run_scorecard(plan, console)
         if code != EXIT_INTERRUPTED:
             show(plan.out, fmt, stamped(stamp, this_command()))
         raise typer.Exit(code)

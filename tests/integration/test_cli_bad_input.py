@@ -166,6 +166,14 @@ CASES: dict[str, Case] = {
     "agent-report-token-space": Case(("agent", "--server", "s1", "--pid", "1", "--report-to", "127.0.0.1:9", "--report-token", "a token with spaces"), "--report-token"),
     "locust-workers-root-is-file": Case(("locust-workers", "--master", "127.0.0.1:9", "--records-root", "{d}/a-file"), "is a file"),
     "locust-workers-processes-huge": Case(("locust-workers", "--master", "127.0.0.1:9", "--records-root", "{d}/records", "--processes", "1000000"), "--processes"),
+    "scorecard-testbed-unknown": Case(("scorecard", "--testbed", "cloud"), "give simulated, local"),
+    "scorecard-case-unknown": Case(("scorecard", "--scenarios", "one-slo"), "not a case of the library"),
+    "scorecard-case-no-table": Case(("scorecard", "--scenarios", "{d}/servers5.toml"), "needs a [scorecard] table"),
+    "scorecard-case-malformed": Case(("scorecard", "--scenarios", "{d}/malformed.toml"), "not valid toml"),
+    "scorecard-case-is-dir": Case(("scorecard", "--scenarios", "{d}/a-directory.toml"), "no such case file"),
+    "scorecard-budget-text": Case(("scorecard", "--budget", "soon"), "--budget"),
+    "scorecard-strategy-unknown": Case(("scorecard", "-s", "nope"), "unknown strategy"),
+    "scorecard-format-unknown": Case(("scorecard", "--format", "pdf"), "--format"),
 }  # fmt: skip
 
 
