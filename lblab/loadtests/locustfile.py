@@ -15,7 +15,7 @@ from typing import Any
 
 import gevent
 from locust import events
-from locust.runners import MasterRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from lblab.loadtests import clock_exchange
 from lblab.loadtests.records import FLUSH_S, RequestRecorder, mark_started
@@ -25,6 +25,8 @@ from lblab.loadtests.rsocket_user import (
     ClosedLoopUser,
     OpenLoopUser,
     end_load_after,
+    quit_after_reports,
+    report_when_asked,
     spec_of,
 )
 
@@ -121,7 +123,7 @@ def _count_generators(environment: Any) -> None:
     def on_done(environment: Any, msg: Any, **_: Any) -> None:
         done.add(msg.node_id)
         if len(done) >= generators:
-            gevent.spawn(environment.runner.quit)
+            gevent.spawn(quit_after_reports, environment)
 
     environment.runner.register_message(GENERATOR_DONE, on_done)
 
@@ -153,6 +155,8 @@ def _on_init(environment: Any, **_: Any) -> None:
         _count_generators(environment)
         _time_the_load(environment)
         return  # the master runs no users: its workers record
+    if isinstance(environment.runner, WorkerRunner):
+        report_when_asked(environment)
 
     def on_request(name: str, response_time: float, context: dict[str, Any], **_: Any) -> None:
         _recording.on_request(environment, name, response_time, context)
