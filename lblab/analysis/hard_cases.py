@@ -133,12 +133,14 @@ def recovery_s(
     rate = len(t_sent) / max(float(t_sent.max() - t_sent.min()), 1e-9)
     width = max(BIN_S, BIN_REQUESTS / rate)
     bins = ((t_sent[after] - end) // width).astype(np.int64)
-    values = answer_s[after]
-    count = int(bins.max()) + 1
+    order = np.argsort(bins, kind="stable")
+    bins, values = bins[order], answer_s[after][order]
+    count = int(bins[-1]) + 1
     within = np.zeros(count, dtype=bool)
     seen = np.zeros(count, dtype=bool)
-    for k in np.unique(bins):
-        within[k] = _p99(values[bins == k]) <= base * (1 + RECOVERED_WITHIN)
+    present, starts = np.unique(bins, return_index=True)
+    for k, chunk in zip(present, np.split(values, starts[1:]), strict=True):
+        within[k] = _p99(chunk) <= base * (1 + RECOVERED_WITHIN)
         seen[k] = True
     for k in range(count):
         if seen[k] and within[k] and (k + 1 >= count or within[k + 1] or not seen[k + 1]):
