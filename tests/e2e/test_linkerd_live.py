@@ -150,7 +150,13 @@ HUNG_EJECTED_S = 4.5
 (1 s each here) or, at the latest, ``HUNG_AFTER_S`` (3 s) of silence, plus a tick."""
 
 
+# Quiet: its windows are timed to the second around a slowdown and a pause, which a busy
+# machine moves. Beside the parallel pass it failed twice on 2026-12-02, each time with
+# its phase's own disturbance check failing (16-24 % of the CPUs taken by the other test
+# workers): requests due before the pause, slowed to 320 ms, passed the client's 1 s
+# deadline; and a stalled Locust sent two requests due before the resume after it.
 @pytest.mark.slow
+@pytest.mark.quiet
 def test_slow_pause_resume_fire_and_take_effect(tmp_path: Path) -> None:
     config = tmp_path / "events.toml"
     config.write_text(EVENTS_CONFIG)
