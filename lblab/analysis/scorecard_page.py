@@ -17,6 +17,7 @@ from typing import Any
 
 from lblab.analysis.metrics import metric_info
 from lblab.analysis.numbers import number
+from lblab.analysis.scorecard import FIGURES
 from lblab.files import write_bytes_atomically
 from lblab.pages import table
 
@@ -25,13 +26,13 @@ MARK = {"winner": "", "tie": "=", "unresolved": "?"}
 SHORT = {"simulated": "sim", "local": "live"}
 
 
-def _headline_figure(cell: Mapping[str, Any], headline: str) -> Any:
-    from lblab.analysis.scorecard import FIGURES
+FIGURE_OF = {metric: figure for figure, metric in FIGURES.items()}
+"""A unit metric -> the cell's figure that pools it (``success_rate``, ``p99_ms``, ...)."""
 
-    name = next((k for k, v in FIGURES.items() if v == headline), None)
-    if name is not None:
-        return (cell.get(name) or {}).get("mean")
-    return None
+
+def _headline_figure(cell: Mapping[str, Any], headline: str) -> Any:
+    name = FIGURE_OF.get(headline)
+    return (cell.get(name) or {}).get("mean") if name is not None else None
 
 
 def _index(card: Mapping[str, Any]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
@@ -290,9 +291,7 @@ def case_section(card: Mapping[str, Any], scenario: str, testbed: str) -> list[s
         c for c in card.get("cells", []) if c["scenario"] == scenario and c["testbed"] == testbed
     ]
     mine.sort(key=lambda c: (c.get("rank") is None, c.get("rank") or 0, c["strategy"]))
-    from lblab.analysis.scorecard import FIGURES
-
-    name = next((k for k, v in FIGURES.items() if v == headline), None)
+    name = FIGURE_OF.get(headline)
 
     def fig(c: Mapping[str, Any], key: str, metric: str) -> str:
         return _formatted((c.get(key) or {}).get("mean"), metric)

@@ -52,9 +52,10 @@ from lblab.loadtests.runconfig import (
 )
 from lblab.loadtests.testbed import PhaseRun
 from lblab.loadtests.timeline import planned_log, undo
+from lblab.loadtests.validity import offered_capacity
 from lblab.servers.cpulimit import quota_for
 from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT
-from lblab.simulator.capacity import capacity
+from lblab.simulator.capacity import capacities
 from lblab.simulator.config import EPOCH, MAX_REQUESTS, ServerEvent, ServerGroup, SimConfig
 from lblab.simulator.output import write_phase
 from lblab.simulator.run import SimResult, simulate
@@ -204,6 +205,9 @@ class SimulatedTestbed:
 
     def __init__(self, config: RunConfig, run_dir: Path) -> None:
         self.config, self.run_dir = config, run_dir
+        # Each scenario's load against its servers' capacity, for the capacity check: a
+        # fact of the file (a phase's length does not change it), so worked out once.
+        self.offered = {c.scenario: offered_capacity(c.to_json()) for c in capacities(config)}
 
     def start(self, strategy: str) -> None:
         """Nothing runs between phases."""
@@ -221,8 +225,7 @@ class SimulatedTestbed:
         sim = phase_config(config, phase, self.run_dir.name)
         progress.start_phase(phase.label, config.warmup + config.duration)
         result = simulate(sim)
-        can = capacity(config, phase.scenario, config.every_server())
-        offered = None if can.utilization is None else (can.offered or 0.0, can.total)
+        offered = self.offered[phase.scenario]
         facts = write_phase(self.run_dir, phase.key, result, _window(config, result), offered)
         facts["load_start"] = EPOCH
         events = [e for e in config.timeline if e.applies_to(phase.scenario)]
