@@ -29,7 +29,7 @@ from types import ModuleType
 
 PACKAGE = Path(__file__).resolve().parent
 
-STRATEGIES_NOT_COMPILED = ("__init__", "configs", "listing", "options", "registry", "specs")
+STRATEGIES_NOT_COMPILED = ("__init__", "listing", "options", "registry", "specs")
 """The modules of ``balancer/strategies/`` left out of ``MODULES`` (why: its docstring)."""
 
 
@@ -64,9 +64,10 @@ MODULES = (
 """What is compiled: the per-request path of the balancer and of the Locust user's client,
 and every registered strategy with what it shares (the views, the base classes, the
 available list, the EWMA decay, the schedulers), so that all strategies pick at the
-same, compiled price (``benchmarks/bench_pick.py``). Left out (``STRATEGIES_NOT_COMPILED``):
-the strategies' option classes (``strategies/configs.py``: mypyc erases ``Literal``
-annotations and its frozen dataclasses cannot be copied), the registry, spec loading,
+same, compiled price (``benchmarks/bench_pick.py``); each one's options class, in its
+module, is a plain Python class there (``@mypyc_attr(native_class=False)``: a compiled
+frozen dataclass cannot be copied or pickled) with its ``Literal`` options quoted (mypyc
+erases a plain one). Left out (``STRATEGIES_NOT_COMPILED``): the registry, spec loading,
 option parsing and listing (``registry``, ``specs``, ``options``, ``listing``: run once,
 at start) and the simulator's own strategies."""
 

@@ -38,8 +38,8 @@ from lblab.balancer.strategies.base import (
     RequestView,
     eligible,
 )
-from lblab.balancer.strategies.configs import NoOptions
 from lblab.balancer.strategies.configured import ConfiguredStrategy as Strategy
+from lblab.balancer.strategies.configured import NoOptions
 from lblab.balancer.strategies.options import check as check_option
 from lblab.errors import ConfigError
 from lblab.loadreport import LoadReport

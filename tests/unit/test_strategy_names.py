@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import pickle
 import textwrap
+import typing
 from pathlib import Path
 
 import pytest
 
 from lblab import compiled
-from lblab.balancer.strategies.registry import STRATEGIES
+from lblab.balancer.strategies.configured import NoOptions
+from lblab.balancer.strategies.registry import STRATEGIES, make_strategy
+from lblab.errors import ConfigError
 from lblab.strategy_names import BUILT_INS, STRATEGY_NAMES, THESIS_FIVE, declared_built_ins
 
 
@@ -62,3 +68,26 @@ def test_every_strategy_module_is_compiled_but_the_ones_run_once_at_start() -> N
     assert not {m.rsplit(".", 1)[-1] for m in compiled_strategies} & set(
         compiled.STRATEGIES_NOT_COMPILED
     )
+
+
+def test_a_built_in_declares_its_options_in_its_own_module() -> None:
+    """One file per built-in (issue 42): its options class is in its module, and there,
+    compiled or not, it copies, pickles (a sweep's Dask task carries it) and keeps its
+    ``Literal`` choices for the option parser."""
+    with_options = 0
+    for name, cls in STRATEGIES.items():
+        config_cls = cls.Config
+        assert config_cls is NoOptions or config_cls.__module__ == cls.__module__, name
+        config = config_cls()
+        assert copy.deepcopy(config) == config and pickle.loads(pickle.dumps(config)) == config
+        for field in dataclasses.fields(config_cls):
+            hint = typing.get_type_hints(config_cls)[field.name]
+            assert hint in (int, float, bool, str) or typing.get_origin(hint) is typing.Literal, (
+                f"{name}.{field.name}: {hint!r}"
+            )
+        with_options += config_cls is not NoOptions
+    assert with_options >= 12
+    with pytest.raises(ConfigError, match="'bogus' is not one of first, random, rr"):
+        make_strategy("lc", {"tie": "bogus"})
+    with pytest.raises(ConfigError, match="'bogus' is not one of random, first"):
+        make_strategy("c3", {"tie": "bogus"})

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from mypy_extensions import mypyc_attr
@@ -34,8 +35,20 @@ from mypy_extensions import mypyc_attr
 from lblab.loadreport import LoadReport
 
 from .base import BackendView, RequestView, eligible
-from .configs import AwrrConfig
 from .configured import ConfiguredStrategy
+from .options import check
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class AwrrConfig:
+    interval: float = 0.1
+    a: float = 0.5
+
+    def __post_init__(self) -> None:
+        check(self.interval > 0, f"interval={self.interval}: must be > 0 seconds")
+        check(0 <= self.a <= 1, f"a={self.a}: must be in [0, 1]")
+
 
 MIN_BUCKETS: Final = 2
 MAX_BUCKETS: Final = 30

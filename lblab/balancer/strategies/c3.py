@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from mypy_extensions import mypyc_attr
@@ -57,8 +58,34 @@ from mypy_extensions import mypyc_attr
 from lblab.loadreport import LoadReport
 
 from .base import BACKEND_FAULT_KINDS, BackendView, Outcome, RequestView
-from .configs import C3Config
 from .configured import ConfiguredStrategy
+from .least_load import LeastTieRule
+from .options import check
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class C3Config:
+    clients: int = 1
+    """``n``: the clients sharing the servers (the concurrency compensation)."""
+    rate_interval_ms: float = 20.0
+    """delta: the rate limiter's and the receive-rate tracker's interval."""
+    max_tokens: float = 200.0
+    """The token bucket's capacity."""
+    tie: "LeastTieRule" = "random"
+    """Servers of equal rank: the best one drawn at random, or the first in list order."""
+
+    def __post_init__(self) -> None:
+        check(1 <= self.clients <= 1_000_000, f"clients={self.clients}: must be in 1..1000000")
+        check(
+            math.isfinite(self.rate_interval_ms) and self.rate_interval_ms > 0,
+            f"rate_interval_ms={self.rate_interval_ms}: must be > 0 ms",
+        )
+        check(
+            math.isfinite(self.max_tokens) and self.max_tokens >= 1,
+            f"max_tokens={self.max_tokens}: must be >= 1",
+        )
+
 
 ALPHA: Final = 0.9
 """Weight of the newest sample in the queue, service and response time EWMAs."""

@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from mypy_extensions import mypyc_attr
 
 from .available import AvailableList
 from .base import BackendView, BaseStrategy, RequestView
-from .configs import NoOptions
 from .weights import validate_weights, weight_of
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class NoOptions:
+    """Config of a strategy that takes no options. An options class in a compiled module
+    (this one, every built-in's) is a plain Python class (``native_class=False``: a
+    compiled frozen dataclass cannot be copied or pickled), and a ``Literal`` option's
+    annotation is quoted (mypyc erases a plain one; ``options.py`` reads the choices)."""
+
 
 C = TypeVar("C")
 """A strategy's config class (``NoOptions`` for one that takes none)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from mypy_extensions import mypyc_attr
@@ -30,9 +31,26 @@ from mypy_extensions import mypyc_attr
 from lblab.loadreport import LoadReport
 
 from .base import BackendView, Outcome, RequestView
-from .configs import DynamicWrrConfig
 from .configured import ConfiguredStrategy
+from .options import check
 from .smooth import SmoothWeights
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class DynamicWrrConfig:
+    interval: float = 0.5
+    """Seconds between weight recomputations."""
+    eps: float = 0.01
+    """Floor of the CPU utilisation in the denominator."""
+    alpha: float = 0.5
+    """EWMA weight of the newest score."""
+
+    def __post_init__(self) -> None:
+        check(self.interval > 0, f"interval={self.interval}: must be > 0 seconds")
+        check(0 < self.eps <= 1, f"eps={self.eps}: must be in (0, 1]")
+        check(0 < self.alpha <= 1, f"alpha={self.alpha}: must be in (0, 1]")
+
 
 MAX_WEIGHT: Final = 100
 

@@ -25,13 +25,23 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from mypy_extensions import mypyc_attr
 
 from .base import BackendView, Outcome, RequestView, eligible
-from .configs import LeastConnectionsConfig
 from .configured import ConfiguredStrategy
 from .minheap import LazyMinHeap
+
+TieRule = Literal["first", "random", "rr"]
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class LeastConnectionsConfig:
+    tie: "TieRule" = "random"
+    weighted: bool = False
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

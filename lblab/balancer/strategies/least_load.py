@@ -12,13 +12,16 @@ by their definition) takes the first. A pick whose least load is shared counts i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from mypy_extensions import mypyc_attr
 
 from .base import BackendView, Outcome, RequestView, eligible
 from .configured import C, ConfiguredStrategy
 from .minheap import LazyMinHeap
+
+LeastTieRule = Literal["random", "first"]
+"""Ties at the least load: uniform among the tied (``random``), or the first in list order."""
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

@@ -36,14 +36,39 @@ default 2, at least 2; ``active_request_bias`` default 1.0) and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
 from .base import BackendView, RequestView, eligible
-from .configs import LeastRequestConfig
 from .configured import ConfiguredStrategy
 from .edf import MAX_PRE_PICKS, EdfScheduler
+from .options import check
+
+MAX_CHOICES: Final = 1000
+"""A bound on ``choice_count`` (Envoy's is uint32): the draws are made on every pick."""
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class LeastRequestConfig:
+    choice_count: int = 2
+    """Backends drawn per pick when all weights are equal."""
+    active_request_bias: float = 1.0
+    """Exponent of ``(inflight + 1)`` that divides the weight in the EDF regime."""
+
+    def __post_init__(self) -> None:
+        check(
+            2 <= self.choice_count <= MAX_CHOICES,
+            f"choice_count={self.choice_count}: must be in 2..{MAX_CHOICES}",
+        )
+        check(
+            math.isfinite(self.active_request_bias) and self.active_request_bias >= 0,
+            f"active_request_bias={self.active_request_bias}: must be a number >= 0",
+        )
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

@@ -13,11 +13,27 @@ Source: nginx Plus ``least_time`` (``upstream`` module documentation).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from mypy_extensions import mypyc_attr
 
 from .base import BackendView
-from .configs import LeastTimeConfig
-from .least_load import LeastLoadStrategy
+from .least_load import LeastLoadStrategy, LeastTieRule
+from .options import check
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class LeastTimeConfig:
+    initial_rt_ms: float = 1.0
+    tie: "LeastTieRule" = "random"
+
+    def __post_init__(self) -> None:
+        check(
+            math.isfinite(self.initial_rt_ms) and self.initial_rt_ms > 0,
+            f"initial_rt_ms={self.initial_rt_ms}: must be > 0",
+        )
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

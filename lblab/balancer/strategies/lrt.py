@@ -11,13 +11,20 @@ Source: E. Martins, H. Nguyen, Y. Evans, *An Overview of Server Load-Balancing*,
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mypy_extensions import mypyc_attr
 
 from lblab.loadreport import LoadReport
 
 from .base import BackendView
-from .configs import LeastResponseTimeConfig
-from .least_load import LeastLoadStrategy
+from .least_load import LeastLoadStrategy, LeastTieRule
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class LeastResponseTimeConfig:
+    tie: "LeastTieRule" = "random"
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

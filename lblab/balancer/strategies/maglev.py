@@ -24,15 +24,45 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
 from lblab.errors import ConfigError
 
 from .base import BackendView, RequestView, eligible
-from .configs import MaglevConfig
 from .configured import ConfiguredStrategy
+from .options import check
 from .ring_hash import request_key
+
+DEFAULT_TABLE_SIZE: Final = 65537
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    if n % 2 == 0:
+        return n == 2
+    f = 3
+    while f * f <= n:
+        if n % f == 0:
+            return False
+        f += 2
+    return True
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class MaglevConfig:
+    table_size: int = DEFAULT_TABLE_SIZE
+
+    def __post_init__(self) -> None:
+        check(
+            3 <= self.table_size <= 10_000_019 and is_prime(self.table_size),
+            f"table_size={self.table_size}: must be a prime between 3 and 10000019 "
+            "(e.g. 251, 65537)",
+        )
 
 
 def preferences(backend_id: str, m: int) -> tuple[int, int]:

@@ -18,14 +18,27 @@ Source: Finagle ``PeakEwma.scala``, ``P2CPeakEwma.scala``.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Final
 
 from mypy_extensions import mypyc_attr
 
 from .base import BackendView, Outcome, RequestView
-from .configs import PeakEwmaConfig
 from .ewma import decay
+from .options import check
 from .p2c import TwoChoices
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class PeakEwmaConfig:
+    tau: float = 10.0
+    """Decay time constant in seconds."""
+
+    def __post_init__(self) -> None:
+        check(math.isfinite(self.tau) and self.tau > 0, f"tau={self.tau}: must be > 0 seconds")
+
 
 PENALTY_MS: Final = 1e12
 

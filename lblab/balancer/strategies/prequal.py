@@ -53,12 +53,61 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
 from .base import BackendView, RequestView, eligible
-from .configs import PrequalConfig
 from .configured import ConfiguredStrategy
+from .options import check
+
+MAX_R_PROBE: Final = 64.0
+"""Most probes per query: more costs the servers more than any pick can gain."""
+
+
+MAX_POOL_SIZE: Final = 1024
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class PrequalConfig:
+    r_probe: float = 3.0
+    """Probes per query (>= 0; fractional: 0.5 is one probe every 2 queries)."""
+    q_rif: float = 0.84
+    """A probe is hot when its RIF is above this quantile of the RIF window."""
+    pool_size: int = 16
+    max_age_s: float = 1.0
+    """Probes older than this leave the pool."""
+    reuse_delta: float = 1.0
+    """The paper's delta in the reuse budget (module docstring)."""
+    max_reuse: int = 16
+    """Most uses of one probe (and the budget where the paper's formula is undefined)."""
+    rif_window: int = 64
+    """How many of the last answered RIFs the hot/cold quantile is taken over."""
+
+    def __post_init__(self) -> None:
+        check(
+            math.isfinite(self.r_probe) and 0 <= self.r_probe <= MAX_R_PROBE,
+            f"r_probe must be in [0, {MAX_R_PROBE:g}], not {self.r_probe}",
+        )
+        check(0 <= self.q_rif <= 1, f"q_rif must be in [0, 1], not {self.q_rif}")
+        check(
+            1 <= self.pool_size <= MAX_POOL_SIZE,
+            f"pool_size must be in 1..{MAX_POOL_SIZE}, not {self.pool_size}",
+        )
+        check(0 < self.max_age_s <= 3600, f"max_age_s must be in (0, 3600], not {self.max_age_s}")
+        check(
+            0 <= self.reuse_delta <= 1e6,
+            f"reuse_delta must be in [0, 1e6], not {self.reuse_delta}",
+        )
+        check(
+            1 <= self.max_reuse <= 1_000_000, f"max_reuse must be in 1..10^6, not {self.max_reuse}"
+        )
+        check(
+            1 <= self.rif_window <= 1_000_000,
+            f"rif_window must be in 1..10^6, not {self.rif_window}",
+        )
 
 
 class Probe:

@@ -22,14 +22,28 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 from mypy_extensions import mypyc_attr
 
 from .base import BackendView, RequestView, eligible
-from .configs import RingHashConfig
 from .configured import ConfiguredStrategy
+from .options import check
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class RingHashConfig:
+    points_per_weight: int = 160
+
+    def __post_init__(self) -> None:
+        check(
+            4 <= self.points_per_weight <= 10_000,
+            f"points_per_weight={self.points_per_weight}: must be in 4..10000",
+        )
+
 
 MAX_RING_POINTS: Final = 1_000_000
 """Most points on the ring (250 000 md5 digests, under a second to build)."""

@@ -42,17 +42,55 @@ Source: gRFC A58 "weighted_round_robin LB policy" (grpc/proposal); grpc-go
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
 from lblab.loadreport import LoadReport
 
 from .base import BackendView, RequestView, eligible
-from .configs import WrrOrcaConfig
 from .configured import ConfiguredStrategy
 from .edf import EdfScheduler
+from .options import check
+
+MIN_UPDATE_PERIOD_S: Final = 0.1
+"""gRPC raises a smaller ``weight_update_period`` to 100 ms; lblab refuses it instead."""
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True)
+class WrrOrcaConfig:
+    blackout_period: float = 10.0
+    """Seconds of reports before a backend's weight is used (0: at once)."""
+    weight_expiration_period: float = 180.0
+    """Seconds without an update after which a weight is dropped."""
+    weight_update_period: float = 1.0
+    """Seconds between scheduler rebuilds."""
+    error_utilization_penalty: float = 1.0
+    """Multiplier of the error rate ``eps / qps`` added to the utilisation."""
+
+    def __post_init__(self) -> None:
+        check(
+            math.isfinite(self.blackout_period) and self.blackout_period >= 0,
+            f"blackout_period={self.blackout_period}: must be >= 0 seconds",
+        )
+        check(
+            math.isfinite(self.weight_expiration_period) and self.weight_expiration_period > 0,
+            f"weight_expiration_period={self.weight_expiration_period}: must be > 0 seconds",
+        )
+        check(
+            math.isfinite(self.weight_update_period)
+            and self.weight_update_period >= MIN_UPDATE_PERIOD_S,
+            f"weight_update_period={self.weight_update_period}: must be >= "
+            f"{MIN_UPDATE_PERIOD_S} seconds (gRPC's floor)",
+        )
+        check(
+            math.isfinite(self.error_utilization_penalty) and self.error_utilization_penalty >= 0,
+            f"error_utilization_penalty={self.error_utilization_penalty}: must be >= 0",
+        )
 
 
 @dataclass(slots=True)

@@ -56,8 +56,7 @@ import numpy as np
 
 from lblab.balancer.pool import BackendSpec, HealthConfig, Pool
 from lblab.balancer.strategies.base import BackendView, Health, Outcome, RequestView
-from lblab.balancer.strategies.configs import DEFAULT_TABLE_SIZE
-from lblab.balancer.strategies.maglev import populate
+from lblab.balancer.strategies.maglev import DEFAULT_TABLE_SIZE, populate
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.simulator.service import LogNormal
 
