@@ -49,6 +49,7 @@ MODULES = (
     "lblab.balancer.outbox",
     "lblab.balancer.wiring",
     "lblab.balancer.router",
+    "lblab.balancer.budgets",
     "lblab.balancer.streams",
     "lblab.balancer.pool",
     "lblab.balancer.backend",

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, check_limits
+from lblab.balancer.budgets import BACKEND_HELD_BYTES, CLIENT_HELD_BYTES, CLIENT_STREAMS
 from lblab.errors import ConfigError
 from lblab.loadreport import REPORT_TOKEN_ENV
 
@@ -102,6 +103,25 @@ def balancer_command(
         "--max-frame-bytes",
         help="Largest frame body accepted (default: the 24-bit maximum).",
     ),
+    client_max_streams: int = typer.Option(
+        CLIENT_STREAMS,
+        "--client-max-streams",
+        help="Streams one client connection may have open at once; a request beyond it is "
+        "REJECTED, naming this limit.",
+    ),
+    client_max_held_bytes: int = typer.Option(
+        CLIENT_HELD_BYTES,
+        "--client-max-held-bytes",
+        help="Bytes of unfinished fragmented requests one client connection may hold at the "
+        "servers; the request whose fragment passes it is cancelled there and REJECTED.",
+    ),
+    backend_max_held_bytes: int = typer.Option(
+        BACKEND_HELD_BYTES,
+        "--backend-max-held-bytes",
+        help="Bytes of unfinished fragmented requests all clients together may hold on one "
+        "backend connection (below the server's own allowance); when full, it is shared "
+        "fairly: a client over its share is refused, one within it gets room.",
+    ),
     seed: int | None = typer.Option(
         None, "--seed", help="Seed of the strategy's random numbers (0..4294967295)."
     ),
@@ -188,6 +208,9 @@ def balancer_command(
         request_timeout_s=parse_duration(request_timeout, "--request-timeout"),
         drain_timeout_s=parse_duration(drain_timeout, "--drain-timeout"),
         max_frame_bytes=max_frame_bytes,
+        client_max_streams=client_max_streams,
+        client_max_held_bytes=client_max_held_bytes,
+        backend_max_held_bytes=backend_max_held_bytes,
         seed=seed,
         setup_timeout_s=_limits(setup_timeout, max_connections, max_pending_setup),
         max_connections=max_connections,

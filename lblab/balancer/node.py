@@ -36,6 +36,7 @@ from typing import Any
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
 from lblab.balancer import input_checks
 from lblab.balancer.backend import Backend, BackendAddress, BackendConnection
+from lblab.balancer.budgets import BACKEND_HELD_BYTES, CLIENT_HELD_BYTES, CLIENT_STREAMS
 from lblab.balancer.frontend import ClientConnection
 from lblab.balancer.health import HealthConfig
 from lblab.balancer.outbox import Outbox
@@ -65,6 +66,10 @@ CLOSE_WAIT_S = 1.0
 """After the last frames are queued, how long to let the transports flush and close."""
 STOP_MESSAGE = "the balancer is stopping"
 """The CONNECTION_CLOSE message toward clients and backends."""
+MAX_STREAM_BUDGET = 1_000_000
+"""Most ``--client-max-streams`` may be."""
+MAX_HELD_BUDGET = 1 << 34
+"""Most a held-bytes budget may be (16 GiB)."""
 LIFETIME_CHECK_S = 0.25
 """How often connections are checked against their peers' max lifetime, and backends
 for silence (``health.HUNG_AFTER_S``)."""
@@ -90,6 +95,10 @@ class NodeConfig:
     drain_timeout_s: float = DRAIN_TIMEOUT_S
     """On stop, how long the streams in flight may take to end before they are cut."""
     max_frame_bytes: int = MAX_FRAME_LENGTH
+    client_max_streams: int = CLIENT_STREAMS
+    client_max_held_bytes: int = CLIENT_HELD_BYTES
+    backend_max_held_bytes: int = BACKEND_HELD_BYTES
+    """Per-client budgets (``balancer/budgets.py``)."""
     seed: int | None = None
     setup_timeout_s: float = SETUP_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
@@ -127,6 +136,17 @@ class NodeConfig:
                 f"--max-frame-bytes must be in 64..{MAX_FRAME_LENGTH} (the 24-bit length "
                 f"prefix), not {self.max_frame_bytes}"
             )
+        if not 1 <= self.client_max_streams <= MAX_STREAM_BUDGET:
+            raise ConfigError(
+                f"--client-max-streams must be in 1..{MAX_STREAM_BUDGET}, not "
+                f"{self.client_max_streams}"
+            )
+        for flag, value in (
+            ("--client-max-held-bytes", self.client_max_held_bytes),
+            ("--backend-max-held-bytes", self.backend_max_held_bytes),
+        ):
+            if not 1 <= value <= MAX_HELD_BUDGET:
+                raise ConfigError(f"{flag} must be in 1..{MAX_HELD_BUDGET} bytes, not {value}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +204,9 @@ class BalancerNode:
             timeout_s=config.request_timeout_s,
             picks=self.picklog,
             epoch_offset=time.time() - now,
+            client_streams=config.client_max_streams,
+            client_held_bytes=config.client_max_held_bytes,
+            backend_held_bytes=config.backend_max_held_bytes,
         )
         self.stats = {
             "protocol_errors": 0,

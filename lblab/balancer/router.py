@@ -31,6 +31,11 @@ Probes (strategies with ``uses_probes``): after each pick the router has its
 connections; ``expire`` times them out and ``backend_lost`` ends those of a lost
 connection. Other strategies pay one flag check per pick.
 
+Budgets (``balancer/budgets.py``): a client's streams open at once and the bytes of its
+unfinished fragmented requests are bounded per client and shared fairly on each backend
+connection; a request over them is REJECTED (a fragment: CANCEL to its backend too),
+and the others go on.
+
 Timeouts: every request gets the same timeout, so the lifecycle's FIFO of deadlines
 suffices (``expire``, run from the node's periodic tick).
 """
@@ -40,6 +45,12 @@ from __future__ import annotations
 import logging
 from typing import Final, Protocol
 
+from lblab.balancer.budgets import (
+    BACKEND_HELD_BYTES,
+    CLIENT_HELD_BYTES,
+    CLIENT_STREAMS,
+    Budgets,
+)
 from lblab.balancer.lifecycle import Deadlines, Lifecycle
 from lblab.balancer.pool import Pool
 from lblab.balancer.probes import Prober
@@ -97,6 +108,7 @@ class Router:
     """Routes every stream between clients and backends; accounts each exactly once."""
 
     __slots__ = (
+        "budgets",
         "connections",
         "deadlines",
         "epoch_offset",
@@ -119,6 +131,9 @@ class Router:
         timeout_s: float,
         picks: PickRecorder | None = None,
         epoch_offset: float = 0.0,
+        client_streams: int = CLIENT_STREAMS,
+        client_held_bytes: int = CLIENT_HELD_BYTES,
+        backend_held_bytes: int = BACKEND_HELD_BYTES,
     ) -> None:
         self.pool = pool
         self.lifecycle = Lifecycle(pool)
@@ -141,6 +156,8 @@ class Router:
             "timeouts": 0,
             "cut_at_stop": 0,
         }
+        self.budgets = Budgets(self.stats, client_streams, client_held_bytes, backend_held_bytes)
+        """Per-client limits; its counters are in ``stats``."""
 
     # ------------------------------------------------------------ from clients
 
@@ -177,10 +194,21 @@ class Router:
             stream.client_open = bool(follows or not flags & FLAG_COMPLETE)
         else:
             stream.client_open = bool(follows)
+        over = None if self.stopping else self.budgets.streams_refusal(client)
+        if over is not None:
+            self._over_budget(stream, over, bool(follows))
+            return
         backend = None if self.stopping else self._dispatch(stream, now)
         if backend is None:
             self._refuse(stream, bool(follows))
             return
+        if follows:
+            over = self.budgets.hold(stream, backend, 3 + length)
+            if over is not None:
+                self.finish(stream, True, "canceled", now)  # dispatched, never sent
+                self._over_budget(stream, over, True)
+                return
+            self._evict(now)
         frame = buf[pos : pos + 3 + length]
         _pack_u32(frame, 3, stream.backend_sid)
         backend.write(frame, client)
@@ -210,6 +238,41 @@ class Router:
             # Swallow the remaining fragments of a request nobody will take.
             stream.done = True
             client.streams[stream.client_sid] = stream
+
+    def _over_budget(self, stream: Stream, message: str, follows: bool) -> None:
+        """REJECTED for a request over its client's budget (nothing of it reached a
+        backend, or what did was cancelled there); its other fragments are swallowed."""
+        client = stream.client
+        if stream.frame_type != _FNF:
+            client.send_error(
+                stream.client_sid, ErrorCode.REJECTED, balancer_message("rejected", message)
+            )
+        if follows:
+            stream.done = True
+            client.streams[stream.client_sid] = stream
+
+    def _cancel_over_budget(self, stream: Stream, message: str, now: float) -> None:
+        """End a request whose fragments are at its backend: CANCEL there (the server
+        drops what it held), REJECTED to the client (it was not processed)."""
+        if stream.backend is not None:
+            stream.backend.send_cancel(stream.backend_sid)
+        self.finish(stream, True, "canceled", now)
+        self._over_budget(stream, message, stream.client_open)
+
+    def _evict(self, now: float) -> None:
+        """End the requests ``Budgets.hold`` took the room of (their clients held more
+        than their fair share of a backend connection another client needed)."""
+        evicted = self.budgets.evicted
+        while evicted:
+            stream = evicted.pop()
+            backend_id = stream.view.id if stream.view is not None else "?"
+            self._cancel_over_budget(
+                stream,
+                f"backend {backend_id}'s connection was full of unfinished fragmented requests "
+                "and this client held more than its fair share of it; this request, its "
+                "largest there, was cancelled at the backend and not processed",
+                now,
+            )
 
     def _dispatch(self, stream: Stream, now: float) -> BackendPort | None:
         """Pick a backend for ``stream`` and register it there; None when none is eligible."""
@@ -279,6 +342,14 @@ class Router:
         assert backend is not None  # a live stream is always on a backend
         if frame_type == _PAYLOAD and not stream.client_open:
             return  # the request side is complete: a late frame, dropped
+        if frame_type == _PAYLOAD and flags & FLAG_FOLLOWS:
+            over = self.budgets.hold(stream, backend, 3 + length)
+            if over is not None:
+                self._cancel_over_budget(stream, over, now)
+                return
+            self._evict(now)
+        elif frame_type == _PAYLOAD and stream.held:
+            self.budgets.release(stream)  # the last fragment: the server has it whole
         frame = buf[pos : pos + 3 + length]
         _pack_u32(frame, 3, stream.backend_sid)
         backend.write(frame, client)
@@ -461,6 +532,8 @@ class Router:
         mappings."""
         if not self.lifecycle.end(stream, ok, error_kind, now, server_fault=server_fault):
             return
+        if stream.held:
+            self.budgets.release(stream)
         _forget(stream.client.streams, stream.client_sid)
         conn = stream.backend
         if conn is not None:

@@ -113,6 +113,7 @@ class Stream(Attempted):
         "client_open",
         "client_sid",
         "frame_type",
+        "held",
         "saved",
         "saved_bytes",
     )
@@ -140,6 +141,9 @@ class Stream(Attempted):
         self.backend_sid = 0
         self.saved: list[bytes | bytearray] | None = [] if frame_type in REPLAYABLE else None
         self.saved_bytes = 0
+        self.held = 0
+        """Bytes of request fragments forwarded whose last fragment has not come
+        (``balancer/budgets.py``)."""
         self.client_open = True
         self.backend_open = frame_type != _FNF
 
