@@ -88,6 +88,19 @@ def test_lc_sends_less_to_the_slow_backend(testbed):
     assert counts["s1"] < 0.15 * 240, counts  # rr would give it a third
 
 
+def test_least_request_full_scan_sends_less_to_the_slow_backend(tmp_path):
+    """Envoy's FULL_SCAN through the live balancer (equal weights, so its scan decides):
+    s1, 30 ms slower, always has the most in flight and gets the least."""
+    servers = three_servers(tmp_path)
+    with processes(*servers) as kids:
+        balancer = start_balancer(servers, tmp_path, "--seed", "7")
+        kids.append(balancer)
+        counts = served_by(balancer, "least-request", 240, 6, {"selection_method": "full_scan"})
+        assert sum(counts.values()) == 240
+        assert counts["s1"] < 0.15 * 240, counts  # rr would give it a third
+        assert status_of(balancer)["options"] == {"selection_method": "full_scan"}
+
+
 def test_picks_log_has_one_line_per_pick(testbed):
     balancer, picks = testbed[0], testbed[1]
 

@@ -127,6 +127,52 @@ def test_least_request_n_choices_pinned() -> None:
     assert hold(three, 12) == "acbabbcaccba"
 
 
+def envoy_full_scan(seed: int, n: int, picks: int) -> str:
+    """Envoy's ``unweightedHostPickFullScan`` on its own, every pick held: the fewest in
+    flight in list order, the k-th tied replacing the candidate when ``random % k == 0``."""
+    rng = random.Random(seed)
+    rng.getrandbits(32)  # the strategy's seed_
+    inflight = [0] * n
+    out = []
+    for _ in range(picks):
+        best, tied = 0, 1
+        for i in range(1, n):
+            if inflight[i] < inflight[best]:
+                best, tied = i, 1
+            elif inflight[i] == inflight[best]:
+                tied += 1
+                if rng.randrange(tied) == 0:
+                    best = i
+        inflight[best] += 1
+        out.append(chr(ord("a") + best))
+    return "".join(out)
+
+
+def test_least_request_full_scan_sequence_is_envoys() -> None:
+    pool = make("least-request", [1, 1, 1, 1], seed=7, selection_method="full_scan")
+    seq = hold(pool, 40)
+    assert seq == envoy_full_scan(7, 4, 40)
+    assert counts(seq, "abcd") == [10, 10, 10, 10]  # always one of the least loaded
+    assert hold(make("least-request", [1, 1, 1], seed=7, selection_method="full_scan"), 12) == (
+        envoy_full_scan(7, 3, 12)
+    )
+
+
+def test_least_request_full_scan_spreads_ties_evenly_and_counts_them() -> None:
+    pool = make("least-request", [1, 1, 1, 1], seed=3, selection_method="full_scan")
+    seq = run(pool, 4000)  # nothing stays in flight: every pick is a four-way tie
+    assert all(850 <= c <= 1150 for c in counts(seq, "abcd")), counts(seq, "abcd")
+    assert pool.strategy.ties == 4000
+
+
+def test_least_request_full_scan_leaves_the_weighted_regime_to_edf() -> None:
+    pool = make("least-request", [1, 2, 3], selection_method="full_scan")
+    assert pool.strategy.edf is not None  # type: ignore[attr-defined]
+    assert counts(run(pool, 6000)) == counts(run(make("least-request", [1, 2, 3]), 6000))
+    with pytest.raises(ConfigError, match="'all' is not one of n_choices, full_scan"):
+        make_strategy("least-request", {"selection_method": "all"})
+
+
 def test_least_request_first_drawn_wins_ties_and_counts_them() -> None:
     pool = make("least-request", [1, 1], seed=2)
     seq = run(pool, 20)  # nothing stays in flight: every pick ties, the first draw wins

@@ -8,7 +8,12 @@ Two regimes, chosen at each pool change (Envoy's ``EdfLoadBalancerBase::refresh`
   fewest requests in flight wins; a later draw replaces the candidate only when it has
   strictly fewer, so the first drawn wins ties. (``p2c`` differs here: Finagle draws two
   *distinct* backends.) A pick counts in ``ties`` when another drawn backend had as few
-  in flight as the winner. O(``choice_count``) per pick.
+  in flight as the winner. O(``choice_count``) per pick. With ``selection_method =
+  "full_scan"`` (Envoy's ``FULL_SCAN``, ``unweightedHostPickFullScan``) it looks at every
+  eligible backend instead, in list order, and takes the one with the fewest in flight;
+  ties are broken by reservoir sampling, as Envoy does: the k-th backend found tied for
+  the least replaces the candidate when ``rng.randrange(k) == 0``, so each of the tied
+  is taken with probability 1/k. O(n) per pick. ``choice_count`` is then unused.
 - **Unequal weights, or a backend in slow start**: EDF scheduling (``edf.py``) on
   ``w_i = weight_i * slow_start_i / (inflight_i + 1) ^ active_request_bias``. A picked
   backend goes back into the schedule with its weight *at pick time* (in flight not
@@ -25,12 +30,13 @@ backends (a REJECTED replay), or a draw that hit a backend gone unavailable behi
 list's back, draws among the eligible ones (O(n)); in the EDF regime ineligible entries
 are picked past and put back, as Envoy retries host selection. Envoy's 2025 runtime
 flag that uses EDF whenever ``active_request_bias`` is set explicitly
-(``least_request_lb_active_request_bias_forces_weighted``) and the ``FULL_SCAN``
-selection method are not modelled.
+(``least_request_lb_active_request_bias_forces_weighted``) is not modelled; neither is
+Envoy's ``count_pending_requests`` (lblab's balancer has no pending queue).
 
 Source: Envoy ``source/extensions/load_balancing_policies/least_request/least_request_lb.cc``
-(``hostWeight``, ``unweightedHostPickNChoices``), ``least_request.proto`` (``choice_count``
-default 2, at least 2; ``active_request_bias`` default 1.0) and
+(``hostWeight``, ``unweightedHostPickNChoices``, ``unweightedHostPickFullScan``),
+``least_request.proto`` (``choice_count`` default 2, at least 2; ``active_request_bias``
+default 1.0; ``selection_method`` default ``N_CHOICES``) and
 ``source/common/upstream/edf_scheduler.h``.
 """
 
@@ -39,7 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from mypy_extensions import mypyc_attr
 
@@ -50,6 +56,8 @@ from .options import check
 
 MAX_CHOICES: Final = 1000
 """A bound on ``choice_count`` (Envoy's is uint32): the draws are made on every pick."""
+SelectionMethod = Literal["n_choices", "full_scan"]
+"""Envoy's ``selection_method``: ``choice_count`` random draws, or every backend."""
 
 
 @mypyc_attr(native_class=False)
@@ -59,6 +67,8 @@ class LeastRequestConfig:
     """Backends drawn per pick when all weights are equal."""
     active_request_bias: float = 1.0
     """Exponent of ``(inflight + 1)`` that divides the weight in the EDF regime."""
+    selection_method: "SelectionMethod" = "n_choices"
+    """Equal weights: ``n_choices`` draws ``choice_count``; ``full_scan`` looks at all."""
 
     def __post_init__(self) -> None:
         check(
@@ -115,6 +125,8 @@ class LeastRequest(ConfiguredStrategy[LeastRequestConfig]):
                 lambda p: self.host_weight(items[p]), lambda p: eligible(items[p], request)
             )
             return None if pos is None else items[pos]
+        if self.config.selection_method == "full_scan":
+            return self._full_scan(self.avail.eligible_items(request))
         if not request.exclude and items:
             drawn = self._draw(items)
             if all(b.available for b in drawn):
@@ -128,6 +140,23 @@ class LeastRequest(ConfiguredStrategy[LeastRequestConfig]):
         n = len(items)
         randrange = self.rng.randrange
         return [items[randrange(n)] for _ in range(self.config.choice_count)]
+
+    def _full_scan(self, candidates: Sequence[BackendView]) -> BackendView | None:
+        """Envoy's ``unweightedHostPickFullScan``: the fewest in flight, ties by reservoir."""
+        best: BackendView | None = None
+        tied = 0
+        randrange = self.rng.randrange
+        for b in candidates:
+            if best is None or b.inflight < best.inflight:
+                best = b
+                tied = 1
+            elif b.inflight == best.inflight:
+                tied += 1
+                if randrange(tied) == 0:
+                    best = b
+        if tied > 1:
+            self.ties += 1
+        return best
 
     def _least(self, drawn: list[BackendView]) -> BackendView:
         best = drawn[0]
