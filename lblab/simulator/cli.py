@@ -162,7 +162,14 @@ def simulate(
     chosen = {}  # name -> its options
     for given in parse_names(strategy) or [raw.get("strategy", "p2c")]:
         ref, own = split_options(given, "--strategy")
-        chosen[resolve(ref)] = {**shared, **own}
+        name = resolve(ref)
+        if name in chosen:
+            raise ConfigError(
+                f"--strategy names {name!r} twice; a run's tables and summary tell strategies "
+                "apart by name, so compare two option sets of one strategy in two runs "
+                "(each with its own --out)"
+            )
+        chosen[name] = {**shared, **own}
     # Every config is built (and so checked) before the first simulation starts.
     base = config_from_mapping({**raw, "strategy": next(iter(chosen)), "strategy_options": {}})
     configs = [

@@ -130,6 +130,7 @@ CASES: dict[str, Case] = {
     "simulate-rate-nan": Case(("simulate", "--rate", "nan", "--requests", "10"), "rate"),
     "simulate-requests-huge": Case(("simulate", "--requests", "1000000000000"), "requests"),
     "simulate-servers-0": Case(("simulate", "--servers", "0", "--requests", "10"), "servers"),
+    "simulate-one-strategy-twice": Case(("simulate", "-s", "prequal", "-s", "prequal[q_rif=0.6]", "--requests", "10"), "names 'prequal' twice"),
     "simulate-unknown-strategy-second": Case(("simulate", "-s", "rr", "-s", "nope", "--requests", "10"), "unknown strategy 'nope'"),
     "simulate-rate-nan-toml": Case(("simulate", "--config", "{d}/sim-rate-nan.toml"), "rate"),
     "simulate-servers-list-of-numbers": Case(("simulate", "--config", "{d}/sim-servers-text.toml"), "servers"),
