@@ -436,6 +436,9 @@ def metrics_text(snapshot: NodeSnapshot) -> str:
            per_backend("inflight"))  # fmt: skip
     family("lblab_balancer_up", "gauge", "1 if the backend takes new requests.",
            per_backend("available"))  # fmt: skip
+    family("lblab_balancer_held_bytes", "gauge",
+           "Bytes of unfinished fragmented requests the clients hold on its connection.",
+           per_backend("held_bytes"))  # fmt: skip
     for name, help_text in COUNTER_HELP.items():  # every counter the pool declares
         family(f"lblab_balancer_{name}_total", "counter", help_text, per_backend(name))
     family("lblab_balancer_completed_total", "counter", "Outcomes accounted.",

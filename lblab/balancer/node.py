@@ -245,9 +245,12 @@ class BalancerNode:
         for row in rows:
             backend_id = str(row["id"])
             backend = self.backends.get(backend_id)
+            row["held_bytes"] = 0
             if backend is not None:
                 row["address"] = backend.address.address
                 row["connected"] = backend.conn is not None and not backend.conn.closed
+                if backend.conn is not None:
+                    row["held_bytes"] = self.router.budgets.held_on(backend.conn)
             view = self.pool.get(backend_id)
             report = view.last_report
             row["last_report"] = (
