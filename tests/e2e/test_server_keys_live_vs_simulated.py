@@ -18,9 +18,10 @@ key; 30,000 simulated):
   exponential delays within 15 % (the 99th percentile of ~3,000 draws of an
   exponential tail has a relative standard error near 5 %, more with the queue's
   correlation: 10 % would be 2 standard errors);
-- the client's latency p50 within 10 % once the live run's own median harness time
-  (latency minus the server's time: Locust's send lag, the balancer, loopback; about
-  1-2 ms here) is added: the simulated testbed models the servers, not the harness;
+- the client's latency p50 within 10 % once a harness time is added to each simulated
+  request, drawn from the live run's own (latency minus the server's time: Locust's send
+  lag, the balancer, loopback; about 1-2 ms here): the simulated testbed models the
+  servers, not the harness;
 - the share of the ``max_inflight = 1`` servers' picks they refused, within a fifth.
 """
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -155,13 +157,20 @@ def test_the_servers_time_has_the_live_p99(runs, key: str) -> None:
 
 @pytest.mark.parametrize("key", list(KEYS))
 def test_the_clients_p50_is_the_servers_plus_the_harness(runs, key: str) -> None:
-    requests = runs["live"][0]
-    requests = requests[requests["ok"] & (requests["window"] == "inside")]
-    harness = float((requests["latency_ms"] - _server_ms(requests)).median())
     live, simulated = (_ok_of(runs[name][0], key) for name in ("live", "simulated"))
-    l50, s50 = live["latency_ms"].median(), simulated["latency_ms"].median()
-    said = f"{key}: live p50 {l50:.2f} ms, simulated {s50:.2f} + harness {harness:.2f}"
-    assert _within(l50, s50 + harness, 0.10), said
+    harness = (live["latency_ms"] - _server_ms(live)).to_numpy()
+    # The simulated client's latency is its server time plus a harness time drawn from the
+    # live run's own (the simulated testbed models no harness). The median of that sum, not
+    # the sum of the two medians: with a skewed server time they differ (exp: 12.36 against
+    # 12.82 ms on the fresh-clone run of 2026-12-02, whose live p50 was 13.73).
+    drawn = np.random.default_rng(0).choice(harness, len(simulated))
+    l50 = float(live["latency_ms"].median())
+    s50 = float(np.median(simulated["latency_ms"].to_numpy() + drawn))
+    said = (
+        f"{key}: live p50 {l50:.2f} ms, simulated with the live harness {s50:.2f} "
+        f"(harness median {np.median(harness):.2f})"
+    )
+    assert _within(l50, s50, 0.10), said
 
 
 @pytest.mark.xfail(
