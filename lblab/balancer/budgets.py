@@ -42,6 +42,10 @@ CLIENT_HELD_BYTES: Final = 16 * 1024 * 1024
 BACKEND_HELD_BYTES: Final = 48 * 1024 * 1024
 """Default that all clients together hold on one backend connection
 (``--backend-max-held-bytes``), below lblab's servers' 64 MiB per connection."""
+MAX_CLIENT_STREAMS: Final = 1_000_000
+"""Most ``--client-max-streams`` may be."""
+MAX_HELD_BUDGET: Final = 1 << 34
+"""Most a held-bytes budget may be (16 GiB)."""
 
 COUNTERS: Final = (
     "refused_client_streams",

@@ -36,7 +36,13 @@ from typing import Any
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
 from lblab.balancer import input_checks
 from lblab.balancer.backend import Backend, BackendAddress, BackendConnection
-from lblab.balancer.budgets import BACKEND_HELD_BYTES, CLIENT_HELD_BYTES, CLIENT_STREAMS
+from lblab.balancer.budgets import (
+    BACKEND_HELD_BYTES,
+    CLIENT_HELD_BYTES,
+    CLIENT_STREAMS,
+    MAX_CLIENT_STREAMS,
+    MAX_HELD_BUDGET,
+)
 from lblab.balancer.frontend import ClientConnection
 from lblab.balancer.health import HealthConfig
 from lblab.balancer.outbox import Outbox
@@ -66,10 +72,6 @@ CLOSE_WAIT_S = 1.0
 """After the last frames are queued, how long to let the transports flush and close."""
 STOP_MESSAGE = "the balancer is stopping"
 """The CONNECTION_CLOSE message toward clients and backends."""
-MAX_STREAM_BUDGET = 1_000_000
-"""Most ``--client-max-streams`` may be."""
-MAX_HELD_BUDGET = 1 << 34
-"""Most a held-bytes budget may be (16 GiB)."""
 LIFETIME_CHECK_S = 0.25
 """How often connections are checked against their peers' max lifetime, and backends
 for silence (``health.HUNG_AFTER_S``)."""
@@ -136,9 +138,9 @@ class NodeConfig:
                 f"--max-frame-bytes must be in 64..{MAX_FRAME_LENGTH} (the 24-bit length "
                 f"prefix), not {self.max_frame_bytes}"
             )
-        if not 1 <= self.client_max_streams <= MAX_STREAM_BUDGET:
+        if not 1 <= self.client_max_streams <= MAX_CLIENT_STREAMS:
             raise ConfigError(
-                f"--client-max-streams must be in 1..{MAX_STREAM_BUDGET}, not "
+                f"--client-max-streams must be in 1..{MAX_CLIENT_STREAMS}, not "
                 f"{self.client_max_streams}"
             )
         for flag, value in (

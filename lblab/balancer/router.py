@@ -196,7 +196,7 @@ class Router:
             stream.client_open = bool(follows)
         over = None if self.stopping else self.budgets.streams_refusal(client)
         if over is not None:
-            self._over_budget(stream, over, bool(follows))
+            self._reject(stream, balancer_message("rejected", over), bool(follows))
             return
         backend = None if self.stopping else self._dispatch(stream, now)
         if backend is None:
@@ -206,7 +206,7 @@ class Router:
             over = self.budgets.hold(stream, backend, 3 + length)
             if over is not None:
                 self.finish(stream, True, "canceled", now)  # dispatched, never sent
-                self._over_budget(stream, over, True)
+                self._reject(stream, balancer_message("rejected", over), True)
                 return
             self._evict(now)
         frame = buf[pos : pos + 3 + length]
@@ -231,22 +231,15 @@ class Router:
         else:
             self.stats["rejected_no_backend"] += 1
             message = NO_BACKEND_MESSAGE
+        self._reject(stream, message, follows)
+
+    def _reject(self, stream: Stream, message: str, follows: bool) -> None:
+        """REJECTED with ``message`` for a request nothing of which a backend will
+        process (fire-and-forget gets no answer); with ``follows``, its remaining
+        fragments are swallowed."""
         client = stream.client
         if stream.frame_type != _FNF:
             client.send_error(stream.client_sid, ErrorCode.REJECTED, message)
-        if follows:
-            # Swallow the remaining fragments of a request nobody will take.
-            stream.done = True
-            client.streams[stream.client_sid] = stream
-
-    def _over_budget(self, stream: Stream, message: str, follows: bool) -> None:
-        """REJECTED for a request over its client's budget (nothing of it reached a
-        backend, or what did was cancelled there); its other fragments are swallowed."""
-        client = stream.client
-        if stream.frame_type != _FNF:
-            client.send_error(
-                stream.client_sid, ErrorCode.REJECTED, balancer_message("rejected", message)
-            )
         if follows:
             stream.done = True
             client.streams[stream.client_sid] = stream
@@ -257,7 +250,7 @@ class Router:
         if stream.backend is not None:
             stream.backend.send_cancel(stream.backend_sid)
         self.finish(stream, True, "canceled", now)
-        self._over_budget(stream, message, stream.client_open)
+        self._reject(stream, balancer_message("rejected", message), stream.client_open)
 
     def _evict(self, now: float) -> None:
         """End the requests ``Budgets.hold`` took the room of (their clients held more

@@ -145,6 +145,17 @@ def admin(child: Child, method: str, path: str, body: Any = None) -> tuple[int, 
     return status, (json.loads(text) if text.startswith(("{", "[")) else text)
 
 
+def metric(child: Child, name: str, labels: str = "") -> float:
+    """A sample of ``lblab_balancer_<name>`` (with ``labels``, e.g. ``backend="s1"``) in
+    the balancer's ``/metrics``."""
+    code, text = admin(child, "GET", "/metrics")
+    assert code == 200, text
+    sample = f"lblab_balancer_{name}{{{labels}}} " if labels else f"lblab_balancer_{name} "
+    line = next((x for x in text.splitlines() if x.startswith(sample)), None)
+    assert line is not None, f"no {sample.strip()} in /metrics"
+    return float(line.split()[-1])
+
+
 def status_of(child: Child) -> dict[str, Any]:
     code, body = admin(child, "GET", "/status")
     assert code == 200, body

@@ -18,9 +18,9 @@ import psutil
 import pytest
 from balancer_testbed import (
     RawClient,
-    admin,
     assert_a_refusal_ends_in_a_fin,
     client_setup,
+    metric,
     processes,
     raw_frame,
     rsocket_client,
@@ -117,12 +117,7 @@ SETUP_CASES = {
 
 def protocol_errors(balancer) -> float:
     """The node's ``protocol_errors`` counter, as ``/metrics`` shows it."""
-    code, text = admin(balancer, "GET", "/metrics")
-    assert code == 200, text
-    line = next(
-        x for x in text.splitlines() if x.startswith("lblab_balancer_protocol_errors_total")
-    )
-    return float(line.split()[-1])
+    return metric(balancer, "protocol_errors_total")
 
 
 @pytest.mark.parametrize("case", list(SETUP_CASES))

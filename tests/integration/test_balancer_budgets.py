@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import urllib.request
 
 import numpy as np
 import pytest
 from balancer_testbed import (
     RawClient,
     client_setup,
+    metric,
     processes,
     rsocket_client,
     start_balancer,
@@ -73,7 +73,6 @@ def hog_until_refused(port: int, most: int = 64) -> tuple[RawClient, int, Error]
     hog.send(client_setup())
     for k in range(most):
         hog.send(RequestResponse(stream_id=2 * k + 1, data=MIB, follows=True))
-        hog.sock.settimeout(0.2)
         try:
             frame = hog.recv(timeout=0.2)
         except (AssertionError, TimeoutError):
@@ -81,21 +80,6 @@ def hog_until_refused(port: int, most: int = 64) -> tuple[RawClient, int, Error]
         assert isinstance(frame, Error), frame
         return hog, k, frame
     raise AssertionError(f"{most} MiB of unfinished requests and no refusal")
-
-
-def gauge(balancer, name: str, labels: str = "") -> float:
-    """A sample of ``lblab_balancer_<name>`` in the balancer's ``/metrics``."""
-    url = f"http://127.0.0.1:{balancer.ready['admin_port']}/metrics"
-    sample = f"lblab_balancer_{name}{{{labels}}} " if labels else f"lblab_balancer_{name} "
-    with urllib.request.urlopen(url, timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(sample):
-                return float(line.split()[-1])
-    raise AssertionError(f"no {sample.strip()} in /metrics")
-
-
-def counter(balancer, name: str) -> float:
-    return gauge(balancer, f"{name}_total")
 
 
 @pytest.mark.quiet  # the p99 beside the hog against the p99 alone is a timing
@@ -112,7 +96,7 @@ def test_a_hog_at_its_budget_costs_another_client_nothing(three):
         hog.close()
     p99_alone, p99_beside = np.percentile(alone, 99), np.percentile(beside, 99)
     assert p99_beside <= 1.5 * p99_alone, (p99_alone, p99_beside)
-    assert counter(three, "refused_client_held_bytes") >= 1
+    assert metric(three, "refused_client_held_bytes_total") >= 1
 
 
 def test_a_full_backend_connection_is_shared_fairly(logs):
@@ -129,7 +113,7 @@ def test_a_full_backend_connection_is_shared_fairly(logs):
         hog, taken, refused = hog_until_refused(port)
         try:
             held = wait_for(
-                lambda: gauge(balancer, "held_bytes", 'backend="f1"') or None,
+                lambda: metric(balancer, "held_bytes", 'backend="f1"') or None,
                 5,
                 "the held bytes in /metrics",
             )
@@ -149,7 +133,7 @@ def test_a_full_backend_connection_is_shared_fairly(logs):
         finally:
             hog.close()
         wait_for(
-            lambda: counter(balancer, "evicted_fair_share") >= len(evicted),
+            lambda: metric(balancer, "evicted_fair_share_total") >= len(evicted),
             5,
             "the evictions counted in /metrics",
         )
