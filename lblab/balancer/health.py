@@ -7,6 +7,16 @@ applies them to its backends.
   consecutive failed outcomes eject a backend for ``eject_base_s * 2**n`` seconds,
   capped at ``eject_max_s``, where ``n`` counts the backend's earlier ejections (reset
   once it has been back for ``eject_max_s`` and then succeeds).
+- Success-rate ejection (Linkerd's unified failure accrual, linkerd2 #15374 and
+  linkerd2-proxy ``breaker/success_rate.rs``; Envoy outlier detection's success-rate
+  ejection), off unless ``success_rate_threshold`` > 0: each backend's outcomes are
+  counted in a ring of ``SUCCESS_RATE_BUCKETS`` buckets spanning
+  ``success_rate_window_s`` (``SuccessWindow``); once the window holds at least
+  ``success_rate_min_requests`` outcomes and the share of successes is below the
+  threshold, the backend is ejected as a failure run would eject it (the same backoff,
+  the same panic threshold). When that ejection ends the backend is on probation: the
+  first outcome it gives decides, a success lets it take requests again with an empty
+  window, a failure ejects it again at once (the next, longer backoff).
 - Slow start (Envoy ``slow_start_config``): for ``slow_start_window_s`` after a backend
   becomes available again its weight is multiplied by
   ``max(0.1, (t / window) ** (1 / aggression))``, ``t`` the time since it came back.
@@ -37,6 +47,9 @@ connection is closed and reconnected."""
 SLOW_START_MIN_FACTOR = 0.1
 """Envoy's ``min_weight_percent`` default: a recovering backend gets at least 10 %."""
 
+SUCCESS_RATE_BUCKETS = 10
+"""Buckets of a success-rate window (linkerd2-proxy ``success_rate.rs``: ``BUCKETS``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class HealthConfig:
@@ -54,6 +67,14 @@ class HealthConfig:
     panic_threshold: float = 0.5
     """Share of connected backends that must be un-ejected; below it ejection is ignored
     (0 turns panic off)."""
+    success_rate_threshold: float = 0.0
+    """Eject a backend whose share of successes over the window is below this (Linkerd's
+    default when on: 0.8); 0 turns success-rate ejection off."""
+    success_rate_window_s: float = 10.0
+    """The trailing window the success rate is counted over."""
+    success_rate_min_requests: int = 100
+    """Outcomes the window must hold before the rate can eject (Envoy's
+    ``success_rate_request_volume``)."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, field: str, rule: str) -> None:
@@ -80,6 +101,21 @@ class HealthConfig:
             "panic_threshold",
             "must be a share in [0, 1] (0: off)",
         )
+        need(
+            math.isfinite(self.success_rate_threshold) and 0 <= self.success_rate_threshold <= 1,
+            "success_rate_threshold",
+            "must be a share in [0, 1] (0: off)",
+        )
+        need(
+            _pos(self.success_rate_window_s) and self.success_rate_window_s <= 3600,
+            "success_rate_window_s",
+            "must be > 0 and at most 3600 seconds",
+        )
+        need(
+            1 <= self.success_rate_min_requests <= 1_000_000,
+            "success_rate_min_requests",
+            "must be 1 to 1000000 outcomes",
+        )
 
 
 def _pos(x: float) -> bool:
@@ -100,3 +136,49 @@ def slow_start_factor(config: HealthConfig, elapsed: float) -> float:
         return 1.0
     ramp = (max(elapsed, 0.0) / window) ** (1.0 / config.slow_start_aggression)
     return max(SLOW_START_MIN_FACTOR, ramp)
+
+
+class SuccessWindow:
+    """Successes and outcomes of one backend over the trailing ``window_s``: a ring of
+    ``SUCCESS_RATE_BUCKETS`` buckets, each ``window_s / SUCCESS_RATE_BUCKETS`` wide
+    (linkerd2-proxy ``SuccessRateWindow``). Recording first rolls the ring to ``now``:
+    every bucket whose slice has passed out of the window is emptied (all of them after
+    a gap of a whole window), and the current slice starts on a bucket boundary."""
+
+    __slots__ = ("current", "last_roll", "successes", "totals", "width")
+
+    def __init__(self, window_s: float, now: float) -> None:
+        self.width = window_s / SUCCESS_RATE_BUCKETS
+        self.successes = [0] * SUCCESS_RATE_BUCKETS
+        self.totals = [0] * SUCCESS_RATE_BUCKETS
+        self.current = 0
+        self.last_roll = now
+
+    def _roll(self, now: float) -> None:
+        steps = int((now - self.last_roll) // self.width)
+        if steps <= 0:
+            return
+        for i in range(1, min(steps, SUCCESS_RATE_BUCKETS) + 1):
+            k = (self.current + i) % SUCCESS_RATE_BUCKETS
+            self.successes[k] = self.totals[k] = 0
+        self.current = (self.current + steps) % SUCCESS_RATE_BUCKETS
+        self.last_roll += steps * self.width
+
+    def record(self, success: bool, now: float) -> None:
+        self._roll(now)
+        self.totals[self.current] += 1
+        if success:
+            self.successes[self.current] += 1
+
+    def trips(self, min_requests: int, threshold: float) -> bool:
+        """At least ``min_requests`` outcomes in the window, and successes below
+        ``threshold`` of them."""
+        total = sum(self.totals)
+        return total >= min_requests and total > 0 and sum(self.successes) < threshold * total
+
+    def reset(self, now: float) -> None:
+        """Empty, starting at ``now`` (after an ejection: it must gather evidence again)."""
+        self.successes = [0] * SUCCESS_RATE_BUCKETS
+        self.totals = [0] * SUCCESS_RATE_BUCKETS
+        self.current = 0
+        self.last_roll = now

@@ -29,6 +29,13 @@ Theory of operation:
   replays the request, load-aware strategies already see the backend's in-flight
   count, and a cool-down of the balancer's own would layer a load-shedding policy on
   every algorithm, bending the comparison the harness exists for.
+- Success-rate ejection (off by default; ``HealthConfig.success_rate_threshold``):
+  every outcome counts in the backend's ``SuccessWindow``, a success unless it is a
+  backend fault (the same split as above: REJECTED proves the backend alive), and a
+  rate below the threshold over at least ``success_rate_min_requests`` outcomes ejects
+  it like a failure run, counted in ``success_rate_ejections`` as well. Back from it,
+  the backend is on probation: its first outcome decides (a fault ejects it again at
+  once). Each ejection empties the window.
 - Panic (Envoy's panic threshold): while fewer than ``panic_threshold`` of the
   connected backends are un-ejected, ejections are ignored and requests are balanced
   over every connected backend. Ejection timers and backoff keep running; ``panic``
@@ -61,7 +68,7 @@ from lblab.config import check_weight
 from lblab.errors import ConfigError, LocalProtocolError
 from lblab.loadreport import LoadReport, ProbeAnswer
 
-from .health import HealthConfig, ejection_duration, slow_start_factor
+from .health import HealthConfig, SuccessWindow, ejection_duration, slow_start_factor
 from .strategies.base import BackendView, Health, Outcome, RequestView, Strategy, eligible
 from .strategies.ewma import decay
 
@@ -90,6 +97,9 @@ class BackendCounters:
         "Failed outcomes the backend is responsible for (they count toward ejection)."
     )
     ejections: int = _counter("Passive ejections.")
+    success_rate_ejections: int = _counter(
+        "Passive ejections for a success rate below the threshold (counted in ejections too)."
+    )
     ties: int = _counter("Picks where candidates tied on load.")
     probes_sent: int = _counter("Probes sent (prequal).")
     probes_answered: int = _counter("Probes answered.")
@@ -129,6 +139,10 @@ class _Health:
     """When the backend last became available again (for the backoff reset)."""
     slow_since: float | None = None
     ewma_at: float = 0.0
+    window: SuccessWindow | None = None
+    """Outcomes over the success-rate window (None while success-rate ejection is off)."""
+    probation: bool = False
+    """Back from a success-rate ejection: its first outcome decides."""
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -246,9 +260,33 @@ class Pool:
         else:  # an answer that is not the backend's fault: it is alive
             view.consecutive_failures = 0
             self.counters[view.id].errors += 1
+        if self.health.success_rate_threshold > 0.0 and not ejected:
+            ejected = self._success_rate(view, record, outcome.ok or not outcome.backend_fault, now)
         self.strategy.on_complete(view, request, outcome, now)
         if ejected:
             self.strategy.on_pool_change(self.views, now)
+
+    def _success_rate(self, view: BackendView, record: _Health, success: bool, now: float) -> bool:
+        """Count one outcome toward success-rate ejection (``balancer/health.py``); True
+        if it ejected the backend. Outcomes while it is ejected do not count."""
+        if record.ejected_until is not None:
+            return False
+        health = self.health
+        if record.probation:
+            record.probation = False
+            if success:
+                return False
+        else:
+            window = record.window
+            if window is None:
+                window = record.window = SuccessWindow(health.success_rate_window_s, now)
+            window.record(success, now)
+            if not window.trips(health.success_rate_min_requests, health.success_rate_threshold):
+                return False
+        record.probation = True
+        self.counters[view.id].success_rate_ejections += 1
+        self._eject(view, record, now)
+        return True
 
     def _observe_latency(
         self, view: BackendView, record: _Health, latency_ms: float, now: float
@@ -318,6 +356,8 @@ class Pool:
     def _eject(self, view: BackendView, record: _Health, now: float) -> None:
         until = now + ejection_duration(self.health, record.ejections)
         record.ejections += 1
+        if record.window is not None:
+            record.window.reset(now)
         record.ejected_until = until
         self._ejected[view.id] = until
         self._next_tick = min(self._next_tick, until)

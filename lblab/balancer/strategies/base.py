@@ -180,7 +180,9 @@ class Outcome(_Value):
     """How one dispatch ended, as the driver saw it. Built once and not changed; a plain
     class for the reason ``RequestView`` is one."""
 
-    _names: ClassVar[tuple[str, ...]] = ("ok", "latency_ms", "error_kind", "server_fault")
+    _names: ClassVar[tuple[str, ...]] = (
+        "ok", "latency_ms", "error_kind", "server_fault", "retry_after_ms",
+    )  # fmt: skip
 
     ok: bool
     latency_ms: float
@@ -189,6 +191,9 @@ class Outcome(_Value):
     """One of ``lblab.failures.ERROR_KINDS`` when not ok."""
     server_fault: bool
     """An error the backend flagged as its own failure (``lblab.failures.is_server_fault``)."""
+    retry_after_ms: float | None
+    """The backend's Retry-After hint with a REJECTED (``lblab.failures.retry_after_ms``):
+    how long it asks not to be sent more; None when it gave none."""
 
     def __init__(
         self,
@@ -196,11 +201,13 @@ class Outcome(_Value):
         latency_ms: float,
         error_kind: str | None = None,
         server_fault: bool = False,
+        retry_after_ms: float | None = None,
     ) -> None:
         self.ok = ok
         self.latency_ms = latency_ms
         self.error_kind = error_kind
         self.server_fault = server_fault
+        self.retry_after_ms = retry_after_ms
 
     @property
     def backend_fault(self) -> bool:
