@@ -40,7 +40,17 @@ def run(
     out: Annotated[Path, typer.Option(help="Folder for the points, sweep.parquet, report/.")],
     scheduler: Annotated[
         str | None,
-        typer.Option(help="A running Dask scheduler (tcp://HOST:PORT); default: a local cluster."),
+        typer.Option(
+            help="A running Dask scheduler (tcp://HOST:PORT, or tls://HOST:PORT with "
+            "--tls-dir); default: a local cluster."
+        ),
+    ] = None,
+    tls_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder with the TLS scheduler's ca.pem, cert.pem and key.pem (infra/dask.yml "
+            "makes them in ~/.config/lblab/dask-tls)."
+        ),
     ] = None,
     workers: Annotated[
         int | None,
@@ -76,21 +86,24 @@ def run(
     if any point failed (its error is in sweep.parquet) or a live check did."""
     from lblab.sweep.grid import load_sweep
     from lblab.sweep.report import build_report
-    from lblab.sweep.run import run_sweep, sweep_folder
+    from lblab.sweep.run import run_sweep, scheduler_security, sweep_folder
 
     if scheduler is not None and workers is not None:
         raise ConfigError(
             "--workers sizes the local cluster; with --scheduler, start workers there"
         )
+    if tls_dir is not None and scheduler is None:
+        raise ConfigError("--tls-dir is for --scheduler tls://HOST:PORT, not a local cluster")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a folder for the sweep")
     from lblab.analysis.sweep_map import metric_column
 
     metric_column(metric)
     sweep = load_sweep(file)
+    security = None if scheduler is None else scheduler_security(scheduler, tls_dir)
     sweep_folder(out, sweep, file, force)
     try:
-        outcome = run_sweep(sweep, out, scheduler=scheduler, workers=workers)
+        outcome = run_sweep(sweep, out, scheduler=scheduler, workers=workers, security=security)
     except KeyboardInterrupt:
         typer.echo(f"interrupted: finished points are in {out}; rerun to run the rest", err=True)
         raise typer.Exit(130) from None

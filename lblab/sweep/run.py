@@ -110,9 +110,13 @@ def run_sweep(
     *,
     scheduler: str | None = None,
     workers: int | None = None,
+    security: Any = None,
     console: Console | None = None,
 ) -> Outcome:
-    """Run the points of ``sweep`` missing from ``out`` and merge all into ``sweep.parquet``."""
+    """Run the points of ``sweep`` missing from ``out`` and merge all into ``sweep.parquet``.
+
+    ``security``: a ``distributed.Security`` for ``scheduler`` (``scheduler_security``
+    makes one); None takes Dask's configuration."""
     console = console or Console(stderr=True)
     started = time.perf_counter()
     for leftover in (out / POINTS).glob(".*.tmp"):  # a point being written when killed
@@ -125,7 +129,7 @@ def run_sweep(
         highlight=False,
     )
     if todo:
-        with _client(scheduler, workers) as client:
+        with _client(scheduler, workers, security) as client:
             n = len(client.scheduler_info(n_workers=-1)["workers"])
             console.print(
                 f"dask: {client.scheduler.address}, {n} workers, dashboard {client.dashboard_link}",
@@ -139,20 +143,57 @@ def run_sweep(
     return Outcome(len(sweep.points), len(todo), failed, time.perf_counter() - started, table)
 
 
+TLS_FILES = ("ca.pem", "cert.pem", "key.pem")
+"""What ``--tls-dir`` holds: the testbed's CA, the cluster's certificate and its key."""
+
+
+def scheduler_security(scheduler: str, tls_dir: Path | None) -> Any:
+    """The ``distributed.Security`` for ``scheduler``: mutual TLS from ``tls_dir`` (as
+    ``infra/dask.yml`` makes it), Dask's own configuration, or none for ``tcp://``."""
+    from distributed import Security
+
+    tls = scheduler.startswith("tls://")
+    if tls_dir is None:
+        configured = Security()  # Dask's config (distributed.comm.tls.*), if any
+        if tls and not configured.get_tls_config_for_role("client")["ca_file"]:
+            raise ConfigError(
+                f"--scheduler {scheduler}: a TLS scheduler needs the testbed's certificates; "
+                "give --tls-dir with the folder infra/dask.yml made on this controller "
+                "(~/.config/lblab/dask-tls), or set Dask's distributed.comm.tls config"
+            )
+        return configured
+    if not tls:
+        raise ConfigError(
+            f"--tls-dir is for a TLS scheduler; write --scheduler as tls://HOST:PORT "
+            f"(not {scheduler})"
+        )
+    missing = [name for name in TLS_FILES if not (tls_dir / name).is_file()]
+    if missing:
+        raise ConfigError(
+            f"--tls-dir {tls_dir}: {', '.join(missing)} missing; it must hold "
+            f"{', '.join(TLS_FILES)}, as infra/dask.yml makes them on the controller"
+        )
+    ca, cert, key = (str(tls_dir / name) for name in TLS_FILES)
+    return Security(
+        tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True
+    )
+
+
 @contextmanager
-def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
+def _client(scheduler: str | None, workers: int | None, security: Any) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # -v shows Dask's own log
         logging.getLogger("distributed").setLevel(logging.WARNING)
     if scheduler is not None:
         try:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, security=security)
         except OSError as exc:
             raise ConfigError(
                 f"--scheduler {scheduler}: no Dask scheduler answered ({exc}); start one with "
                 "`dask scheduler` (and workers with `dask worker ADDRESS`), or leave "
-                "--scheduler out for a local cluster"
+                "--scheduler out for a local cluster (one that infra/dask.yml started speaks "
+                "TLS: tls://HOST:PORT with --tls-dir)"
             ) from None
         with client:
             yield client

@@ -6,8 +6,14 @@ nothing); ``experiment.yml`` runs the
 ``tiny`` preset with Locust distributed over both loaders (master on loader1, one worker
 on each) and fetches the run; the fetched directory must satisfy the results contract,
 hold requests from both loaders with every request each worker counted, and name the
-hosts; ``dask.yml`` then starts a Dask scheduler and workers on the same hosts and a
-sweep runs through them; ``lblab testbed down`` must leave nothing behind.
+hosts; ``dask.yml`` then starts a Dask scheduler and workers on the same hosts, with
+mutual TLS, and a sweep runs through them; ``lblab testbed down`` must leave nothing behind.
+
+A stranger (a namespace on the testbed's bridge that is in no inventory) is refused at
+every port the roles guard: the balancer's client, agent and admin ports, a server's
+port, the Locust master's (which only loaders reach) and the Dask scheduler's and its
+dashboard's; the Dask scheduler also refuses the controller when it has no certificate
+of the testbed's CA, and the experiment and the sweep still complete through the firewall.
 
 The playbooks build lblab from a snapshot of the source tree (tracked and new files),
 so edits made to the working tree while the test runs cannot change the wheel between
@@ -37,6 +43,8 @@ REPO = Path(__file__).resolve().parents[2]
 NAME = "lbte"
 SUBNET = "10.215.0.0/24"
 HOME = Path("/tmp/lblab-testbed") / NAME
+STRANGER = f"{NAME}-stranger"
+STRANGER_ADDRESS = "10.215.0.250"
 RECAP = re.compile(
     r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
 )
@@ -89,6 +97,67 @@ def _playbook(playbook: str, *extra: str, timeout: float = 400) -> dict[str, tup
     return recap
 
 
+def _add_stranger() -> None:
+    """A host on the testbed's bridge that no inventory names (``lblab testbed down``
+    removes it with the rest: its namespace and link carry the testbed's prefixes)."""
+    link = f"{NAME}v99"
+    for argv in (
+        ["ip", "netns", "add", STRANGER],
+        ["ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", STRANGER],
+        ["ip", "link", "set", link, "master", f"{NAME}br", "up"],
+        ["ip", "-n", STRANGER, "addr", "add", f"{STRANGER_ADDRESS}/24", "dev", "eth0"],
+        ["ip", "-n", STRANGER, "link", "set", "eth0", "up"],
+        ["ip", "-n", STRANGER, "link", "set", "lo", "up"],
+    ):
+        subprocess.run(argv, check=True, capture_output=True, timeout=30)
+
+
+REACH = """
+import errno, json, socket, sys
+out = []
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        out.append("open")
+    except OSError as exc:
+        out.append({errno.ECONNREFUSED: "no listener", errno.EHOSTUNREACH: "firewall"}
+                   .get(exc.errno, repr(exc)))
+print(json.dumps(out))
+"""
+
+
+def _reach(namespace: str, targets: list[str]) -> dict[str, str]:
+    """How a TCP connect from ``namespace`` to each HOST:PORT ends: "open", "no listener"
+    (a reset) or "firewall" (the roles' reject, ICMP admin-prohibited)."""
+    proc = subprocess.run(
+        ["ip", "netns", "exec", namespace, sys.executable, "-c", REACH, *targets],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return dict(zip(targets, json.loads(proc.stdout), strict=True))
+
+
+def _addresses() -> dict[str, str]:
+    hosts = json.loads((HOME / "inventory.yml").read_text())["all"]["children"]
+    return {h: v["ansible_host"] for group in hosts.values() for h, v in group["hosts"].items()}
+
+
+def _check_firewall() -> None:
+    """The stranger meets the firewall at every guarded port; the testbed's hosts pass it
+    (their connects end at the port: nothing listens between experiments); the Locust
+    master's port lets in loaders only."""
+    at = _addresses()
+    balancer = [f"{at['balancer']}:{p}" for p in (7878, 7879, 9100)]
+    master = f"{at['loader1']}:5557"
+    guarded = [*balancer, f"{at['s1']}:7001", f"{at['s2']}:7001", master]
+    assert set(_reach(STRANGER, guarded).values()) == {"firewall"}
+    assert set(_reach(f"{NAME}-loader2", [*balancer, master]).values()) == {"no listener"}
+    assert set(_reach(f"{NAME}-s1", balancer).values()) == {"no listener"}
+    assert _reach(f"{NAME}-s1", [master]) == {master: "firewall"}
+    unguarded = f"{at['balancer']}:7999"  # a port no role guards: the stranger reaches it
+    assert _reach(STRANGER, [unguarded]) == {unguarded: "no listener"}
+
+
 def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
     uv = _uv_binary()
     if uv is None:
@@ -114,6 +183,7 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert up.returncode == 0, up.stderr
+        _add_stranger()
 
         first = _playbook("site.yml", *extra)
         assert set(first) == {"balancer", "s1", "s2", "loader1", "loader2"}
@@ -123,6 +193,7 @@ def test_site_twice_experiment_and_down(tmp_path: Path) -> None:
         once_per_role = ("balancer", "s1", "loader1")
         second = _playbook("site.yml", *extra, "--limit", ",".join(once_per_role))
         assert {h: r[1] for h, r in second.items()} == dict.fromkeys(once_per_role, 0), second
+        _check_firewall()
 
         # tiny with rr and the user's own: two scenarios each, four phases, enough to show that
         # the hosts' records join phase by phase (each phase costs ~10 s of start-up). Its
@@ -206,22 +277,37 @@ rate = [300, 600]
 
 def _sweep_on_the_hosts(extra: list[str], tmp_path: Path) -> None:
     """infra/dask.yml on the provisioned hosts: the scheduler on the balancer host, a
-    worker on each server; a sweep from the controller runs on them; stopping leaves
-    none. (On the same hosts as the experiment: a testbed of its own cost 150 s more.)"""
-    from distributed import Client
+    worker on each server, all on mutual TLS; a sweep from the controller runs on them;
+    stopping leaves none. (On the same hosts as the experiment: a testbed of its own cost
+    150 s more.)"""
+    from distributed import Client, Security
 
+    tls = tmp_path / "dask-tls"  # made by the play, as in ~/.config/lblab/dask-tls
+    extra = [*extra, "-e", f"dask_tls_dir={tls}"]
     started = _playbook("dask.yml", *extra)
     assert set(started) == {"balancer", "s1", "s2"}
-    hosts = json.loads((HOME / "inventory.yml").read_text())
-    balancer = hosts["all"]["children"]["balancer"]["hosts"]["balancer"]["ansible_host"]
-    address = f"tcp://{balancer}:8786"
-    with Client(address, timeout=60) as client:
+    assert sorted(p.name for p in tls.iterdir()) == ["ca.key", "ca.pem", "cert.pem", "key.pem"]
+    balancer = _addresses()["balancer"]
+    address = f"tls://{balancer}:8786"
+    ports = [f"{balancer}:8786", f"{balancer}:8787"]  # the scheduler and its dashboard
+    assert set(_reach(STRANGER, ports).values()) == {"firewall"}
+    assert set(_reach(f"{NAME}-s1", ports).values()) == {"open"}
+    # The controller passes the firewall, but the scheduler takes only the testbed's CA.
+    for stranger_address, security in ((address, Security.temporary()),
+                                       (f"tcp://{balancer}:8786", None)):  # fmt: skip
+        with pytest.raises(OSError):
+            Client(stranger_address, security=security, timeout=5).close()
+    ours = Security(
+        tls_ca_file=str(tls / "ca.pem"), tls_client_cert=str(tls / "cert.pem"),
+        tls_client_key=str(tls / "key.pem"), require_encryption=True,
+    )  # fmt: skip
+    with Client(address, security=ours, timeout=60) as client:
         client.wait_for_workers(2, timeout=120)
     (tmp_path / "sweep.toml").write_text(SWEEP_FILE)
     out = tmp_path / "sweep"
     sweep = subprocess.run(
         lblab_command("sweep", str(tmp_path / "sweep.toml"), "--out", str(out),
-                      "--scheduler", address),
+                      "--scheduler", address, "--tls-dir", str(tls)),
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert sweep.returncode == 0, sweep.stderr[-3000:]
@@ -237,3 +323,4 @@ def _sweep_on_the_hosts(extra: list[str], tmp_path: Path) -> None:
         and "dask" in " ".join(p.info["cmdline"] or [])
     ]
     assert dask == []  # the scheduler and every worker stopped
+    assert set(_reach(STRANGER, ports).values()) == {"no listener"}  # its table went too

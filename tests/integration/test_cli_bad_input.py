@@ -72,6 +72,7 @@ TOML_FILES: Mapping[str, str | bytes] = {
     ),
     "sim-rate-nan.toml": "rate = nan\n",
     "sim-servers-text.toml": "servers = [5]\n",
+    "sweep.toml": '[base]\nrequests = 100\n[grid]\nstrategy = ["rr", "p2c"]\n',
     "sim-speed-nan.toml": '[[servers]]\ncount = 2\nspeed = nan\nservice = "exp:10ms"\n',
 }
 
@@ -141,6 +142,10 @@ CASES: dict[str, Case] = {
     "calibrate-foreign": Case(("calibrate", "{d}/foreign"), "lacks required columns"),
     "reproduce-ingram-requests-huge": Case(("reproduce", "ingram", "--requests", "10,1000000000000"), "--requests"),
     "reproduce-cheetah-servers-0": Case(("reproduce", "cheetah", "--servers", "0"), "--servers"),
+    "sweep-tls-dir-without-scheduler": Case(("sweep", "{d}/sweep.toml", "--out", "{d}/sweep-out", "--tls-dir", "{d}/empty"), "not a local cluster"),
+    "sweep-tls-without-certificates": Case(("sweep", "{d}/sweep.toml", "--out", "{d}/sweep-out", "--scheduler", "tls://127.0.0.1:9"), "--tls-dir"),
+    "sweep-tls-dir-empty": Case(("sweep", "{d}/sweep.toml", "--out", "{d}/sweep-out", "--scheduler", "tls://127.0.0.1:9", "--tls-dir", "{d}/empty"), "ca.pem, cert.pem, key.pem missing"),
+    "sweep-tls-dir-for-tcp": Case(("sweep", "{d}/sweep.toml", "--out", "{d}/sweep-out", "--scheduler", "tcp://127.0.0.1:9", "--tls-dir", "{d}/empty"), "tls://host:port"),
     "testbed-hosts-0": Case(("testbed", "up", "--hosts", "0", "--root", "{d}/testbed"), "--hosts"),
     # ---- lblab report / notebooks: results folders
     "twin-truncated-parquet": Case(("twin", "{d}/truncated"), "truncated"),
