@@ -155,6 +155,21 @@ def balancer_command(
         help="Percent (0..100) of connected backends that must be un-ejected; below it "
         "ejection is ignored and all take requests (Envoy's panic threshold); 0: off.",
     ),
+    success_rate_threshold: float = typer.Option(
+        0.0,
+        "--success-rate-threshold",
+        help="Eject a backend whose percent (0..100) of successes over --success-rate-window "
+        "is below this, as a failure run would (Linkerd's unified breaker: 80); the same "
+        "failures count as for --eject-after; 0: off.",
+    ),
+    success_rate_window: str = typer.Option(
+        "10s", "--success-rate-window", help="The trailing window the success rate is over."
+    ),
+    success_rate_min_requests: int = typer.Option(
+        100,
+        "--success-rate-min-requests",
+        help="Outcomes the window must hold before the success rate can eject (1..1000000).",
+    ),
 ) -> None:
     """Run the RSocket balancer node: forward each request to a backend the strategy picks."""
     from lblab.balancer.backend import BackendAddress
@@ -173,6 +188,10 @@ def balancer_command(
         check_range("--seed", seed, minimum=0, maximum=MAX_SEED)
     check_range("--panic-threshold", panic_threshold, minimum=0, maximum=100)
     check_range("--eject-after", eject_after, minimum=0, maximum=1_000_000)
+    check_range("--success-rate-threshold", success_rate_threshold, minimum=0, maximum=100)
+    check_range(
+        "--success-rate-min-requests", success_rate_min_requests, minimum=1, maximum=1_000_000
+    )
     weight_of = _weights(parse_assignments(weights, "--weights"))
     backends = []
     for item in backend or []:
@@ -220,6 +239,9 @@ def balancer_command(
             eject_base_s=parse_duration(eject_base, "--eject-base"),
             eject_max_s=parse_duration(eject_max, "--eject-max"),
             panic_threshold=panic_threshold / 100.0,
+            success_rate_threshold=success_rate_threshold / 100.0,
+            success_rate_window_s=parse_duration(success_rate_window, "--success-rate-window"),
+            success_rate_min_requests=success_rate_min_requests,
         ),
     )
     run(config)

@@ -79,6 +79,9 @@ OPTIONS: dict[str, Opt] = {
     "balancer --eject-base": o((*BALANCER, "--eject-base", "{v}"), "--eject-base|eject_base", ("1e-300", "30s"), "8d"),
     "balancer --eject-max": o((*BALANCER, "--eject-max", "{v}"), "--eject-max|eject_max", ("1", "604800"), "604801"),
     "balancer --panic-threshold": o((*BALANCER, "--panic-threshold", "{v}"), "--panic-threshold", ("0", "1e-300", "100"), "101"),
+    "balancer --success-rate-threshold": o((*BALANCER, "--success-rate-threshold", "{v}"), "--success-rate-threshold", ("0", "1e-300", "100"), "101"),
+    "balancer --success-rate-window": o((*BALANCER, "--success-rate-window", "{v}"), "--success-rate-window|success_rate_window", ("1e-300", "3600"), "3601"),
+    "balancer --success-rate-min-requests": o((*BALANCER, "--success-rate-min-requests", "{v}"), "--success-rate-min-requests", ("1", "1000000"), "1000001"),
     "balancer --weights": o((*BALANCER, "--weights", "s1={v}"), "--weights s1", ("1e-300", "1000000"), "1000001"),
     # ---- lblab run: flags (--print-config checks the whole config, starts nothing)
     "run --duration": o((*RUN, "--duration", "{v}"), "run.duration", ("1e-300", "604800"), "604801"),

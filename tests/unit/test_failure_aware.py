@@ -14,6 +14,7 @@ from lblab.balancer.strategies.base import Health, Outcome, RequestView
 from lblab.balancer.strategies.penalty import penalised_rtt_ms
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError
+from tests.benchmark_scripts import bench
 
 OK = Outcome(ok=True, latency_ms=10.0)
 FAULT = Outcome(ok=False, latency_ms=1.0, error_kind="application", server_fault=True)
@@ -255,3 +256,24 @@ def test_success_rate_ejection_is_off_by_default() -> None:
 def test_bad_success_rate_settings_name_the_field(field: str, value: float, says: str) -> None:
     with pytest.raises(ConfigError, match=f"health: {field}=.*{says}"):
         HealthConfig(**{field: value})  # type: ignore[arg-type]
+
+
+# -- the simulated figure (benchmarks/failure_penalty.py) ----------------------------
+
+
+@pytest.mark.parametrize("rate", [0.3, 1.0])
+def test_failure_aware_peak_ewma_fails_fewer_than_plain_and_round_robin(rate: float) -> None:
+    figure = bench("failure_penalty")
+    failed = {
+        label: figure.measure(strategy, options, rate, 2, 10.0)[0]
+        for label, strategy, options in [
+            ("aware", *figure.AWARE),
+            ("plain", "peak-ewma", ()),
+            ("rr", "rr", ()),
+        ]
+    }
+    # Four servers, s1 failing `rate` of its requests after 1 ms. Round robin sends s1 a
+    # quarter until 5 faults in a row eject it; the penalty keeps it out after one.
+    assert failed["aware"] < failed["plain"] / 3
+    assert failed["aware"] < failed["rr"] / 3
+    assert failed["aware"] > 0.0  # it has to learn from a failure first

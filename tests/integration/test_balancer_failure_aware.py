@@ -1,0 +1,123 @@
+"""Failure-aware load through the live balancer: peak-ewma's failure penalty and the
+pool's success-rate ejection, over three real ``lblab server`` processes (each request
+sleeps 10 ms) of which s1 answers half its requests with a server-fault error after 1 ms
+(the ``fail`` action, told through the server's control file as the local testbed tells
+it): the fast-failing server looks the quickest."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from balancer_testbed import admin, processes, start_balancer, start_server, status_of
+
+from lblab.errors import ApplicationError
+from lblab.failures import SERVER_FAULT_PREFIX
+from lblab.loadtests.rsocket_client import RSocketClient
+from lblab.procs import Child
+from lblab.servers.behaviour import Failing
+from lblab.servers.slowdown import Control, control_path, request_control
+from lblab.wire.metadata import request_metadata
+
+WORK = request_metadata("work")
+BODY = orjson.dumps({"work_bytes": 100, "pad": ""})
+REQUESTS = 200
+
+
+def tell(server: Child, control: Control) -> None:
+    """Send ``control`` and wait (up to 2 s) until the server has read it."""
+    request_control(server.pid, control)
+    deadline = time.monotonic() + 2.0
+    while control_path(server.pid).exists():
+        assert time.monotonic() < deadline, "the server did not read its control file"
+        time.sleep(0.01)
+
+
+def picks(balancer: Child) -> dict[str, int]:
+    return {row["id"]: row["picks"] for row in status_of(balancer)["backends"]}
+
+
+def send_all(balancer: Child, n: int) -> list[str]:
+    """``n`` requests one at a time; the failures' messages."""
+    client = RSocketClient("127.0.0.1", balancer.ready["port"])
+    failed = []
+    try:
+        for _ in range(n):
+            try:
+                client.request_response(BODY, WORK, 10.0)
+            except ApplicationError as exc:
+                failed.append(str(exc))
+    finally:
+        client.close()
+    return failed
+
+
+@pytest.fixture
+def testbed(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Child, Any]]:
+    servers = [start_server(name, tmp_path, "--delay-ms", "10") for name in ("s1", "s2", "s3")]
+    with processes(*servers) as kids:
+        tell(servers[0], Control(fail=Failing(0.5, delay_ms=1.0)))
+        balancer = start_balancer(servers, tmp_path, "--eject-after", "0", *request.param)
+        kids.append(balancer)
+        yield balancer, servers
+
+
+@pytest.mark.parametrize("testbed", [("--strategy", "peak-ewma", "--seed", "3")], indirect=True)
+def test_the_penalised_server_gets_fewer_picks_after_its_errors(testbed) -> None:
+    balancer, _ = testbed
+    before = picks(balancer)
+    plain_failed = send_all(balancer, REQUESTS)
+    plain = {k: v - before[k] for k, v in picks(balancer).items()}
+    code, body = admin(
+        balancer, "PUT", "/strategy", {"name": "peak-ewma", "options": {"failure_penalty_ms": 5000}}
+    )
+    assert code == 200, body
+    before = picks(balancer)
+    aware_failed = send_all(balancer, REQUESTS)
+    aware = {k: v - before[k] for k, v in picks(balancer).items()}
+    assert all(m.startswith(SERVER_FAULT_PREFIX) for m in plain_failed + aware_failed)
+    # Plain: s1's successes keep its peak cost at 10 ms, as the others' (its 1 ms
+    # failures hardly pull it down), so it takes a share like theirs (60 of 200 in one
+    # run, with s2 2 and s3 138: P2C at one in flight herds on the cheapest).
+    assert plain["s1"] >= REQUESTS // 6, plain
+    assert len(plain_failed) >= REQUESTS // 20, len(plain_failed)
+    # Penalised: after its first failure s1 costs 5 s (decaying over 10 s); the phase
+    # takes about 2 s, so it loses every pair it is drawn in.
+    assert aware["s1"] <= 10 and aware["s1"] * 5 <= plain["s1"], (aware, plain)
+    assert 1 <= len(aware_failed) <= 5, aware_failed
+    assert sum(aware.values()) == REQUESTS
+
+
+@pytest.mark.parametrize(
+    "testbed",
+    [
+        (
+            "--strategy",
+            "rr",
+            "--eject-base",
+            "30s",
+            "--success-rate-threshold",
+            "80",
+            "--success-rate-min-requests",
+            "20",
+        )
+    ],
+    indirect=True,
+)
+def test_a_low_success_rate_ejects_the_server_live(testbed) -> None:
+    balancer, _ = testbed
+    failed = send_all(balancer, 150)
+    rows = {row["id"]: row for row in status_of(balancer)["backends"]}
+    s1 = rows["s1"]
+    # rr gives s1 every third request; at 20 outcomes its success rate (about 0.5) is
+    # below 0.8 and it is ejected for 30 s, longer than the rest of the requests take.
+    assert (s1["success_rate_ejections"], s1["ejections"]) == (1, 1), s1
+    assert s1["state"] == "ejected", s1
+    assert s1["picks"] == 20, s1
+    assert rows["s2"]["picks"] + rows["s3"]["picks"] == 130
+    assert len(failed) == s1["faults"] < 20
+    assert rows["s2"]["ejections"] == rows["s3"]["ejections"] == 0
