@@ -88,6 +88,17 @@ def test_lc_sends_less_to_the_slow_backend(testbed):
     assert counts["s1"] < 0.15 * 240, counts  # rr would give it a third
 
 
+def test_gmsr_learns_the_slow_backend_and_sends_it_less(testbed):
+    """gmsr through the live balancer: each backend is learned one request at a time
+    (an unknown one is tried only while it has nothing in flight), and s1, 30 ms slower
+    a request, has the lowest completion rate once measured (2-3 of 240 in three runs)."""
+    balancer = testbed[0]
+    counts = served_by(balancer, "gmsr", 240, 6, {"min_samples": "4"})
+    assert sum(counts.values()) == 240
+    assert counts["s1"] < 0.2 * 240, counts  # rr would give it a third
+    assert status_of(balancer)["options"] == {"min_samples": "4"}
+
+
 def test_least_request_full_scan_sends_less_to_the_slow_backend(tmp_path):
     """Envoy's FULL_SCAN through the live balancer (equal weights, so its scan decides):
     s1, 30 ms slower, always has the most in flight and gets the least."""
