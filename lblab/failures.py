@@ -22,10 +22,15 @@ The balancer marks the ERROR frames it writes itself with a message prefix
 backend's without a side channel; ``classify_error`` reads an ERROR frame back into
 ``(error_kind, error_origin)``. A server marks an APPLICATION_ERROR that is its own
 failure, not about the request, with ``SERVER_FAULT_PREFIX``: only those count toward
-the backend's passive ejection (``balancer/health.py``).
+the backend's passive ejection (``balancer/health.py``). A server may end a REJECTED's
+message with a Retry-After hint, ``; retry-after-ms=<whole ms>`` (``retry_after_note``:
+its rate limit's wait for the next token), which failure-aware strategies honour
+(``balancer/strategies/penalty.py``); any client may ignore it.
 """
 
 from __future__ import annotations
+
+import math
 
 from lblab.wire.codes import ErrorCode
 
@@ -58,6 +63,33 @@ def classify_error(code: int, message: str) -> tuple[str, str]:
         if kind in ERROR_KINDS:
             return kind, "transport" if kind == "connection" else "balancer"
     return KIND_BY_CODE.get(code, "other"), "server"
+
+
+RETRY_AFTER_KEY = "retry-after-ms="
+_RETRY_AFTER = RETRY_AFTER_KEY.encode()
+_DIGITS = frozenset(b"0123456789")
+
+
+def whole_ms(wait_s: float) -> int:
+    """A Retry-After wait as the hint gives it: whole milliseconds, rounded up, at least 1."""
+    return max(1, math.ceil(wait_s * 1000.0))
+
+
+def retry_after_note(wait_s: float) -> str:
+    """The hint a REJECTED message ends with (``whole_ms`` of the wait)."""
+    return f"; {RETRY_AFTER_KEY}{whole_ms(wait_s)}"
+
+
+def retry_after_ms(frame: bytes | bytearray, message_at: int) -> float | None:
+    """A REJECTED's Retry-After hint in milliseconds (its message from byte ``message_at``
+    of ``frame``), or None when it has none. Read in place, no copy."""
+    at = frame.find(_RETRY_AFTER, message_at)
+    if at < 0:
+        return None
+    start = end = at + len(_RETRY_AFTER)
+    while end < len(frame) and frame[end] in _DIGITS and end - start < 12:
+        end += 1
+    return float(frame[start:end]) if end > start else None
 
 
 _SERVER_FAULT = SERVER_FAULT_PREFIX.encode()

@@ -135,11 +135,11 @@ class Lifecycle:
         if life.latency_ms is None:
             life.latency_ms = (now - life.t_attempt) * 1000.0
 
-    def replay(self, life: Attempted, now: float) -> bool:
-        """The backend answered REJECTED: account the refusal and make ``life.request``
-        the next try, to be picked again (True). False, with nothing changed, when the
-        request may not be tried again: answered already, ended, never dispatched, not
-        counted, or out of tries; the driver then ends it."""
+    def replay(self, life: Attempted, now: float, retry_after_ms: float | None = None) -> bool:
+        """The backend answered REJECTED (with its Retry-After hint, if any): account the
+        refusal and make ``life.request`` the next try, to be picked again (True). False,
+        with nothing changed, when the request may not be tried again: answered already,
+        ended, never dispatched, not counted, or out of tries; the driver then ends it."""
         view = life.view
         if view is None or life.done or life.latency_ms is not None or not life.counted:
             return False
@@ -147,7 +147,8 @@ class Lifecycle:
         if retry is None:
             return False
         latency = (now - life.t_attempt) * 1000.0
-        self.pool.complete(view, life.request, Outcome(False, latency, "rejected"), now)
+        outcome = Outcome(False, latency, "rejected", False, retry_after_ms)
+        self.pool.complete(view, life.request, outcome, now)
         life.request = retry
         life.view = None
         return True
@@ -160,10 +161,12 @@ class Lifecycle:
         now: float,
         *,
         server_fault: bool = False,
+        retry_after_ms: float | None = None,
     ) -> bool:
         """End the request and account its last attempt; False when it had ended already.
 
-        ``error_kind`` is one of ``lblab.failures.ERROR_KINDS`` or "canceled"."""
+        ``error_kind`` is one of ``lblab.failures.ERROR_KINDS`` or "canceled";
+        ``retry_after_ms`` a REJECTED's hint."""
         if life.done:
             return False
         life.done = True
@@ -174,9 +177,8 @@ class Lifecycle:
                 latency = (now - life.t_attempt) * 1000.0
             if error_kind == "canceled":
                 ok, error_kind = True, None
-            self.pool.complete(
-                view, life.request, Outcome(ok, latency, error_kind, server_fault), now
-            )
+            outcome = Outcome(ok, latency, error_kind, server_fault, retry_after_ms)
+            self.pool.complete(view, life.request, outcome, now)
         return True
 
 

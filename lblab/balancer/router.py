@@ -64,7 +64,7 @@ from lblab.balancer.streams import (
     Stream,
 )
 from lblab.errors import RemoteProtocolError, worth_logging
-from lblab.failures import KIND_BY_CODE, balancer_message, is_server_fault
+from lblab.failures import KIND_BY_CODE, balancer_message, is_server_fault, retry_after_ms
 from lblab.loadreport import LoadReport
 from lblab.wire.codes import (
     FLAG_COMPLETE,
@@ -446,12 +446,16 @@ class Router:
                 self.finish(stream, True, None, now)
 
     def _backend_error(self, stream: Stream, code: int, frame: bytearray, now: float) -> None:
-        if code == ErrorCode.REJECTED and self._replay(stream, now):
-            return
-        stream.client.send(frame)
         # The message starts after prefix (3), stream id (4), type/flags (2) and code (4).
+        hint: float | None = None
+        if code == ErrorCode.REJECTED:
+            hint = retry_after_ms(frame, 13)
+            if self._replay(stream, now, hint):
+                return
+        stream.client.send(frame)
         fault = is_server_fault(code, frame, 13)
-        self.finish(stream, False, KIND_BY_CODE.get(code, "other"), now, server_fault=fault)
+        kind = KIND_BY_CODE.get(code, "other")
+        self.finish(stream, False, kind, now, server_fault=fault, retry_after_ms=hint)
 
     def load_report(self, stream: Stream, metadata: bytes | memoryview, now: float) -> None:
         """A load report in a response's composite metadata (response-report strategies)."""
@@ -483,8 +487,9 @@ class Router:
 
     # ------------------------------------------------------------ replay and accounting
 
-    def _replay(self, stream: Stream, now: float) -> bool:
-        """Send a refused request to another backend. False when it cannot be replayed
+    def _replay(self, stream: Stream, now: float, retry_after_ms: float | None = None) -> bool:
+        """Send a refused request (its refusal's Retry-After hint, if any, goes to the
+        pool with it) to another backend. False when it cannot be replayed
         (not fully received, not a replayable kind, its frames let go, or the lifecycle's
         reasons: answered already, out of tries; nothing changed) or no other backend is
         eligible (the refusal is accounted; the caller ends the stream)."""
@@ -494,7 +499,7 @@ class Router:
             or stream.frame_type not in REPLAYABLE
             or stream.client_open
             or conn is None
-            or not self.lifecycle.replay(stream, now)
+            or not self.lifecycle.replay(stream, now, retry_after_ms)
         ):
             return False
         conn.streams.pop(stream.backend_sid, None)
@@ -519,11 +524,14 @@ class Router:
         now: float,
         *,
         server_fault: bool = False,
+        retry_after_ms: float | None = None,
     ) -> None:
         """End a stream: account it (once: ``Lifecycle.end``, which also says why a
         cancel is not a failure and fire-and-forget is never in flight) and drop both
         mappings."""
-        if not self.lifecycle.end(stream, ok, error_kind, now, server_fault=server_fault):
+        if not self.lifecycle.end(
+            stream, ok, error_kind, now, server_fault=server_fault, retry_after_ms=retry_after_ms
+        ):
             return
         if stream.held:
             self.budgets.release(stream)

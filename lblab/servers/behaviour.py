@@ -13,7 +13,9 @@ server (``servers/service.py``, ``servers/state.py``) and the simulated one
   only be measured if the balancer sees the failures as the server's.
 - ``RateLimit(limit, burst)``: a token bucket (``TokenBucket``) of ``limit`` tokens a
   second holding at most ``burst``; a request that finds no token is REJECTED at once,
-  as a rate-limited service answers (the balancer replays it elsewhere). ``burst`` 0
+  as a rate-limited service answers (the balancer replays it elsewhere), its message
+  ending with the wait for the next token (``TokenBucket.wait_s``) as a Retry-After hint
+  (``lblab.failures.retry_after_note``). ``burst`` 0
   means a tenth of a second's worth, at least one token.
 - ``ColdStart(factor, duration_s, started)``: from ``started`` every request's service
   time is multiplied by ``factor_at(now)``, which falls linearly in time from ``factor``
@@ -76,6 +78,10 @@ class TokenBucket:
             return True
         self._tokens = tokens
         return False
+
+    def wait_s(self) -> float:
+        """Seconds from the last ``take`` until the bucket holds a whole token again."""
+        return max(0.0, (1.0 - self._tokens) / self.rate)
 
 
 @dataclass(frozen=True, slots=True)

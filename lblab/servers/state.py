@@ -26,6 +26,7 @@ import time
 from typing import Protocol
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
+from lblab.failures import retry_after_note
 from lblab.loadreport import LoadReport, ReportSource, RifLatency
 from lblab.servers.behaviour import TokenBucket
 from lblab.servers.service import WorkResult, WorkService
@@ -118,7 +119,7 @@ class ServerState:
         if limiter is not None and not limiter.take(time.monotonic()):
             return (
                 f"server {self.id} is over its rate limit of {limiter.rate:g} requests/s; "
-                "retry elsewhere"
+                f"retry elsewhere{retry_after_note(limiter.wait_s())}"
             )
         return None
 

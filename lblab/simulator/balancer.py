@@ -31,7 +31,7 @@ from lblab.simulator.record import SampleRows
 class SimRequest(Attempted):
     """A simulated request as its balancer sees it; ``simulator/run.py`` adds the rest."""
 
-    __slots__ = ("balancer", "dispatches", "server")
+    __slots__ = ("balancer", "dispatches", "retry_after_ms", "server")
 
     def __init__(self, request: RequestView, now: float, deadline: float, balancer: int) -> None:
         super().__init__(request, now, deadline)
@@ -39,6 +39,8 @@ class SimRequest(Attempted):
         """The index of the balancer that took it (its pool and strategy)."""
         self.dispatches = 0
         self.server = -1
+        self.retry_after_ms: float | None = None
+        """The Retry-After hint of the refusal of its current attempt, if any."""
         """The index of the server of the current (or last) attempt; -1: none yet."""
 
 
@@ -138,9 +140,10 @@ class SimBalancer(Generic[Request]):
             lifecycle.answered(req, now)
             lifecycle.end(req, True, None, now)
             return Answer.OK
-        if lifecycle.replay(req, now):
+        hint = req.retry_after_ms
+        if lifecycle.replay(req, now, hint):
             return Answer.REPLAY
-        lifecycle.end(req, False, "rejected", now)
+        lifecycle.end(req, False, "rejected", now, retry_after_ms=hint)
         return Answer.REFUSED
 
     def failed(self, req: Request, now: float) -> bool:

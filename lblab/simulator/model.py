@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from simpy import Environment
 
+from lblab.failures import whole_ms
 from lblab.servers.behaviour import NO_FAILURES, ColdStart, Failing, TokenBucket
 from lblab.servers.slowdown import Control
 from lblab.simulator.clock import at
@@ -250,6 +251,15 @@ class SimServer:
         else:
             self.queue.append(job)
         return True
+
+    def retry_after_ms(self) -> float | None:
+        """The Retry-After hint of a refusal just made: its rate limit's wait for the next
+        token (``TokenBucket.wait_s``, in whole ms as the live server sends it), None
+        when it was not the rate limit that refused (draining, or at capacity)."""
+        limiter = self._limiter
+        if limiter is None or self.draining or self._full():
+            return None
+        return float(whole_ms(limiter.wait_s()))
 
     def _full(self) -> bool:
         """At capacity: ``offer`` refuses before the rate limit is asked."""

@@ -465,6 +465,7 @@ class Simulation:
             req.rif = server.load
         if server.draining or not server.offer(req):
             self._refused[server.index] += 1
+            req.retry_after_ms = server.retry_after_ms()
             self._to_balancer(server, req, False, None)
             return
         if self._push_reports:

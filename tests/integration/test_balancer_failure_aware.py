@@ -19,7 +19,7 @@ from lblab.errors import ApplicationError
 from lblab.failures import SERVER_FAULT_PREFIX
 from lblab.loadtests.rsocket_client import RSocketClient
 from lblab.procs import Child
-from lblab.servers.behaviour import Failing
+from lblab.servers.behaviour import Failing, RateLimit
 from lblab.servers.slowdown import Control, control_path, request_control
 from lblab.wire.metadata import request_metadata
 
@@ -121,3 +121,26 @@ def test_a_low_success_rate_ejects_the_server_live(testbed) -> None:
     assert rows["s2"]["picks"] + rows["s3"]["picks"] == 130
     assert len(failed) == s1["faults"] < 20
     assert rows["s2"]["ejections"] == rows["s3"]["ejections"] == 0
+
+
+def test_a_rate_limited_servers_retry_after_keeps_it_out_live(tmp_path: Path) -> None:
+    """s1 admits 2 requests a second and says, with each REJECTED, how long until its
+    next token; the balancer hands the hint to peak-ewma, whose penalty is only 1 ms."""
+    servers = [start_server(name, tmp_path, "--delay-ms", "2") for name in ("s1", "s2")]
+    with processes(*servers) as kids:
+        tell(servers[0], Control(reject=RateLimit(limit=2.0, burst=1.0)))
+        balancer = start_balancer(servers, tmp_path, "--strategy", "peak-ewma", "--seed", "3")
+        kids.append(balancer)
+        seen = {}
+        for max_retry_after_s in (0, 300):  # 0: no hint honoured
+            options = {"failure_penalty_ms": 1, "max_retry_after_s": max_retry_after_s}
+            code, body = admin(
+                balancer, "PUT", "/strategy", {"name": "peak-ewma", "options": options}
+            )
+            assert code == 200, body
+            before = picks(balancer)
+            assert send_all(balancer, 150) == []  # every refusal replayed on s2
+            seen[max_retry_after_s] = picks(balancer)["s1"] - before["s1"]
+    # Ignored, a 1 ms refusal makes s1 look as quick as s2 (2 ms): it keeps being drawn
+    # and refused. Honoured, each refusal costs up to its 500 ms wait: s1 is left alone.
+    assert seen[300] <= 10 and seen[0] >= 40, seen

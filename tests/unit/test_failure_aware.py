@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -14,7 +15,15 @@ from lblab.balancer.strategies.base import Health, Outcome, RequestView
 from lblab.balancer.strategies.penalty import penalised_rtt_ms
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.errors import ConfigError
+from lblab.failures import retry_after_ms, retry_after_note
+from lblab.servers.behaviour import RateLimit, TokenBucket
+from lblab.servers.slowdown import Control
+from lblab.simulator.config import ServerEvent, config_from_mapping
+from lblab.simulator.run import Simulation
+from lblab.wire.codes import ErrorCode
+from lblab.wire.frames import Error, RequestResponse
 from tests.benchmark_scripts import bench
+from tests.unit.test_router import Bed
 
 OK = Outcome(ok=True, latency_ms=10.0)
 FAULT = Outcome(ok=False, latency_ms=1.0, error_kind="application", server_fault=True)
@@ -277,3 +286,70 @@ def test_failure_aware_peak_ewma_fails_fewer_than_plain_and_round_robin(rate: fl
     assert failed["aware"] < failed["plain"] / 3
     assert failed["aware"] < failed["rr"] / 3
     assert failed["aware"] > 0.0  # it has to learn from a failure first
+
+
+# -- Retry-After: the server's hint, the router, the simulator -----------------------
+
+
+def test_the_hint_is_whole_ms_rounded_up_and_read_back_in_place() -> None:
+    assert retry_after_note(0.0372) == "; retry-after-ms=38"
+    assert retry_after_note(0.0) == "; retry-after-ms=1"
+    frame = bytearray(b"\0" * 13 + b"over its rate limit; retry elsewhere; retry-after-ms=250")
+    assert retry_after_ms(frame, 13) == 250.0
+    assert retry_after_ms(bytearray(b"\0" * 13 + b"busy"), 13) is None
+    assert retry_after_ms(bytearray(b"\0" * 13 + b"retry-after-ms=soon"), 13) is None
+    assert (
+        retry_after_ms(bytearray(b"retry-after-ms=5" + b"\0" * 13), 16) is None
+    )  # not the message
+
+
+def test_a_token_buckets_wait_is_the_time_to_its_next_whole_token() -> None:
+    bucket = TokenBucket(rate=4.0, burst=1.0, now=0.0)  # one token every 0.25 s
+    assert bucket.take(0.0) and not bucket.take(0.1)
+    assert bucket.wait_s() == pytest.approx(0.15)  # 0.4 of a token held
+    assert not bucket.take(0.2) and bucket.wait_s() == pytest.approx(0.05)
+    assert bucket.take(0.25)
+
+
+def test_the_router_hands_a_rejecteds_hint_to_the_strategy() -> None:
+    bed = Bed(n=3)
+    bed.send(RequestResponse(stream_id=1))
+    hinted = Error(stream_id=1, error_code=ErrorCode.REJECTED, message="over; retry-after-ms=750")
+    bed.backends["b1"].answer(bed.router, hinted, bed.now)  # replayed on b2
+    bed.backends["b2"].answer(
+        bed.router, Error(stream_id=1, error_code=ErrorCode.REJECTED, message="busy"), bed.now
+    )
+    bed.backends["b3"].answer(bed.router, hinted, bed.now)  # out of tries: to the client
+    assert [(b, o.error_kind, o.retry_after_ms) for b, _, o in bed.strategy.outcomes] == [
+        ("b1", "rejected", 750.0),
+        ("b2", "rejected", None),
+        ("b3", "rejected", 750.0),
+    ]
+    assert bed.client.sent == [hinted]
+    bed.settled()
+
+
+def rate_limited_s1(**options: str) -> Simulation:
+    """s2 and a rate-limited s1 (one token every 0.5 s), 1 ms of work, 2 s at 200/s."""
+    cfg = config_from_mapping(
+        {"strategy": "peak-ewma", "strategy_options": options, "servers": 2,
+         "service": "fixed:1ms", "rate": 200, "duration": "2s", "picks_every": 0}
+    )  # fmt: skip
+    limit = Control(reject=RateLimit(limit=2.0, burst=1.0))
+    sim = Simulation(replace(cfg, timeline=(ServerEvent(0.0, "reject", "s1", control=limit),)))
+    result = sim.run()
+    assert result.requests.column("ok").to_pylist().count(False) == 0  # replayed on s2
+    return sim
+
+
+def test_a_rate_limited_simulated_server_sends_its_hint_to_the_penalised_cost() -> None:
+    honoured = rate_limited_s1(failure_penalty_ms="1")
+    ignored = rate_limited_s1(failure_penalty_ms="1", max_retry_after_s="0")
+    # Honoured, s1's refusals observe their wait for the next token (up to 500 ms), not
+    # the 1 ms penalty, and s1 is hardly drawn again; without the hint it costs 1 ms as
+    # s2 does and takes about half the picks, nearly all refused.
+    cost = honoured.pools[0].strategy.costs["s1"]  # type: ignore[attr-defined]
+    assert 1.0 < cost.cost <= 500.0
+    assert ignored.pools[0].strategy.costs["s1"].cost == 1.0  # type: ignore[attr-defined]
+    assert honoured.pools[0].counters["s1"].picks <= 10
+    assert ignored.pools[0].counters["s1"].picks >= 300
