@@ -10,7 +10,9 @@ consecutive faults, panic at 50 %). From the start s1 answers each request, with
 probability ``rate``, with a server-fault APPLICATION_ERROR after 1 ms (the ``fail``
 timeline action; the request fails, it is not replayed). Every built-in the simulator
 runs (not ``lease``: ``simulated_testbed.unsimulated``) is measured, and
-``peak-ewma[failure_penalty_ms=5000]`` (Linkerd's penalty) beside plain ``peak-ewma``.
+``peak-ewma[failure_penalty_ms=5000]`` (Linkerd's penalty) beside plain ``peak-ewma``,
+and ``rr`` and ``p2c`` with the pool's success-rate ejection at Linkerd's 80 % as well
+(``SR_HEALTH``: over 10 s, at least 100 outcomes).
 A cell is the mean over ``--seeds`` seeds of failed / sent, in percent; the last
 columns are the share of requests s1 got at the highest rate, and the p99 of the
 successful requests' latency at the lowest rate (what avoiding s1 costs the others)
@@ -25,10 +27,11 @@ import statistics
 import sys
 from dataclasses import replace
 
+from lblab.balancer.health import HealthConfig
 from lblab.servers.behaviour import Failing
 from lblab.servers.slowdown import Control
 from lblab.simulator.config import ServerEvent, SimConfig, config_from_mapping
-from lblab.simulator.run import simulate
+from lblab.simulator.run import Simulation
 from lblab.simulator.simulated_testbed import unsimulated
 from lblab.strategy_names import STRATEGY_NAMES
 
@@ -39,11 +42,15 @@ LOAD = 0.5
 FAIL_DELAY_MS = 1.0
 AWARE = ("peak-ewma", (("failure_penalty_ms", "5000"),))
 """Failure-aware Peak-EWMA: Linkerd's default penalty of 5 s."""
+SR_HEALTH = HealthConfig(success_rate_threshold=0.8)
+"""lblab's default health with success-rate ejection on at Linkerd's threshold."""
+SR_STRATEGIES = ("rr", "p2c")
 
 
-def label(strategy: str, options: tuple[tuple[str, str], ...]) -> str:
+def label(strategy: str, options: tuple[tuple[str, str], ...], health: HealthConfig | None) -> str:
     inside = ",".join(f"{k}={v}" for k, v in options)
-    return f"{strategy}[{inside}]" if inside else strategy
+    name = f"{strategy}[{inside}]" if inside else strategy
+    return name if health is None else f"{name}, success-rate ejection"
 
 
 def configs(
@@ -68,13 +75,22 @@ def configs(
 
 
 def measure(
-    strategy: str, options: tuple[tuple[str, str], ...], rate: float, seeds: int, seconds: float
+    strategy: str,
+    options: tuple[tuple[str, str], ...],
+    rate: float,
+    seeds: int,
+    seconds: float,
+    health: HealthConfig | None = None,
 ) -> tuple[float, float, float]:
     """(failed percent, s1's percent of the requests, p99 ms of the successes), each the
-    mean over the seeds."""
+    mean over the seeds; ``health`` replaces the pool's default policy."""
     failed, share, p99 = [], [], []
     for config in configs(strategy, options, rate, seeds, seconds):
-        table = simulate(config).requests
+        sim = Simulation(config)
+        if health is not None:
+            for pool in sim.pools:
+                pool.health = health
+        table = sim.run().requests
         ok = table.column("ok").to_pylist()
         servers = table.column("server").to_pylist()
         latency = sorted(
@@ -106,20 +122,23 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(names) - set(STRATEGY_NAMES)
     if unknown:
         parser.error(f"--only: {', '.join(sorted(unknown))} not built in; see lblab strategies")
-    runs = [(n, ()) for n in names]
+    runs: list[tuple[str, tuple[tuple[str, str], ...], HealthConfig | None]] = [
+        (n, (), None) for n in names
+    ]
     if "peak-ewma" in names:
-        runs.insert(names.index("peak-ewma") + 1, AWARE)
+        runs.insert(names.index("peak-ewma") + 1, (*AWARE, None))
+    runs += [(n, (), SR_HEALTH) for n in SR_STRATEGIES if n in names]
     low, high = f"{rates[0] * 100:g} %", f"{rates[-1] * 100:g} %"
     head = [
         "strategy", *(f"{r * 100:g} %" for r in rates), f"s1 share at {high}",
         f"p99 ms at {low}", "p99 ms, no fault",
     ]  # fmt: skip
     rows = []
-    for strategy, options in runs:
-        cells = [measure(strategy, options, r, args.seeds, args.seconds) for r in rates]
-        healthy = measure(strategy, options, 0.0, args.seeds, args.seconds)
+    for strategy, options, health in runs:
+        cells = [measure(strategy, options, r, args.seeds, args.seconds, health) for r in rates]
+        healthy = measure(strategy, options, 0.0, args.seeds, args.seconds, health)
         row = [
-            label(strategy, options), *(f"{f:.2f}" for f, _, _ in cells),
+            label(strategy, options, health), *(f"{f:.2f}" for f, _, _ in cells),
             f"{cells[-1][1]:.1f}", f"{cells[0][2]:.1f}", f"{healthy[2]:.1f}",
         ]  # fmt: skip
         rows.append(row)
