@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, check_limits
 from lblab.balancer.budgets import BACKEND_HELD_BYTES, CLIENT_HELD_BYTES, CLIENT_STREAMS
+from lblab.balancer.health_options import HEALTH_OPTIONS, flag, health_config
 from lblab.errors import ConfigError
 from lblab.loadreport import REPORT_TOKEN_ENV
+
+
+def _health_option(name: str) -> Any:
+    """The typer option of health option ``name``, from its one definition."""
+    default, _, text = HEALTH_OPTIONS[name]
+    return typer.Option(default, flag(name), help=text)
 
 
 def balancer_command(
@@ -138,42 +145,19 @@ def balancer_command(
         "--max-pending-setup",
         help="Client connections at once still without SETUP; beyond it the oldest is closed.",
     ),
-    eject_after: int = typer.Option(
-        5,
-        "--eject-after",
-        help="Consecutive failures a backend is responsible for (timeouts, lost connections, "
-        "its own faults; never REJECTED or errors about the request) that eject it "
-        "(0..1000000; 0: off).",
-    ),
-    eject_base: str = typer.Option(
-        "1s", "--eject-base", help="First ejection's length; each next one doubles."
-    ),
-    eject_max: str = typer.Option("30s", "--eject-max", help="Longest ejection."),
-    panic_threshold: float = typer.Option(
-        50.0,
-        "--panic-threshold",
-        help="Percent (0..100) of connected backends that must be un-ejected; below it "
-        "ejection is ignored and all take requests (Envoy's panic threshold); 0: off.",
-    ),
-    success_rate_threshold: float = typer.Option(
-        0.0,
-        "--success-rate-threshold",
-        help="Eject a backend whose percent (0..100) of successes over --success-rate-window "
-        "is below this, as a failure run would (Linkerd's unified breaker: 80); the same "
-        "failures count as for --eject-after; 0: off.",
-    ),
-    success_rate_window: str = typer.Option(
-        "10s", "--success-rate-window", help="The trailing window the success rate is over."
-    ),
-    success_rate_min_requests: int = typer.Option(
-        100,
-        "--success-rate-min-requests",
-        help="Outcomes the window must hold before the success rate can eject (1..1000000).",
-    ),
+    eject_after: int = _health_option("eject_after"),
+    eject_base: str = _health_option("eject_base"),
+    eject_max: str = _health_option("eject_max"),
+    panic_threshold: float = _health_option("panic_threshold"),
+    success_rate_threshold: float = _health_option("success_rate_threshold"),
+    success_rate_window: str = _health_option("success_rate_window"),
+    success_rate_min_requests: int = _health_option("success_rate_min_requests"),
+    slow_start_window: str = _health_option("slow_start_window"),
+    slow_start_aggression: float = _health_option("slow_start_aggression"),
+    slow_start_min_weight: float = _health_option("slow_start_min_weight"),
 ) -> None:
     """Run the RSocket balancer node: forward each request to a backend the strategy picks."""
     from lblab.balancer.backend import BackendAddress
-    from lblab.balancer.health import HealthConfig
     from lblab.balancer.node import NodeConfig
     from lblab.balancer.serve import run
     from lblab.config import (
@@ -186,11 +170,20 @@ def balancer_command(
 
     if seed is not None:
         check_range("--seed", seed, minimum=0, maximum=MAX_SEED)
-    check_range("--panic-threshold", panic_threshold, minimum=0, maximum=100)
-    check_range("--eject-after", eject_after, minimum=0, maximum=1_000_000)
-    check_range("--success-rate-threshold", success_rate_threshold, minimum=0, maximum=100)
-    check_range(
-        "--success-rate-min-requests", success_rate_min_requests, minimum=1, maximum=1_000_000
+    health = health_config(
+        {
+            "eject_after": eject_after,
+            "eject_base": eject_base,
+            "eject_max": eject_max,
+            "panic_threshold": panic_threshold,
+            "success_rate_threshold": success_rate_threshold,
+            "success_rate_window": success_rate_window,
+            "success_rate_min_requests": success_rate_min_requests,
+            "slow_start_window": slow_start_window,
+            "slow_start_aggression": slow_start_aggression,
+            "slow_start_min_weight": slow_start_min_weight,
+        },
+        flags=True,
     )
     weight_of = _weights(parse_assignments(weights, "--weights"))
     backends = []
@@ -234,15 +227,7 @@ def balancer_command(
         setup_timeout_s=_limits(setup_timeout, max_connections, max_pending_setup),
         max_connections=max_connections,
         max_pending_setup=max_pending_setup,
-        health=HealthConfig(
-            eject_after=eject_after,
-            eject_base_s=parse_duration(eject_base, "--eject-base"),
-            eject_max_s=parse_duration(eject_max, "--eject-max"),
-            panic_threshold=panic_threshold / 100.0,
-            success_rate_threshold=success_rate_threshold / 100.0,
-            success_rate_window_s=parse_duration(success_rate_window, "--success-rate-window"),
-            success_rate_min_requests=success_rate_min_requests,
-        ),
+        health=health,
     )
     run(config)
 

@@ -17,9 +17,11 @@ applies them to its backends.
   the same panic threshold). When that ejection ends the backend is on probation: the
   first outcome it gives decides, a success lets it take requests again with an empty
   window, a failure ejects it again at once (the next, longer backoff).
-- Slow start (Envoy ``slow_start_config``): for ``slow_start_window_s`` after a backend
-  becomes available again its weight is multiplied by
-  ``max(0.1, (t / window) ** (1 / aggression))``, ``t`` the time since it came back.
+- Slow start (Envoy ``slow_start_config``; gRPC's gRFC A100 for weighted round robin
+  defines the same): for ``slow_start_window_s`` after a backend becomes available again
+  its weight is multiplied by ``max(min_weight, (max(t, 1 ms) / window) ** (1 /
+  aggression))``, ``t`` the time since it came back (Envoy's ``applySlowStartFactor``
+  floors ``t`` at 1 ms, so the factor is never 0).
 - Panic (Envoy's ``healthy_panic_threshold``, default 50 %): when fewer than
   ``panic_threshold`` of the connected backends are un-ejected, ejection is ignored and
   every connected backend takes requests again. Ejection exists to route around a few
@@ -44,8 +46,8 @@ SILENT_LOST_S = 30.0
 """A backend silent this long (six missed KEEPALIVE answers) is treated as lost: its
 connection is closed and reconnected."""
 
-SLOW_START_MIN_FACTOR = 0.1
-"""Envoy's ``min_weight_percent`` default: a recovering backend gets at least 10 %."""
+SLOW_START_FLOOR_S = 0.001
+"""Envoy's floor on the time since a backend came back (``std::max(1ms, ...)``)."""
 
 SUCCESS_RATE_BUCKETS = 10
 """Buckets of a success-rate window (linkerd2-proxy ``success_rate.rs``: ``BUCKETS``)."""
@@ -60,6 +62,9 @@ class HealthConfig:
     slow_start_window_s: float = 10.0
     """0 turns slow start off."""
     slow_start_aggression: float = 1.0
+    slow_start_min_weight: float = 0.1
+    """The least share of its weight a backend in slow start gets (Envoy's and A100's
+    ``min_weight_percent``, default 10 %)."""
     ewma_tau_s: float = 1.0
     """Time constant of ``BackendView.latency_ewma_ms`` (``w = exp(-dt / tau)``)."""
     slow_start_step_s: float = 0.25
@@ -94,6 +99,11 @@ class HealthConfig:
             "must be 0 (off) or more seconds",
         )
         need(_pos(self.slow_start_aggression), "slow_start_aggression", "must be > 0")
+        need(
+            math.isfinite(self.slow_start_min_weight) and 0 <= self.slow_start_min_weight <= 1,
+            "slow_start_min_weight",
+            "must be a share in [0, 1]",
+        )
         need(_pos(self.ewma_tau_s), "ewma_tau_s", "must be > 0 seconds")
         need(_pos(self.slow_start_step_s), "slow_start_step_s", "must be > 0 seconds")
         need(
@@ -134,8 +144,8 @@ def slow_start_factor(config: HealthConfig, elapsed: float) -> float:
     window = config.slow_start_window_s
     if window <= 0 or elapsed >= window:
         return 1.0
-    ramp = (max(elapsed, 0.0) / window) ** (1.0 / config.slow_start_aggression)
-    return max(SLOW_START_MIN_FACTOR, ramp)
+    ramp = (max(elapsed, SLOW_START_FLOOR_S) / window) ** (1.0 / config.slow_start_aggression)
+    return max(config.slow_start_min_weight, ramp)
 
 
 class SuccessWindow:

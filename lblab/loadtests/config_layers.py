@@ -12,6 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from lblab.balancer.health_options import DEFAULTS as HEALTH_DEFAULTS
 from lblab.errors import ConfigError
 from lblab.scenarios import BUILTIN_SCENARIOS
 from lblab.strategy_names import THESIS_FIVE
@@ -65,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
         {"id": "s3", "cpu_quota": 1.0},
     ],
     "weights": {"s1": 1, "s2": 1, "s3": 4},
+    "health": dict(HEALTH_DEFAULTS),
     "strategy_options": {},
     "strategy_specs": {},
     "scenario_defs": {},
@@ -106,6 +108,7 @@ KNOWN_KEYS = {
     "testbed": DEFAULTS["testbed"],
     "servers": None,
     "weights": None,
+    "health": DEFAULTS["health"],
     "strategy_options": None,
     "strategy_specs": None,
     "scenario_defs": None,

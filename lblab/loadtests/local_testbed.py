@@ -241,6 +241,7 @@ class LocalTestbed:
             argv += ["--load-strategy", copy_spec(self.run_dir, source)]
         for key, value in cfg.strategy_options.get(strategy, {}).items():
             argv += ["--strategy-option", f"{key}={value}"]
+        argv += cfg.health_flags()
         argv += list(cfg.testbed.balancer_args)
         child = spawn(
             "balancer" if first else f"balancer {name}",

@@ -28,6 +28,10 @@ Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
                from `lblab calibrate`; "" : this machine's, DEFAULT_SIMULATED_SERVICE)
     [[servers]]           id, cpu_quota, workers, delay_ms, delay_dist, max_inflight
     [weights]             s1 = 1, ...
+    [health]              the balancers' health policy: eject_after, eject_base, eject_max,
+                          panic_threshold, success_rate_*, slow_start_window,
+                          slow_start_aggression, slow_start_min_weight (HEALTH_OPTIONS in
+                          balancer/health_options.py: `lblab balancer`'s flags of those names)
     [strategy_options.lc] tie = "random"
     [strategy_specs]      NAME = "path/to/file.py:Class" (a strategy of your own; run.strategies
                           may also give the spec itself, and options as "p2c[choice_count=3]")
@@ -53,6 +57,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lblab.balancer.health import HealthConfig
+from lblab.balancer.health_options import DEFAULTS as HEALTH_DEFAULTS
+from lblab.balancer.health_options import health_config, health_flags
 from lblab.config import (
     MAX_DURATION,
     MAX_SEED,
@@ -523,6 +530,9 @@ class RunConfig:
     testbed: TestbedConfig
     servers: tuple[ServerSpec, ...]
     weights: Mapping[str, float]
+    health: HealthConfig
+    """The balancers' health policy (live: their flags, ``health_flags``; simulated: the
+    pools')."""
     strategy_options: Mapping[str, Mapping[str, str]]
     strategy_specs: Mapping[str, str]
     """The run's strategies of the user's own: name -> spec (``file.py:Class``)."""
@@ -535,6 +545,7 @@ class RunConfig:
         self._check_servers()
         self._check_strategies()
         self._check_testbed()
+        self._check_health()
         self._check_timeline()
         self._check_locust()
 
@@ -614,6 +625,14 @@ class RunConfig:
             for each in self.servers:
                 each.check_here()
 
+    def _check_health(self) -> None:
+        if self.testbed.kind == "external" and self.health_flags():
+            raise ConfigError(
+                "health: an external testbed's balancer has its own health flags (`lblab "
+                "balancer --slow-start-window ...`; the ansible role's balancer_extra_args); "
+                "leave [health] at its defaults for it"
+            )
+
     def _check_timeline(self) -> None:
         if self.timeline and self.testbed.kind == "external":
             raise ConfigError(
@@ -669,6 +688,12 @@ class RunConfig:
                 "run.locust_master_bind is for a distributed Locust: give --expect-workers N "
                 "(workers on other hosts) or --locust-workers N as well"
             )
+
+    def health_flags(self) -> list[str]:
+        """``lblab balancer`` flags for the ``[health]`` options that are not the defaults
+        (none for a default policy, so its balancers start as they always did)."""
+        given = self.raw.get("health", {})
+        return health_flags({k: v for k, v in given.items() if v != HEALTH_DEFAULTS.get(k)})
 
     def every_server(self) -> tuple[ServerSpec, ...]:
         """The ``[[servers]]`` in the file's order, then those a timeline ``add`` starts."""
@@ -760,6 +785,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         testbed=TestbedConfig.from_table(_table("testbed", raw["testbed"])),
         servers=servers,
         weights=_weights(raw.get("weights", {})),
+        health=health_config(_table("health", raw.get("health", {}))),
         strategy_options=_strategy_options(raw.get("strategy_options", {})),
         strategy_specs=dict(raw["strategy_specs"]),
         timeline=_timeline(raw.get("timeline", []), ids),

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lblab.balancer.health import HealthConfig
+from lblab.balancer.health_options import health_config
 from lblab.config import (
     MAX_DURATION,
     MAX_SEED,
@@ -51,6 +53,8 @@ from lblab.simulator.workload import (
     scenario_cells,
 )
 from lblab.traces import BUILTIN_TRACES, TraceWindow
+
+DEFAULT_HEALTH = HealthConfig()
 
 MAX_SERVERS = 100_000
 MAX_WORKERS = 10_000
@@ -198,6 +202,9 @@ class SimConfig:
     """How often the pool's health clock (ejection backoff, slow start) advances."""
     probe_cost: float = PROBE_COST_S
     """Server CPU seconds one probe takes from the work (``simulator.model``, ``charge``)."""
+    health: HealthConfig = DEFAULT_HEALTH
+    """The pools' health policy (ejection, panic, success rate, slow start), as a live
+    balancer's ``[health]`` flags give it."""
     balancers: int = 1
     """Independent balancers in front of the same servers, each with its own pool and
     strategy; the load is split among them (``simulator.run``, "Many balancers")."""
@@ -438,7 +445,7 @@ KNOWN_KEYS = {
     "trace", "trace_start", "trace_length", "trace_loop",
     "report_period", "report_delay", "client_delay", "server_delay", "deadline",
     "max_tries", "picks_every", "tick_period", "probe_cost", "balancers", "seed", "replication",
-    "run_id",
+    "run_id", "health",
 }  # fmt: skip
 
 
@@ -450,6 +457,9 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
     options = _get(raw, "strategy_options", {}) or {}
     if not isinstance(options, Mapping):
         raise ConfigError("strategy_options: give a table of NAME = VALUE")
+    health = _get(raw, "health", {})
+    if not isinstance(health, Mapping):
+        raise ConfigError("health: give a table of health options (HEALTH_OPTIONS)")
     arrivals = _arrivals(raw)
     duration = _duration_or_none(_get(raw, "duration"), "duration")
     # With a duration the count only caps the run (unless given, it does not).
@@ -478,6 +488,7 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
         seed=_int(raw, "seed", 1),
         replication=_int(raw, "replication", 1),
         run_id=str(_get(raw, "run_id", "sim")),
+        health=health_config(health),
     )
 
 

@@ -230,7 +230,7 @@ class Simulation:
                 f"balancers: a strategy object serves one balancer, not {k}; give none and "
                 "each balancer builds its own from the config"
             )
-        self.pools = [Pool(specs, s, now=0.0) for s in strategies]
+        self.pools = [Pool(specs, s, health=cfg.health, now=0.0) for s in strategies]
         """One per balancer, in order (``b1`` first)."""
         self.picks = SampleRows("i")
         self.balancer: SimBalancer[_Request] = SimBalancer(

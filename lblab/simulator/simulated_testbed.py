@@ -160,6 +160,7 @@ def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
         report_period=config.testbed.agent_interval,
         deadline=config.request_timeout,
         balancers=config.testbed.balancers,
+        health=config.health,
         seed=config.seed + phase.index,
         replication=phase.replication,
         run_id=run_id,

@@ -81,6 +81,9 @@ OPTIONS: dict[str, Opt] = {
     "balancer --panic-threshold": o((*BALANCER, "--panic-threshold", "{v}"), "--panic-threshold", ("0", "1e-300", "100"), "101"),
     "balancer --success-rate-threshold": o((*BALANCER, "--success-rate-threshold", "{v}"), "--success-rate-threshold", ("0", "1e-300", "100"), "101"),
     "balancer --success-rate-window": o((*BALANCER, "--success-rate-window", "{v}"), "--success-rate-window|success_rate_window", ("1e-300", "3600"), "3601"),
+    "balancer --slow-start-window": o((*BALANCER, "--slow-start-window", "{v}"), "--slow-start-window", ("0", "1e-300", "168h"), "169h"),
+    "balancer --slow-start-aggression": o((*BALANCER, "--slow-start-aggression", "{v}"), "--slow-start-aggression", ("1e-300", "1000"), "0"),
+    "balancer --slow-start-min-weight": o((*BALANCER, "--slow-start-min-weight", "{v}"), "--slow-start-min-weight", ("0", "1e-300", "100"), "100.5"),
     "balancer --success-rate-min-requests": o((*BALANCER, "--success-rate-min-requests", "{v}"), "--success-rate-min-requests", ("1", "1000000"), "1000001"),
     "balancer --weights": o((*BALANCER, "--weights", "s1={v}"), "--weights s1", ("1e-300", "1000000"), "1000001"),
     # ---- lblab run: flags (--print-config checks the whole config, starts nothing)
