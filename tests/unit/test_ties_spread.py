@@ -45,10 +45,10 @@ UNEVEN = {
 """Known to spread unevenly here (seed 3), not by ties to the first: open in issue 43."""
 
 
-def _spread(strategy: str, **options: str) -> dict[str, float]:
+def _spread(strategy: str, seed: int = 3, **options: str) -> dict[str, float]:
     config = config_from_mapping(
         {"strategy": strategy, "strategy_options": options, "servers": 4,
-         "requests": REQUESTS, "rate": 20, "service": "exp:10ms", "seed": 3}
+         "requests": REQUESTS, "rate": 20, "service": "exp:10ms", "seed": seed}
     )  # fmt: skip
     served = Counter(simulate(config).requests.column("server").to_pylist())
     return {s: n / REQUESTS for s, n in sorted(served.items())}
@@ -65,6 +65,19 @@ SPREADING = [
 def test_equal_idle_servers_get_an_even_share(strategy: str) -> None:
     shares = _spread(strategy)
     assert len(shares) == 4 and max(shares.values()) <= MOST, shares
+
+
+SEEDS = 16
+
+
+@pytest.mark.parametrize("strategy", sorted(UNEVEN))
+def test_the_uneven_ones_do_not_favour_the_first_either(strategy: str) -> None:
+    """Their spread is uneven by their signal, not by list order: over seeds, the first
+    backend's mean share is an even one (measured 0.20-0.26 over 32 seeds; the ones that
+    take the first on ties give it 0.6-0.84). 16 seeds of lock-ins of 0-65 % each leave a
+    standard error of about 0.04."""
+    first = [_spread(strategy, seed).get("s1", 0.0) for seed in range(1, SEEDS + 1)]
+    assert sum(first) / SEEDS <= 0.34, first
 
 
 @pytest.mark.parametrize(("strategy", "most"), [("lc", 0.6), ("lrt", 0.5), ("least-time", 0.35)])
