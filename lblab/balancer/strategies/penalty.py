@@ -19,9 +19,9 @@ Retry-After hint (``Outcome.retry_after_ms``, a server's ``retry-after-ms=`` in 
 ERROR's message, ``lblab.failures``); an APPLICATION_ERROR the server marks as its own
 fault (``Outcome.server_fault``) stands for a 5xx. A timeout, a lost connection, or an
 APPLICATION_ERROR about the request returns None: the caller observes the measured
-latency as before (a timeout's is already the whole deadline). One function, so every
-strategy that takes the option (``peak-ewma``'s ``failure_penalty_ms``; a strategy of
-one's own through ``lblab.strategy``) applies the same rule.
+latency as before (a timeout's is already the whole deadline). One function, so that
+every strategy that takes the option (today ``peak-ewma``'s ``failure_penalty_ms``;
+docs/ALGORITHMS.md says why not ``p2c``, ``least-request`` or ``lc``) applies one rule.
 """
 
 from __future__ import annotations
