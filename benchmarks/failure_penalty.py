@@ -12,7 +12,7 @@ timeline action; the request fails, it is not replayed). Every built-in the simu
 runs (not ``lease``: ``simulated_testbed.unsimulated``) is measured, and
 ``peak-ewma[failure_penalty_ms=5000]`` (Linkerd's penalty) beside plain ``peak-ewma``,
 and ``rr`` and ``p2c`` with the pool's success-rate ejection at Linkerd's 80 % as well
-(``SR_HEALTH``: over 10 s, at least 100 outcomes).
+(``SR_HEALTH``, the run's ``[health]`` table: over 10 s, at least 100 outcomes).
 A cell is the mean over ``--seeds`` seeds of failed / sent, in percent; the last
 columns are the share of requests s1 got at the highest rate, and the p99 of the
 successful requests' latency at the lowest rate (what avoiding s1 costs the others)
@@ -27,11 +27,10 @@ import statistics
 import sys
 from dataclasses import replace
 
-from lblab.balancer.health import HealthConfig
 from lblab.servers.behaviour import Failing
 from lblab.servers.slowdown import Control
 from lblab.simulator.config import ServerEvent, SimConfig, config_from_mapping
-from lblab.simulator.run import Simulation
+from lblab.simulator.run import simulate
 from lblab.simulator.simulated_testbed import unsimulated
 from lblab.strategy_names import STRATEGY_NAMES
 
@@ -42,22 +41,32 @@ LOAD = 0.5
 FAIL_DELAY_MS = 1.0
 AWARE = ("peak-ewma", (("failure_penalty_ms", "5000"),))
 """Failure-aware Peak-EWMA: Linkerd's default penalty of 5 s."""
-SR_HEALTH = HealthConfig(success_rate_threshold=0.8)
+SR_HEALTH: dict[str, object] = {"success_rate_threshold": 80}
 """lblab's default health with success-rate ejection on at Linkerd's threshold."""
 SR_STRATEGIES = ("rr", "p2c")
 
 
-def label(strategy: str, options: tuple[tuple[str, str], ...], health: HealthConfig | None) -> str:
+Health = dict[str, object]
+"""A ``[health]`` table as a run config writes it (``balancer/health_options.py``)."""
+
+
+def label(strategy: str, options: tuple[tuple[str, str], ...], health: Health) -> str:
     inside = ",".join(f"{k}={v}" for k, v in options)
     name = f"{strategy}[{inside}]" if inside else strategy
-    return name if health is None else f"{name}, success-rate ejection"
+    return f"{name}, success-rate ejection" if health else name
 
 
 def configs(
-    strategy: str, options: tuple[tuple[str, str], ...], rate: float, seeds: int, seconds: float
+    strategy: str,
+    options: tuple[tuple[str, str], ...],
+    rate: float,
+    seeds: int,
+    seconds: float,
+    health: Health | None = None,
 ) -> list[SimConfig]:
     base = config_from_mapping(
         {
+            "health": health or {},
             "strategy": strategy,
             "strategy_options": dict(options),
             "servers": SERVERS,
@@ -80,17 +89,13 @@ def measure(
     rate: float,
     seeds: int,
     seconds: float,
-    health: HealthConfig | None = None,
+    health: Health | None = None,
 ) -> tuple[float, float, float]:
     """(failed percent, s1's percent of the requests, p99 ms of the successes), each the
-    mean over the seeds; ``health`` replaces the pool's default policy."""
+    mean over the seeds; ``health`` is the run's ``[health]`` table (none: the defaults)."""
     failed, share, p99 = [], [], []
-    for config in configs(strategy, options, rate, seeds, seconds):
-        sim = Simulation(config)
-        if health is not None:
-            for pool in sim.pools:
-                pool.health = health
-        table = sim.run().requests
+    for config in configs(strategy, options, rate, seeds, seconds, health):
+        table = simulate(config).requests
         ok = table.column("ok").to_pylist()
         servers = table.column("server").to_pylist()
         latency = sorted(
@@ -122,11 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(names) - set(STRATEGY_NAMES)
     if unknown:
         parser.error(f"--only: {', '.join(sorted(unknown))} not built in; see lblab strategies")
-    runs: list[tuple[str, tuple[tuple[str, str], ...], HealthConfig | None]] = [
-        (n, (), None) for n in names
-    ]
+    runs: list[tuple[str, tuple[tuple[str, str], ...], Health]] = [(n, (), {}) for n in names]
     if "peak-ewma" in names:
-        runs.insert(names.index("peak-ewma") + 1, (*AWARE, None))
+        runs.insert(names.index("peak-ewma") + 1, (*AWARE, {}))
     runs += [(n, (), SR_HEALTH) for n in SR_STRATEGIES if n in names]
     low, high = f"{rates[0] * 100:g} %", f"{rates[-1] * 100:g} %"
     head = [

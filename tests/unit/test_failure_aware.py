@@ -353,3 +353,15 @@ def test_a_rate_limited_simulated_server_sends_its_hint_to_the_penalised_cost() 
     assert ignored.pools[0].strategy.costs["s1"].cost == 1.0  # type: ignore[attr-defined]
     assert honoured.pools[0].counters["s1"].picks <= 10
     assert ignored.pools[0].counters["s1"].picks >= 300
+
+
+def test_success_rate_ejection_in_the_simulator_cuts_round_robins_failures_at_30_percent() -> None:
+    figure = bench("failure_penalty")
+    plain = figure.measure("rr", (), 0.3, 2, 10.0)
+    ejecting = figure.measure("rr", (), 0.3, 2, 10.0, figure.SR_HEALTH)
+    # 70 % successes is under 80 %: s1 is ejected after its first 100 outcomes and on
+    # each failed probation; five faults in a row (consecutive ejection) are rare at 30 %.
+    assert ejecting[0] < plain[0] / 1.5
+    assert ejecting[1] < plain[1] / 1.5  # s1's share of the requests
+    quiet = figure.measure("rr", (), 0.1, 2, 10.0, figure.SR_HEALTH)
+    assert quiet[0] == figure.measure("rr", (), 0.1, 2, 10.0)[0]  # 90 %: never ejected
