@@ -28,7 +28,8 @@ def serve(rates: LevelRates, level: int, mu: float, n: int, now: float) -> float
 
 
 def curve(*mus: float | None, levels: int = 8) -> LevelRates:
-    """Levels 1, 2, ... served at ``mus`` (None: not visited), 4 completions each."""
+    """Levels 1, 2, ... served at ``mus`` (None: not visited), 4 completions each; read
+    at ``since`` (no interval under way)."""
     rates, now = LevelRates(levels, 0.0), 0.0
     for level, mu in enumerate(mus, start=1):
         if mu is not None:
@@ -47,10 +48,17 @@ def test_a_level_rate_is_its_completions_over_its_time_all_decayed() -> None:
     assert rates.count[1] == pytest.approx(w)
     assert rates.ends[1] == pytest.approx(w + 1.0)
     assert rates.time[1] == pytest.approx(0.1 * w + 0.2)
-    assert rates.known(1.3, 10.0, min_samples=1.5) == [(1, pytest.approx(w / (0.1 * w + 0.2)))]
-    assert rates.known(1.3, 10.0, min_samples=2.0) == []  # 1.98 decayed outcomes
+    assert rates.known(1, 1.3, 10.0, 1.5) == [(1, pytest.approx(w / (0.1 * w + 0.2)))]
+    assert rates.known(1, 1.3, 10.0, 2.0) == []  # 1.98 decayed outcomes
+    # 0.2 s later, still at level 1 with no answer: the open interval counts at level 1
+    # (and only there: read at level 0, it does not)
+    v = math.exp(-0.2 / 10.0)
+    assert rates.known(1, 1.5, 10.0, 1.5) == [
+        (1, pytest.approx(w * v / ((0.1 * w + 0.2) * v + 0.2)))
+    ]
+    assert rates.known(0, 1.5, 10.0, 1.5) == [(1, pytest.approx(w / (0.1 * w + 0.2)))]
     # read later, the outcomes have decayed below the bar: the level is unknown again
-    assert rates.known(11.3, 10.0, min_samples=1.5) == []
+    assert rates.known(0, 11.3, 10.0, 1.5) == []
     assert rates.high == 1
 
 
@@ -63,23 +71,24 @@ def test_levels_above_max_level_count_in_the_top_one() -> None:
 
 def test_the_marginal_is_the_least_slope_of_the_curve_up_to_n_plus_1() -> None:
     concave = curve(100.0, 150.0, 160.0)
-    gains = [concave.marginal(n, 1.0, FOREVER, 3.5) for n in range(5)]
+    gains = [concave.marginal(n, concave.since, FOREVER, 3.5) for n in range(5)]
     assert gains == pytest.approx([100.0, 50.0, 10.0, 0.0, 0.0])  # flat above level 3
     # a rise after a flat stretch is noise to a concave rate: the lower slope holds
     noisy = curve(100.0, 120.0, 170.0)
-    assert [noisy.marginal(n, 1.0, FOREVER, 3.5) for n in range(4)] == pytest.approx(
+    assert [noisy.marginal(n, noisy.since, FOREVER, 3.5) for n in range(4)] == pytest.approx(
         [100.0, 20.0, 20.0, 0.0]
     )
     # an unvisited level in between: the line from level 1 to level 3
     gap = curve(100.0, None, 160.0)
-    assert [gap.marginal(n, 1.0, FOREVER, 3.5) for n in range(4)] == pytest.approx(
+    assert [gap.marginal(n, gap.since, FOREVER, 3.5) for n in range(4)] == pytest.approx(
         [100.0, 30.0, 30.0, 0.0]
     )
-    assert gap.single_rate(1.0, FOREVER, 3.5) == pytest.approx(100.0)
+    assert gap.rate(2, 0, gap.since, FOREVER, 3.5) == pytest.approx(130.0)
+    assert gap.rate(9, 0, gap.since, FOREVER, 3.5) == pytest.approx(160.0)  # flat above
     # only level 2 known: mu(1) is read on the line from 0 to it
     late = curve(None, 150.0)
-    assert late.single_rate(1.0, FOREVER, 3.5) == pytest.approx(75.0)
-    assert [late.marginal(n, 1.0, FOREVER, 3.5) for n in range(3)] == pytest.approx(
+    assert late.rate(1, 0, late.since, FOREVER, 3.5) == pytest.approx(75.0)
+    assert [late.marginal(n, late.since, FOREVER, 3.5) for n in range(3)] == pytest.approx(
         [75.0, 75.0, 0.0]
     )
 
@@ -88,7 +97,7 @@ def test_no_level_known_is_inf_when_idle_and_minus_inf_when_busy() -> None:
     rates = curve(100.0)
     assert rates.marginal(0, 1.0, FOREVER, 5.0) == math.inf  # 4 completions < 5
     assert rates.marginal(1, 1.0, FOREVER, 5.0) == -math.inf
-    assert rates.single_rate(1.0, FOREVER, 5.0) == 0.0
+    assert rates.rate(1, 0, 1.0, FOREVER, 5.0) == 0.0
 
 
 def pool(n: int = 3, seed: int = 1, **options: str) -> Pool:
@@ -131,15 +140,21 @@ def test_exact_picks_learn_each_backend_and_fill_the_greatest_marginal() -> None
     assert isinstance(strategy, Gmsr)
     assert [strategy.marginal(v, 0.030) for v in p.views] == pytest.approx([100.0, 50.0, 100 / 3])
     # a, then b, then c (each flat above its one known level; c's 33.3 is not within
-    # tolerance 0.1 * 100 of b's 50); then all 0: fewest in flight (all 1), then the first
+    # tolerance 0.1 * 100 of b's 50); then all 0, tied: the soonest done by Little's law,
+    # (n + 1) / mu(n + 1): a 2 / 100 s, b 2 / 50, c 2 / 33.3
     assert sends(3, 4, 0.030) == "abca"
     assert strategy.ties == 3
     # a measured at level 2 (0.005 s, one response): mu_a(2) = 200, a linear rate so far
     answer(p, held, 3, 0.035)
     answer(p, held, 6, 0.045)  # a at level 1 for 0.010 s more: mu_a(1) still 100
     assert [strategy.marginal(v, 0.045) for v in p.views] == pytest.approx([100.0, 0.0, 0.0])
-    # a takes two (g 100 at n = 0 and 1); then every g is 0: b has the fewest in flight
-    assert sends(7, 3, 0.045) == "aab"
+    # b and c have held a request since 0.030 with no answer: that open 0.015 s counts
+    assert strategy.rate(p.get("b"), 1, 0.045) == pytest.approx(1 / 0.035)
+    assert strategy.rate(p.get("c"), 1, 0.045) == pytest.approx(1 / 0.045)
+    # a takes two (g 100 at n = 0 and 1); then every g is 0, tied: a with two in flight is
+    # still the soonest done, 3 / 200 s against b's 2 / 28.6 and c's 2 / 22.2
+    assert sends(7, 3, 0.045) == "aaa"
+    assert strategy.wait(p.get("a"), 0.045) == pytest.approx(4 / 200)
     assert strategy.ties == 4
 
 
@@ -153,10 +168,12 @@ def test_a_backend_that_fails_fast_earns_a_rate_of_0_not_an_unknown_one() -> Non
     p.complete(p.get("a"), ra, Outcome(ok=True, latency_ms=10.0), 0.010)
     p.complete(p.get("b"), rb, Outcome(ok=False, latency_ms=1.0, error_kind="application"), 0.001)
     # a: 1 response in 10 ms at level 1 (mu 100); b: an outcome and no response (mu 0)
-    assert strategy.levels["b"].known(0.02, 1e12, 0.5) == [(1, 0.0)]
+    assert strategy.levels["b"].known(0, 0.02, 1e12, 0.5) == [(1, 0.0)]
     assert [strategy.marginal(v, 0.02) for v in p.views] == pytest.approx([100.0, 0.0])
     assert send(p, 2, 0.02)[0] == "a"
-    assert send(p, 3, 0.02)[0] == "b"  # a at 1: 0 (flat above); tied at 0, b fewer in flight
+    # a at 1: g 0 (flat above); tied with b at 0, a is sooner done: 2 / 100 s, b never
+    assert strategy.wait(p.get("b"), 0.02) == math.inf
+    assert send(p, 3, 0.02)[0] == "a"
 
 
 def test_a_backend_that_goes_down_is_learned_again_when_back() -> None:

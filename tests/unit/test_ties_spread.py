@@ -38,7 +38,7 @@ UNEVEN = {
     "least-time": "19-37 %: the least latency EWMA among idle servers wins, as for lrt",
     "c3": "s3 8.4 %, s4 34 %: equal ranks go at random now, but its EWMAs of latency and "
     "service time rank idle servers apart, as for lrt",
-    "gmsr": "s3 41 %, s2 12 %: its signal, not ties (those go at random): at an idle server "
+    "gmsr": "s3 39 %, s1 18 %: its signal, not ties (those go at random): at an idle server "
     "the marginal is its measured one-at-a-time rate mu(1), so the fastest-looking idle "
     "server wins beyond the tolerance band, and an idle server's estimate does not refresh",
 }

@@ -13,16 +13,19 @@ Workload. ``n_j`` is this balancer's requests in flight to j (``BackendView.infl
 what a frontend knows locally. With one balancer it is the server's whole workload.
 
 Rate per level. For each backend and each level ``k`` in ``1..max_level`` the strategy
-keeps two sums over the time j spent at level k (k of this balancer's requests in flight
-to it): ``T_k`` the seconds spent there, ``C_k`` the successful responses that arrived
-there, ``E_k`` the outcomes of any kind that arrived there (a failure ends the interval
-without a completion: a backend that fails fast earns a rate near 0, not an unknown one).
-All three decay together, ``x = x * exp(-dt / window_s) + new``, ``dt`` the time since
-that level's last update, so ``mu_j(k) = C_k / T_k`` is the completion rate at level k
-over about the last ``window_s``: the state-dependent service rate of a birth-death
-queue, measured. A level has an estimate when its decayed outcomes
-``E_k * exp(-age / window_s)`` are at least ``min_samples``; ``mu_j(0) = 0``. Levels above ``max_level`` are counted in ``max_level``
-(so the marginal there is at most 0).
+keeps three sums over the time j spent at level k (k of this balancer's requests in
+flight to it): ``T_k`` the seconds spent there, ``C_k`` the successful responses that
+arrived there, ``E_k`` the outcomes of any kind that arrived there (a failure ends the
+interval without a completion: a backend that fails fast earns a rate near 0, not an
+unknown one). All three decay together, ``x = x * exp(-dt / window_s) + new``, ``dt``
+the time since that level's last update, so ``mu_j(k) = C_k / T_k`` is the completion
+rate at level k over about the last ``window_s``: the state-dependent service rate of a
+birth-death queue, measured. The interval under way counts too: at its current level
+``n_j``, read at ``now``, ``T`` includes ``now - since`` (the time since its level last
+changed), so a backend that stops answering loses rate at once. A level has an estimate
+when its decayed outcomes ``E_k * exp(-age / window_s)`` are at least ``min_samples``;
+``mu_j(0) = 0``. Levels above ``max_level`` are counted in ``max_level`` (so the
+marginal there is at most 0).
 
 The rate curve and its marginal. The known levels ``k_1 < k_2 < ...`` with ``(0, 0)``
 before them give a piecewise-linear ``mu_j``; above the highest known level it is flat
@@ -34,16 +37,18 @@ saturated backend look better than its lower levels said. A backend with no leve
 known has ``g = +inf`` while nothing of this balancer's is in flight to it (it is
 learned one request at a time) and ``-inf`` otherwise. Levels above the ones known are
 reached through ties (below): where every backend looks saturated (``g`` near 0), the
-fewest in flight wins, and the level reached is then measured.
+soonest done wins, and the level reached is then measured.
 
 Pick. ``g_j`` at ``n_j`` for each eligible backend; ``best = max g``. Tied with the best
 are those with ``g_j >= best - tolerance * ref``, ``ref`` the largest ``mu_j(1)`` among
-the candidates (the fastest one-at-a-time rate, read on the line from 0 to the lowest
-known level; 0 when none is known), or with ``g_j == best`` when ``best`` is infinite.
-Among the tied, the fewest in flight; among those, ``tie``: uniform from the strategy's
-rng (``random``, the default) or the first in list order (``first``). A pick whose tied
-set had more than one backend counts in ``ties``. ``tolerance = 0`` is the bare argmax
-(exact ties only).
+the candidates (the fastest one-at-a-time rate, on the curve; 0 when none is known), or
+with ``g_j == best`` when ``best`` is infinite. Among the tied, the soonest done by
+Little's law: the least ``wait_j = (n_j + 1) / mu_j(n_j + 1)`` (``inf`` for a rate of 0),
+those within ``(1 + tolerance)`` of the least counting as equal; when ``best`` is
+infinite (nothing known of any of the tied), the fewest in flight instead. Among those,
+``tie``: uniform from the strategy's rng (``random``, the default) or the first in list
+order (``first``). A pick whose tied set had more than one backend counts in ``ties``.
+``tolerance = 0``: the bare argmax, then the bare least wait.
 
 Edge cases: no eligible backend gives None. A backend that stops being available (down,
 draining, ejected) or leaves the pool loses its estimates: back, it is learned again.
@@ -136,27 +141,36 @@ class LevelRates:
                 self.high = k
         self.since = now
 
-    def known(self, now: float, tau: float, min_samples: float) -> list[tuple[int, float]]:
-        """``(k, mu(k))`` for each level with an estimate, ascending."""
+    def known(self, n: int, now: float, tau: float, min_samples: float) -> list[tuple[int, float]]:
+        """``(k, mu(k))`` for each level with an estimate, ascending, the backend being at
+        level ``n`` since ``since``: that open interval counts in level n's time (a
+        backend that stops answering loses rate at once, not at its next outcome)."""
         count, ends, time, stamp = self.count, self.ends, self.time, self.stamp
-        return [
-            (k, count[k] / time[k])
-            for k in range(1, self.high + 1)
-            if time[k] > 0.0 and ends[k] * decay(now - stamp[k], tau) >= min_samples
-        ]
+        top = len(count) - 1
+        current = min(n, top)
+        found = []
+        for k in range(1, self.high + 1):
+            w = decay(now - stamp[k], tau)
+            if time[k] > 0.0 and ends[k] * w >= min_samples:
+                spent = time[k] * w + (now - self.since if k == current else 0.0)
+                found.append((k, count[k] * w / spent))
+        return found
 
-    def single_rate(self, now: float, tau: float, min_samples: float) -> float:
-        """``mu(1)``: on the line from 0 to the lowest known level; 0 with none known."""
-        known = self.known(now, tau, min_samples)
-        if not known:
-            return 0.0
-        k, mu = known[0]
-        return mu / k
+    def rate(self, m: int, n: int, now: float, tau: float, min_samples: float) -> float:
+        """``mu(m)`` on the estimated curve at level ``n`` (``known``): the line between
+        the known levels around ``m`` (``(0, 0)`` first), flat above the highest; 0 with
+        none known."""
+        prev_k, prev_mu = 0, 0.0
+        for k, mu in self.known(n, now, tau, min_samples):
+            if k >= m:
+                return prev_mu + (mu - prev_mu) * (m - prev_k) / (k - prev_k)
+            prev_k, prev_mu = k, mu
+        return prev_mu
 
     def marginal(self, n: int, now: float, tau: float, min_samples: float) -> float:
-        """The least slope of the estimated ``mu`` from 0 to ``n + 1``: ``+inf``/``-inf``
-        with no level known (at ``n = 0``/above)."""
-        known = self.known(now, tau, min_samples)
+        """The least slope of the estimated ``mu`` from 0 to ``n + 1`` at level ``n``:
+        ``+inf``/``-inf`` with no level known (at ``n = 0``/above)."""
+        known = self.known(n, now, tau, min_samples)
         if not known:
             return _INF if n == 0 else -_INF
         least = _INF
@@ -218,12 +232,18 @@ class Gmsr(ConfiguredStrategy[GmsrConfig]):
         cfg = self.config
         return rates.marginal(backend.inflight, now, cfg.window_s, cfg.min_samples)
 
-    def single_rate(self, backend: BackendView, now: float) -> float:
-        """``mu(1)``, or 0 when no level is known."""
+    def rate(self, backend: BackendView, level: int, now: float) -> float:
+        """``mu(level)`` on the backend's estimated curve (requests/s; 0 with none known)."""
         rates = self.levels.get(backend.id)
         if rates is None:
             return 0.0
-        return rates.single_rate(now, self.config.window_s, self.config.min_samples)
+        cfg = self.config
+        return rates.rate(level, backend.inflight, now, cfg.window_s, cfg.min_samples)
+
+    def wait(self, backend: BackendView, now: float) -> float:
+        """``(n + 1) / mu(n + 1)``: a request's time there by Little's law, if sent now."""
+        mu = self.rate(backend, backend.inflight + 1, now)
+        return (backend.inflight + 1) / mu if mu > 0.0 else _INF
 
     def pick(
         self, backends: Sequence[BackendView], request: RequestView, now: float
@@ -239,14 +259,19 @@ class Gmsr(ConfiguredStrategy[GmsrConfig]):
         if math.isinf(best):
             tied = [b for b, g in zip(candidates, gains, strict=True) if g == best]
         else:
-            ref = max(self.single_rate(b, now) for b in candidates)
+            ref = max(self.rate(b, 1, now) for b in candidates)
             floor = best - self.config.tolerance * ref
             tied = [b for b, g in zip(candidates, gains, strict=True) if g >= floor]
         if len(tied) == 1:
             return tied[0]
         self.ties += 1
-        fewest = min(b.inflight for b in tied)
-        least = [b for b in tied if b.inflight == fewest]
+        if math.isinf(best):  # nothing known of any of them: the fewest in flight
+            keys = [float(b.inflight) for b in tied]
+            limit = min(keys)
+        else:  # the soonest done by Little's law, within the tolerance
+            keys = [self.wait(b, now) for b in tied]
+            limit = min(keys) * (1.0 + self.config.tolerance)
+        least = [b for b, key in zip(tied, keys, strict=True) if key <= limit]
         if len(least) == 1 or self.config.tie == "first":
             return least[0]
         return least[self.rng.randrange(len(least))]
