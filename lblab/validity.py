@@ -523,7 +523,47 @@ def request_facts(table: pa.Table, window: Window) -> dict[str, Any]:
     if "send_lag_ms" in inside.column_names:
         lag = inside["send_lag_ms"].drop_null().to_numpy(zero_copy_only=False)
         facts["send_lag_p99_ms"] = float(np.quantile(lag, 0.99)) if len(lag) else None
-    return facts
+    return facts | instrument_facts(inside)
+
+
+INSTRUMENT_FACTS = (
+    "harness_p50_ms", "harness_p99_ms", "outside_slot_p50_ms", "outside_slot_p99_ms",
+    "send_lag_p50_ms",
+)  # fmt: skip
+"""What the instrument adds to a phase's requests (``instrument_facts``)."""
+
+
+def instrument_facts(rows: pa.Table) -> dict[str, float | None]:
+    """What the harness added to the successful requests of ``rows``, and what the servers
+    spent outside their work slots, at p50 and p99 (ms; None without the columns):
+
+    - ``harness``: ``latency_ms - server_ms``, the time a request spent outside its server
+      (client, Locust, balancer, loopback; from the client's send to its answer, so an
+      open-model send's lag is not in it);
+    - ``outside_slot``: ``server_ms - queue_ms - service_ms``, the server's own time
+      around its work (its event loop, decoding, writing; a CPU quota's throttling);
+    - ``send_lag_p50``: how late the open model's sends left (the p99 is ``send_lag_p99_ms``).
+
+    A simulated server has no time outside its slot, so there ``outside_slot`` is 0 and
+    ``harness`` the network delays the simulation was given."""
+    out: dict[str, float | None] = dict.fromkeys(INSTRUMENT_FACTS)
+    names = set(rows.column_names)
+    if "send_lag_ms" in names:
+        lag = rows["send_lag_ms"].drop_null().to_numpy(zero_copy_only=False)
+        out["send_lag_p50_ms"] = float(np.quantile(lag, 0.5)) if len(lag) else None
+    if not {"server_ms", "queue_ms", "service_ms"} <= names:
+        return out
+    ok = rows.filter(pc.and_(rows["ok"], pc.is_valid(rows["server_ms"])))
+    if not len(ok):
+        return out
+    server = ok["server_ms"].to_numpy(zero_copy_only=False)
+    latency = ok["latency_ms"].to_numpy(zero_copy_only=False)
+    work = (ok["queue_ms"].fill_null(0.0).to_numpy(zero_copy_only=False)
+            + ok["service_ms"].fill_null(0.0).to_numpy(zero_copy_only=False))  # fmt: skip
+    for name, values in (("harness", latency - server), ("outside_slot", server - work)):
+        p50, p99 = np.quantile(values, [0.5, 0.99])
+        out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = float(p50), float(p99)
+    return out
 
 
 def phase_facts(window: Window, measured: Mapping[str, Any], **harness: Any) -> PhaseFacts:

@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from lblab.analysis import charts
 from lblab.analysis.answer import build_answer, equivalence_of
 from lblab.analysis.balancers import balancer_split
+from lblab.analysis.instrument import instrument_section
 from lblab.analysis.load import open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
@@ -86,6 +87,7 @@ details { margin: 0.6em 0; } summary { cursor: pointer; font-weight: 600; }
 _SECTIONS = (
     ("answer", "Which algorithm wins where"),
     ("validity", "Can these numbers be trusted?"),
+    ("instrument", "What the instrument adds"),
     ("matrices", "The thesis matrices"),
     ("charts", "Charts"),
     ("twin", "Measured vs simulated"),
@@ -295,6 +297,7 @@ def _page(
     parts += [f'<p class="note">{esc(n)}</p>' for n in summary.notes]
     parts += [
         validity_section(manifest),
+        instrument_section(manifest, cells),
         '<h2 id="matrices">The thesis matrices</h2>',
         "<p>The thesis' question, cell by cell: package size x work volume, the strategies "
         "side by side.</p>",

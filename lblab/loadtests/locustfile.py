@@ -72,6 +72,7 @@ class _Recording:
             context.get("queue_ms"),
             context.get("send_lag_ms"),
             context.get("balancer", "b1"),
+            context.get("server_ms"),
         )
 
     def _flush_forever(self) -> None:

@@ -18,7 +18,10 @@ _MEASURED = COLUMNS[:8]  # the results contract's own columns, in its order
 RECORD_SCHEMA = pa.schema(
     [SCHEMAS["requests"].field(name) for name in _MEASURED]
     + [pa.field("cell", pa.string()), pa.field("loader", pa.string())]
-    + [pa.field(name, pa.float64()) for name in ("service_ms", "queue_ms", "send_lag_ms")]
+    + [
+        pa.field(name, pa.float64())
+        for name in ("service_ms", "queue_ms", "server_ms", "send_lag_ms")
+    ]
     + [SCHEMAS["requests"].field("balancer")]
 )
 assert tuple(RECORD_SCHEMA.names) == COLUMNS, "records.COLUMNS and the schema disagree"
@@ -38,4 +41,5 @@ def _chunk(columns: dict[str, list[object]]) -> pa.Table:
     rows = len(columns.get("t_sent", ()))
     for name, value in DEFAULTS["requests"].items():
         columns.setdefault(name, [value] * rows)
+    columns.setdefault("server_ms", [None] * rows)  # loaders before servers reported it
     return pa.Table.from_pydict(columns, schema=RECORD_SCHEMA)

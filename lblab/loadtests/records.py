@@ -27,8 +27,9 @@ One row per request sent: ``t_sent`` (epoch s; the due time in the open model),
 ``latency_ms``, ``ok``, ``error_kind``, ``package_bytes``, ``work_bytes``, ``server``
 (from the response, for successes), ``cell`` (the drawn cell, for mixed scenarios),
 ``loader`` (the loader host whose Locust process sent it), and the server's own
-``service_ms`` and ``queue_ms`` from the response (successes; the simulated twin's
-service model is fitted from them).
+``service_ms``, ``queue_ms`` and ``server_ms`` from the response (successes; the
+simulated twin's service model is fitted from them, the instrument's own time from
+``server_ms``).
 """
 
 from __future__ import annotations
@@ -66,12 +67,15 @@ COLUMNS = (
     "loader",
     "service_ms",
     "queue_ms",
+    "server_ms",
     "send_lag_ms",
     "balancer",
 )
 """The contract's per-request columns (labels like run_id are added when a phase is
-written) plus ``cell``, ``loader``, ``service_ms``, ``queue_ms`` and ``send_lag_ms``
-(open model: how late each send was against its due time), and ``balancer``, the node
+written) plus ``cell``, ``loader``, ``service_ms``, ``queue_ms``, ``server_ms`` (the
+server's whole time for it, arrival to answer: ``analysis/instrument.py``) and
+``send_lag_ms`` (open model: how late each send was against its due time), and
+``balancer``, the node
 the request went through (``b1`` .. ``bK``); their types are
 ``record_table.RECORD_SCHEMA``'s."""
 CHUNK_GLOB = "requests-*.json"
@@ -138,6 +142,7 @@ class RequestRecorder:
         queue_ms: float | None = None,
         send_lag_ms: float | None = None,
         balancer: str = "b1",
+        server_ms: float | None = None,
     ) -> None:
         c = self._cols
         c["t_sent"].append(t_sent)
@@ -152,6 +157,7 @@ class RequestRecorder:
         c["loader"].append(self._loader)
         c["service_ms"].append(service_ms)
         c["queue_ms"].append(queue_ms)
+        c["server_ms"].append(server_ms)
         c["send_lag_ms"].append(send_lag_ms)
         c["balancer"].append(balancer)
         self.requests += 1

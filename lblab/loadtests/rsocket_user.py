@@ -150,7 +150,7 @@ class LocustRSocketClient:
         # sends late; the run's checks warn on it).
         send_lag_ms = (time.perf_counter() - start) * 1000.0 if due is not None else None
         exception: BaseException | None = None
-        server = service_ms = queue_ms = None
+        server = service_ms = queue_ms = server_ms = None
         length = 0
         try:
             response = self._client.request_response(
@@ -160,6 +160,7 @@ class LocustRSocketClient:
             answer = orjson.loads(response.data)
             server = answer.get("server")
             service_ms, queue_ms = answer.get("service_ms"), answer.get("queue_ms")
+            server_ms = answer.get("server_ms")
         except Exception as exc:  # recorded in the event, as Locust expects of clients
             exception = exc
         elapsed_ms = (time.perf_counter() - start) * 1000.0
@@ -177,6 +178,7 @@ class LocustRSocketClient:
                 "service_ms": service_ms,
                 "send_lag_ms": send_lag_ms,
                 "queue_ms": queue_ms,
+                "server_ms": server_ms,
                 "error_kind": kind,
                 "error_origin": origin,
                 "t_sent": t_sent,

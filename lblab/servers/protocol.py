@@ -111,6 +111,7 @@ class _Stream:
     """One admitted request or stream on this connection."""
 
     __slots__ = (
+        "arrived",
         "body",
         "busy",
         "cancelled",
@@ -129,6 +130,7 @@ class _Stream:
         self.kind = kind
         self.body = body
         self.credit = credit
+        self.arrived = 0.0  # perf_counter() when its current work was submitted
         self.busy = False
         self.cancelled = False
         self.ended = False
@@ -393,6 +395,7 @@ class ServerConnection(AcceptedConnection):
 
     def _submit(self, sid: int, st: _Stream, body: bytes, arrived: float) -> None:
         st.busy = True
+        st.arrived = arrived
         future = self.state.service.submit(body, arrived)
         st.future = future
         future.add_done_callback(lambda f: self._from_worker(sid, st, f))
@@ -425,20 +428,20 @@ class ServerConnection(AcceptedConnection):
                 self._end(sid, st)
                 if st.kind is FrameType.REQUEST_RESPONSE:
                     self.state.rif_latency.record(st.rif, result.queue_ms + result.service_ms)
-                    self._answer(sid, result, complete=True)
+                    self._answer(sid, st, result, complete=True)
             case FrameType.REQUEST_STREAM:
                 st.emitted += 1
                 st.credit -= 1
                 last = st.emitted >= result.items
                 if last:
                     self._end(sid, st)
-                self._answer(sid, result, complete=last, item=st.emitted)
+                self._answer(sid, st, result, complete=last, item=st.emitted)
                 if not last and st.credit > 0:
                     self._submit(sid, st, st.body, time.perf_counter())
             case FrameType.REQUEST_CHANNEL:
                 st.emitted += 1
                 st.credit -= 1
-                self._answer(sid, result, complete=False, item=st.emitted)
+                self._answer(sid, st, result, complete=False, item=st.emitted)
                 self._pump_channel(sid, st)
 
     def _failure_message(self, exc: BaseException) -> str:
@@ -454,12 +457,17 @@ class ServerConnection(AcceptedConnection):
             log.error("work failed", exc_info=exc)
         return f"{SERVER_FAULT_PREFIX}server {self.state.id} failed: {type(exc).__name__}: {exc}"
 
-    def _answer(self, sid: int, result: WorkResult, *, complete: bool, item: int = 0) -> None:
+    def _answer(
+        self, sid: int, st: _Stream, result: WorkResult, *, complete: bool, item: int = 0
+    ) -> None:
         body = {
             "server": self.state.id,
             "work_bytes": result.work_bytes,
             "service_ms": round(result.service_ms, 3),
             "queue_ms": round(result.queue_ms, 3),
+            # From the request's arrival on the event loop to this answer's write: its
+            # queue and service plus the server's own time outside its work slot.
+            "server_ms": round((time.perf_counter() - st.arrived) * 1e3, 3),
             "inflight": self.state.inflight,
         }
         if item:

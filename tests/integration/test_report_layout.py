@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 
 STRATEGIES = ("rr", "wrr", "lc")
 SCENARIOS = ("sp+sr", "lp+lr")
-READING_ORDER = ("answer", "validity", "matrices", "charts", "tables", "manifest")
+READING_ORDER = ("answer", "validity", "instrument", "matrices", "charts", "tables", "manifest")
 SHOT = (1280, 900)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

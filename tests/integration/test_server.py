@@ -186,9 +186,13 @@ def test_response_carries_the_contract_fields(server: Child) -> None:
             return body(reply), reply.metadata
 
     reply, metadata = asyncio.run(scenario())
-    assert set(reply) == {"server", "work_bytes", "service_ms", "queue_ms", "inflight"}
+    assert set(reply) == {
+        "server", "work_bytes", "service_ms", "queue_ms", "server_ms", "inflight"
+    }  # fmt: skip
     assert reply["server"] == "s1" and reply["work_bytes"] == 10_000
     assert reply["service_ms"] > 0 and reply["queue_ms"] >= 0 and reply["inflight"] == 0
+    # Its whole time holds its queue and work, and the hand-back to the event loop.
+    assert reply["server_ms"] >= reply["queue_ms"] + reply["service_ms"] - 0.002  # rounded
     assert not metadata  # no load report unless the SETUP asks for one
 
 
