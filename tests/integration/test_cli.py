@@ -28,7 +28,7 @@ def test_strategies_lists_every_registered_strategy_with_a_definition() -> None:
     assert out.returncode == 0
     rows = json.loads(out.stdout)
     assert [r["name"] for r in rows] == list(strategy_names())
-    assert len(rows) == 25
+    assert len(rows) == 26
     assert all(r["summary"] for r in rows)
 
 
