@@ -538,8 +538,8 @@ def instrument_facts(rows: pa.Table) -> dict[str, float | None]:
     spent outside their work slots, at p50 and p99 (ms; None without the columns):
 
     - ``harness``: ``latency_ms - server_ms``, the time a request spent outside its server
-      (client, Locust, balancer, loopback; from the client's send to its answer, so an
-      open-model send's lag is not in it);
+      (client, Locust, balancer, loopback; in the open model a late send's lag too, since
+      its latency counts from the due time);
     - ``outside_slot``: ``server_ms - queue_ms - service_ms``, the server's own time
       around its work (its event loop, decoding, writing; a CPU quota's throttling);
     - ``send_lag_p50``: how late the open model's sends left (the p99 is ``send_lag_p99_ms``).

@@ -103,8 +103,9 @@ def instrument_section(manifest: Manifest, cells: Sequence[Mapping[str, Any]]) -
         "balancer and loopback (<b>harness</b>: latency minus the server's own time for the "
         "request, from its arrival to its answer), and the server's time around its work "
         "(<b>outside its slot</b>: its event loop, decoding, writing, a CPU quota's "
-        "throttling). Open-loop sends that leave late (<b>send lag</b>) are not in the "
-        "latency: it counts from the intended send. A resolved latency cell <b>fails</b> "
+        "throttling). In the open model a latency counts from the intended send, so a send "
+        "that left late (<b>send lag</b>) has its lag in the harness's time. A resolved "
+        "latency cell <b>fails</b> "
         "here when its two strategies' harness times differ by at least the difference it "
         "calls, and <b>warns</b> when either's harness time is half that difference or more "
         "(the p50 for the mean and median, the p99 for the tails).</p>",
