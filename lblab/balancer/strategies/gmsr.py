@@ -72,7 +72,7 @@ from .least_load import LeastTieRule
 from .options import check
 
 MAX_LEVELS: Final = 4096
-"""A bound on ``max_level``: each backend keeps three numbers a level."""
+"""A bound on ``max_level``: each backend keeps four numbers a level."""
 _INF: Final = math.inf
 
 
@@ -80,16 +80,16 @@ _INF: Final = math.inf
 @dataclass(frozen=True, slots=True)
 class GmsrConfig:
     window_s: float = 10.0
-    """Time constant of the decay of each level's time and completions."""
+    """Time constant of the decay of each level's time, responses and outcomes."""
     min_samples: float = 8.0
-    """Decayed completions a level needs before its rate is used."""
+    """Decayed outcomes a level needs before its rate is used."""
     max_level: int = 64
     """Highest in-flight level estimated on its own; those above count in it."""
     tolerance: float = 0.1
     """Marginals within ``tolerance * ref`` of the best tie (``ref``: the fastest
     one-at-a-time rate among the candidates)."""
     tie: "LeastTieRule" = "random"
-    """The tied with equally few in flight: one drawn at random, or the first in list order."""
+    """The tied and equally soon done: one drawn at random, or the first in list order."""
 
     def __post_init__(self) -> None:
         check(
@@ -225,7 +225,8 @@ class Gmsr(ConfiguredStrategy[GmsrConfig]):
             )
 
     def marginal(self, backend: BackendView, now: float) -> float:
-        """``g = mu(n + 1) - mu(n)`` at this balancer's ``n`` in flight (requests/s)."""
+        """``g``, the least slope of the estimated ``mu`` up to ``n + 1``, at this
+        balancer's ``n`` in flight (requests/s per request)."""
         rates = self.levels.get(backend.id)
         if rates is None:
             return _INF if backend.inflight == 0 else -_INF
