@@ -2,7 +2,8 @@
 
 ``judge`` takes the mean of a claim's figure over the replications with a 95 %
 Student-t interval (``analysis.stats.mean_ci``) and compares the interval with the
-claim's threshold: **supported** when the whole interval is on the claim's side,
+claim's threshold by ``analysis.paper_claims.verdict_of``, the rule of every
+reproduction, in the thesis's words: **supported** when the whole interval is on the claim's side,
 **contradicted** when the whole interval is on the other side, **inconclusive** when it
 straddles the threshold or there is no interval (one replication). A run without the
 cells a claim needs gives ``n/a``.
@@ -23,13 +24,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lblab.analysis import paper_claims
 from lblab.analysis.stats import MeanCI, mean_ci
 from lblab.analysis.thesis_claims import CLAIMS, Claim
 from lblab.analysis.thesis_figures import MissingCells
 from lblab.analysis.thesis_tables import RunTables
 from lblab.pages import table
 
-SUPPORTED, CONTRADICTED, INCONCLUSIVE, NA = "supported", "contradicted", "inconclusive", "n/a"
+SUPPORTED, CONTRADICTED = "supported", "contradicted"
+INCONCLUSIVE, NA = paper_claims.INCONCLUSIVE, paper_claims.NA
+_THESIS_WORDS = {paper_claims.HOLDS: SUPPORTED, paper_claims.DOES_NOT_HOLD: CONTRADICTED}
 
 
 @dataclass(frozen=True)
@@ -80,16 +84,10 @@ class Judgement:
 
 
 def verdict_of(ci: MeanCI, op: str, threshold: float) -> str:
-    """Supported / contradicted when the interval lies wholly on one side of the threshold."""
-    if ci.n == 0 or math.isnan(ci.mean):
-        return NA
-    if not ci.has_ci:
-        return INCONCLUSIVE
-    if op == ">=":
-        return (
-            SUPPORTED if ci.lo >= threshold else CONTRADICTED if ci.hi < threshold else INCONCLUSIVE
-        )
-    return SUPPORTED if ci.hi <= threshold else CONTRADICTED if ci.lo > threshold else INCONCLUSIVE
+    """``paper_claims.verdict_of`` (the one rule for every reproduction) in the thesis
+    page's words: supported / contradicted when the interval lies wholly on one side."""
+    verdict = paper_claims.verdict_of(ci, op, threshold)
+    return _THESIS_WORDS.get(verdict, verdict)
 
 
 def _failed_checks(t: RunTables, values: pd.Series) -> list[str]:
