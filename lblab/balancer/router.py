@@ -70,6 +70,8 @@ from lblab.wire.codes import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
     FLAG_METADATA,
+    FRAME_HEADER_LENGTH,
+    LENGTH_PREFIX_LENGTH,
     U32,
     ErrorCode,
     FrameType,
@@ -87,6 +89,15 @@ STRATEGY_FAILED_MESSAGE: Final = balancer_message(
     "the strategy raised an error picking a backend (logged at the balancer); the request "
     "was not sent, retry",
 )
+# Where things are in a length-prefixed frame as the ports hold it (``tests/unit/
+# test_router_offsets.py`` ties them to the codec): the body starts after the prefix and
+# the header; a payload's metadata length (3 bytes) opens its body, an error's code (4).
+BODY_AT: Final = LENGTH_PREFIX_LENGTH + FRAME_HEADER_LENGTH
+METADATA_LENGTH_LENGTH: Final = 3
+METADATA_AT: Final = BODY_AT + METADATA_LENGTH_LENGTH
+ERROR_MESSAGE_AT: Final = BODY_AT + 4
+INITIAL_N_LENGTH: Final = 4
+"""A request-stream's or request-channel's initial request-n, before its metadata."""
 _pack_u32: Final = U32.pack_into
 _unpack_u32: Final = U32.unpack_from
 _RR: Final = int(FrameType.REQUEST_RESPONSE)
@@ -428,14 +439,18 @@ class Router:
                 self.lifecycle.answered(stream, now)
                 stream.saved = None
             if flags & FLAG_METADATA and self.pool.strategy.uses_response_reports:
-                mlen = (frame[9] << 16) | (frame[10] << 8) | frame[11]
-                self.load_report(stream, memoryview(frame)[12 : 12 + mlen], now)
+                mlen = (frame[BODY_AT] << 16) | (frame[BODY_AT + 1] << 8) | frame[BODY_AT + 2]
+                self.load_report(stream, memoryview(frame)[METADATA_AT : METADATA_AT + mlen], now)
             if not flags & FLAG_FOLLOWS and (flags & FLAG_COMPLETE or stream.frame_type == _RR):
                 stream.backend_open = False
                 if stream.frame_type != _CHANNEL or not stream.client_open:
                     self.finish(stream, True, None, now)
         elif frame_type == _ERROR:
-            code = _unpack_u32(frame, 9)[0] if len(frame) >= 13 else ErrorCode.APPLICATION_ERROR
+            code = (
+                _unpack_u32(frame, BODY_AT)[0]
+                if len(frame) >= ERROR_MESSAGE_AT
+                else ErrorCode.APPLICATION_ERROR
+            )
             self._backend_error(stream, code, frame, now)
         elif frame_type == _REQUEST_N:
             client.send(frame)
@@ -446,14 +461,13 @@ class Router:
                 self.finish(stream, True, None, now)
 
     def _backend_error(self, stream: Stream, code: int, frame: bytearray, now: float) -> None:
-        # The message starts after prefix (3), stream id (4), type/flags (2) and code (4).
         hint: float | None = None
         if code == ErrorCode.REJECTED:
-            hint = retry_after_ms(frame, 13)
+            hint = retry_after_ms(frame, ERROR_MESSAGE_AT)
             if self._replay(stream, now, hint):
                 return
         stream.client.send(frame)
-        fault = is_server_fault(code, frame, 13)
+        fault = is_server_fault(code, frame, ERROR_MESSAGE_AT)
         kind = KIND_BY_CODE.get(code, "other")
         self.finish(stream, False, kind, now, server_fault=fault, retry_after_ms=hint)
 
@@ -573,12 +587,13 @@ def _forget(streams: dict[int, Stream], sid: int) -> None:
 
 def routing_key(buf: bytearray, pos: int, length: int, frame_type: int) -> bytes | None:
     """The routing-key entry of a request's composite metadata (only for hash strategies)."""
-    start = pos + 9
+    start = pos + BODY_AT
     if frame_type in (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL):
-        start += 4
+        start += INITIAL_N_LENGTH
     mlen = (buf[start] << 16) | (buf[start + 1] << 8) | buf[start + 2]
-    end = min(start + 3 + mlen, pos + 3 + length)
+    begin = start + METADATA_LENGTH_LENGTH
+    end = min(begin + mlen, pos + LENGTH_PREFIX_LENGTH + length)
     try:
-        return find_entry(memoryview(buf)[start + 3 : end], ROUTING_KEY)
+        return find_entry(memoryview(buf)[begin:end], ROUTING_KEY)
     except RemoteProtocolError:
         return None
