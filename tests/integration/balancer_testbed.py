@@ -25,6 +25,7 @@ from rsocket.rsocket_client import RSocketClient
 from rsocket.transports.tcp import TransportTCP
 
 from lblab.procs import Child, lblab_command, spawn, stop
+from lblab.servers.slowdown import Control, control_path, request_control
 from lblab.wire.codec import NEED_DATA, FrameDecoder, encode_frame
 from lblab.wire.codes import HEADER, ErrorCode
 from lblab.wire.frames import Error, Frame, RequestResponse, Setup
@@ -160,6 +161,15 @@ def status_of(child: Child) -> dict[str, Any]:
     code, body = admin(child, "GET", "/status")
     assert code == 200, body
     return body
+
+
+def tell(server: Child, control: Control) -> None:
+    """Send ``control`` and wait (up to 2 s) until the server has read it."""
+    request_control(server.pid, control)
+    deadline = time.monotonic() + 2.0
+    while control_path(server.pid).exists():
+        assert time.monotonic() < deadline, "the server did not read its control file"
+        time.sleep(0.01)
 
 
 def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:

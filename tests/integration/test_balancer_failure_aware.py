@@ -6,7 +6,6 @@ it): the fast-failing server looks the quickest."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,14 +13,14 @@ from typing import Any
 
 import orjson
 import pytest
-from balancer_testbed import admin, processes, start_balancer, start_server, status_of
+from balancer_testbed import admin, processes, start_balancer, start_server, status_of, tell
 
 from lblab.errors import ApplicationError
 from lblab.failures import SERVER_FAULT_PREFIX
 from lblab.loadtests.rsocket_client import RSocketClient
 from lblab.procs import Child
 from lblab.servers.behaviour import Failing, RateLimit
-from lblab.servers.slowdown import Control, control_path, request_control
+from lblab.servers.slowdown import Control
 from lblab.wire.metadata import request_metadata
 
 WORK = request_metadata("work")
@@ -30,15 +29,6 @@ REQUESTS = 200
 CLIENTS = 4
 """At once: with requests in flight peak-ewma's load (cost x (in flight + 1)) spreads them
 over backends of equal cost; one at a time it herds on whichever is a little cheaper."""
-
-
-def tell(server: Child, control: Control) -> None:
-    """Send ``control`` and wait (up to 2 s) until the server has read it."""
-    request_control(server.pid, control)
-    deadline = time.monotonic() + 2.0
-    while control_path(server.pid).exists():
-        assert time.monotonic() < deadline, "the server did not read its control file"
-        time.sleep(0.01)
 
 
 def picks(balancer: Child) -> dict[str, int]:

@@ -19,6 +19,7 @@ import orjson
 import pandas as pd
 import psutil
 import pytest
+from balancer_testbed import tell
 
 from lblab.errors import ApplicationError
 from lblab.failures import SERVER_FAULT_PREFIX
@@ -28,7 +29,7 @@ from lblab.loadtests.runconfig import resolve
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.servers.behaviour import ColdStart, Failing, RateLimit
 from lblab.servers.cpulimit import CGROUP_CPU_ROOT, cgroup_available
-from lblab.servers.slowdown import Control, control_path, request_control
+from lblab.servers.slowdown import Control
 from lblab.simulator.run import simulate
 from lblab.simulator.simulated_testbed import phase_config
 from lblab.wire.codes import ErrorCode
@@ -58,15 +59,6 @@ def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Child]:
         yield child
     finally:
         stop(child, timeout=10)
-
-
-def tell(server: Child, control: Control) -> None:
-    """Send ``control`` and wait (up to 2 s) until the server has read it."""
-    request_control(server.pid, control)
-    deadline = time.monotonic() + 2.0
-    while control_path(server.pid).exists():
-        assert time.monotonic() < deadline, "the server did not read its control file"
-        time.sleep(0.01)
 
 
 def send(client: RSocketClient, work_bytes: int = 100) -> tuple[str, dict[str, Any] | str]:
