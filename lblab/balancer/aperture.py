@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final, Literal
@@ -48,6 +48,8 @@ HIGH_LOAD: Final = 1.125
 SMOOTH_WINDOW_S: Final = 15.0
 MIN_APERTURE: Final = 1
 """``Balancers.aperture``'s defaults: the load band and its smoothing, the least size."""
+MAX_APERTURE: Final = 100_000
+"""The largest size lblab takes (the simulator's most servers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,18 +165,25 @@ class Subset:
 def check_size(mode: str, size: int, servers: int) -> int:
     """The logical aperture of ``size`` over ``servers``: ``min(size, N)``; a clear error
     for a mode lblab does not know or a size Finagle would refuse."""
+    check_mode(mode, size)
+    if servers < 1:
+        raise ConfigError("aperture: there are no servers to take a subset of")
+    return min(size, servers)
+
+
+def check_mode(mode: str, size: int) -> None:
+    """A clear error for a mode lblab does not know or a size Finagle would refuse."""
     if mode not in MODES:
         raise ConfigError(f"aperture: {mode!r} is not one of {', '.join(MODES)}")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ConfigError(f"aperture size: {size!r} is not a whole number of servers >= 1")
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_APERTURE:
+        raise ConfigError(
+            f"aperture size: {size!r} is not a whole number of servers in 1..{MAX_APERTURE}"
+        )
     if mode == "deterministic" and size < 2:
         raise ConfigError(
             "aperture size: a deterministic aperture spans at least 2 servers (Finagle's "
             "minDeterministicAperture must be above 1; its default is 12)"
         )
-    if servers < 1:
-        raise ConfigError("aperture: there are no servers to take a subset of")
-    return min(size, servers)
 
 
 def subset(
@@ -224,6 +233,33 @@ def subset(
         width=float(width),
         members=tuple(members),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ApertureConfig:
+    """How K balancers take their subsets: ``mode`` and the logical aperture ``size``."""
+
+    mode: Mode = "deterministic"
+    size: int = MIN_DETERMINISTIC_APERTURE
+
+    def __post_init__(self) -> None:
+        check_mode(self.mode, self.size)
+
+    def subsets(
+        self,
+        servers: Sequence[str],
+        weights: Sequence[float],
+        instances: int,
+        rng_of: Callable[[int], random.Random],
+    ) -> list[Subset]:
+        """Every balancer's subset, ``b1`` first; ``rng_of(i)`` is instance i's stream
+        (drawn from only by a random aperture)."""
+        random_mode = self.mode == "random"
+        return [
+            subset(self.mode, servers, weights, i, instances, self.size,
+                   rng_of(i) if random_mode else None)
+            for i in range(instances)
+        ]  # fmt: skip
 
 
 class LoadBand:

@@ -100,6 +100,17 @@ def simulate(
             "strategy state; the load is split among them [1]."
         ),
     ] = None,
+    aperture: Annotated[
+        str | None,
+        typer.Option(
+            help="Each balancer connects to and picks within a subset of the servers: "
+            "deterministic (Finagle's ring) or random, or none (every server) [none]."
+        ),
+    ] = None,
+    aperture_size: Annotated[
+        int | None,
+        typer.Option(help="Servers in each balancer's aperture (min with the servers) [12]."),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed [1].")] = None,
     replications: Annotated[
         int, typer.Option(min=1, max=1000, help="Replications (seed, seed+1, ...).")
@@ -144,6 +155,8 @@ def simulate(
             max_tries=max_tries,
             picks_every=0 if no_picks else picks_every,
             balancers=balancers,
+            aperture=aperture,
+            aperture_size=aperture_size,
             seed=seed,
         )
     )

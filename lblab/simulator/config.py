@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lblab.balancer.aperture import MIN_DETERMINISTIC_APERTURE, ApertureConfig
 from lblab.balancer.health import HealthConfig
 from lblab.balancer.health_options import health_config
 from lblab.config import (
@@ -208,6 +209,9 @@ class SimConfig:
     balancers: int = 1
     """Independent balancers in front of the same servers, each with its own pool and
     strategy; the load is split among them (``simulator.run``, "Many balancers")."""
+    aperture: ApertureConfig | None = None
+    """Each balancer's pool holds only its aperture's servers (``balancer/aperture.py``;
+    None: every balancer over every server, the full mesh)."""
     seed: int = 1
     replication: int = 1
     """Numbered from 1, as a live run's (its random streams are ``stream_index``'s)."""
@@ -262,6 +266,14 @@ class SimConfig:
             for name in self.server_ids:
                 check_id(name, "server_ids")
         check_spikes(self.spikes)
+        if self.aperture is not None and (
+            self.joins_later or any(e.action in ("add", "remove") for e in self.timeline)
+        ):
+            raise ConfigError(
+                "aperture: the subsets are taken once over the configured servers; a server "
+                "that joins or leaves would need them rebuilt (Finagle rebuilds on every "
+                "change), which lblab does not do: leave out joins_later and add/remove"
+            )
         for name in self.joins_later:
             if name not in self.server_names:
                 raise ConfigError(f"joins_later: {name!r} is not one of the servers")
@@ -445,7 +457,7 @@ KNOWN_KEYS = {
     "trace", "trace_start", "trace_length", "trace_loop",
     "report_period", "report_delay", "client_delay", "server_delay", "deadline",
     "max_tries", "picks_every", "tick_period", "probe_cost", "balancers", "seed", "replication",
-    "run_id", "health",
+    "run_id", "health", "aperture", "aperture_size",
 }  # fmt: skip
 
 
@@ -485,11 +497,24 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
         tick_period=parse_duration(_get(raw, "tick_period", 0.1), "tick_period"),
         probe_cost=parse_duration(_get(raw, "probe_cost", PROBE_COST_S), "probe_cost"),
         balancers=_int(raw, "balancers", 1),
+        aperture=_aperture(raw),
         seed=_int(raw, "seed", 1),
         replication=_int(raw, "replication", 1),
         run_id=str(_get(raw, "run_id", "sim")),
         health=health_config(health),
     )
+
+
+def _aperture(raw: Mapping[str, Any]) -> ApertureConfig | None:
+    """``aperture = "deterministic" | "random" | "none"`` and ``aperture_size`` (default
+    12, Finagle's minimum deterministic aperture)."""
+    mode = _get(raw, "aperture", "none")
+    size = _int(raw, "aperture_size", MIN_DETERMINISTIC_APERTURE)
+    if mode in ("none", "", None):
+        if _get(raw, "aperture_size") is not None:
+            raise ConfigError("aperture_size: give aperture = 'deterministic' or 'random' too")
+        return None
+    return ApertureConfig(mode=mode, size=size)
 
 
 def stream_index(replication: int) -> int:

@@ -80,6 +80,19 @@ def _software() -> dict[str, str]:
     }
 
 
+def _apertures(results: Sequence[SimResult]) -> dict[str, Any]:
+    """``apertures``: each phase's balancers' subsets (``b1`` ...: mode, place, servers
+    with the share of each one's arc in the window), when the run has an aperture."""
+    found = {
+        f"{r.config.strategy}/r{r.config.replication}": {
+            f"b{i + 1}": sub.describe() for i, sub in enumerate(r.subsets)
+        }
+        for r in results
+        if r.subsets
+    }
+    return {"apertures": found} if found else {}
+
+
 def write_run(
     run_dir: Path,
     results: Sequence[SimResult],
@@ -133,6 +146,7 @@ def write_run(
             "pool_counters": {
                 f"{r.config.strategy}/r{r.config.replication}": r.counters for r in results
             },
+            **_apertures(results),
             "written_at": time.time(),
             RECORD_KEY: write_copies(run_dir, sources_of(r.config.strategy for r in results)),
         },

@@ -72,6 +72,7 @@ from typing import Any
 import pyarrow as pa
 import simpy
 
+from lblab.balancer.aperture import Subset
 from lblab.balancer.pool import COUNTER_NAMES, BackendCounters, BackendSpec, Pool
 from lblab.balancer.probes import PROBE_TIMEOUT_S
 from lblab.balancer.strategies.base import Interaction, RequestView, Strategy
@@ -158,6 +159,8 @@ class SimResult:
     wall_seconds: float
     events: int
     counters: dict[str, Any]
+    subsets: tuple[Subset, ...] = ()
+    """Each balancer's aperture (``SimConfig.aperture``), ``b1`` first; empty: full mesh."""
 
     @property
     def requests_per_wall_second(self) -> float:
@@ -212,6 +215,19 @@ class Simulation:
         self.names = tuple(s.id for s in self.servers)
         k = cfg.balancers
         self.balancer_names = balancer_names(k)
+        self.subsets: tuple[Subset, ...] = ()
+        """Each balancer's aperture, ``b1`` first (none: the full mesh)."""
+        members: list[list[BackendSpec]] = [specs] * k
+        if cfg.aperture is not None:
+            self.subsets = tuple(
+                cfg.aperture.subsets(
+                    [s.id for s in specs],
+                    [s.weight for s in specs],
+                    k,
+                    lambda b: rng_stream(cfg.seed, rep, f"aperture:b{b + 1}"),
+                )
+            )
+            members = [[BackendSpec(m.id, m.weight) for m in sub.members] for sub in self.subsets]
         strategies: list[Strategy]
         if strategy is None:
             strategies = [
@@ -219,7 +235,7 @@ class Simulation:
                     cfg.strategy,
                     dict(cfg.strategy_options),
                     rng=rng_stream(cfg.seed, rep, "strategy" if b == 0 else f"strategy:b{b + 1}"),
-                    weights={s.id: s.weight for s in specs},
+                    weights={s.id: s.weight for s in members[b]},
                 )
                 for b in range(k)
             ]
@@ -230,8 +246,10 @@ class Simulation:
                 f"balancers: a strategy object serves one balancer, not {k}; give none and "
                 "each balancer builds its own from the config"
             )
-        self.pools = [Pool(specs, s, health=cfg.health, now=0.0) for s in strategies]
-        """One per balancer, in order (``b1`` first)."""
+        self.pools = [
+            Pool(members[b], s, health=cfg.health, now=0.0) for b, s in enumerate(strategies)
+        ]
+        """One per balancer, in order (``b1`` first), over its aperture's servers if any."""
         self.picks = SampleRows("i")
         self.balancer: SimBalancer[_Request] = SimBalancer(
             self.pools, self.names, cfg.max_tries, self.picks, cfg.picks_every
@@ -694,18 +712,24 @@ class Simulation:
             wall_seconds=wall,
             events=events,
             counters=_plain(_summed([pool.counters for pool in self.pools])),
+            subsets=self.subsets,
         )
 
 
 def _summed(counters: Sequence[dict[str, BackendCounters]]) -> dict[str, BackendCounters]:
-    """Each backend's counters summed over the balancers (one balancer: its own)."""
+    """Each backend's counters summed over the balancers that have it (one balancer: its
+    own; with an aperture, a backend is in some pools only), in the order first seen."""
     if len(counters) == 1:
         return counters[0]
+    backends = list(dict.fromkeys(b for c in counters for b in c))
     return {
         backend: BackendCounters(
-            **{name: sum(getattr(c[backend], name) for c in counters) for name in COUNTER_NAMES}
+            **{
+                name: sum(getattr(c[backend], name) for c in counters if backend in c)
+                for name in COUNTER_NAMES
+            }
         )
-        for backend in counters[0]
+        for backend in backends
     }
 
 
