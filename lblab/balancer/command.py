@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, check_limits
+from lblab.balancer.aperture import MIN_DETERMINISTIC_APERTURE
 from lblab.balancer.budgets import BACKEND_HELD_BYTES, CLIENT_HELD_BYTES, CLIENT_STREAMS
 from lblab.balancer.health_options import HEALTH_OPTIONS, flag, health_config
 from lblab.errors import ConfigError
 from lblab.loadreport import REPORT_TOKEN_ENV
+
+if TYPE_CHECKING:
+    from lblab.balancer.aperture import Subset
+    from lblab.balancer.backend import BackendAddress
 
 
 def _health_option(name: str) -> Any:
@@ -145,6 +151,23 @@ def balancer_command(
         "--max-pending-setup",
         help="Client connections at once still without SETUP; beyond it the oldest is closed.",
     ),
+    aperture: str = typer.Option(
+        "none",
+        "--aperture",
+        help="Connect to and pick within a subset of the --backend list: deterministic "
+        "(Finagle's ring, from --instance of --instances) or random; none: every backend.",
+    ),
+    aperture_size: int = typer.Option(
+        MIN_DETERMINISTIC_APERTURE,
+        "--aperture-size",
+        help="Backends' worth of the ring in the aperture (at most the backends).",
+    ),
+    instance: int | None = typer.Option(
+        None, "--instance", help="This balancer's place among its peers, 0 .. --instances - 1."
+    ),
+    instances: int | None = typer.Option(
+        None, "--instances", help="How many balancers share the backends (K)."
+    ),
     eject_after: int = _health_option("eject_after"),
     eject_base: str = _health_option("eject_base"),
     eject_max: str = _health_option("eject_max"),
@@ -157,6 +180,8 @@ def balancer_command(
     slow_start_min_weight: float = _health_option("slow_start_min_weight"),
 ) -> None:
     """Run the RSocket balancer node: forward each request to a backend the strategy picks."""
+    from dataclasses import replace
+
     from lblab.balancer.backend import BackendAddress
     from lblab.balancer.node import NodeConfig
     from lblab.balancer.serve import run
@@ -197,6 +222,10 @@ def balancer_command(
         backends.append(BackendAddress(backend_id, h, p, weight_of.pop(backend_id, 1.0)))
     if weight_of:
         raise ConfigError(f"--weights names {', '.join(weight_of)}, which no --backend defines")
+    subset = _aperture(aperture, aperture_size, instance, instances, backends, seed)
+    if subset is not None:
+        share = {m.id: m.weight for m in subset.members}
+        backends = [replace(b, weight=share[b.id]) for b in backends if b.id in share]
     from lblab.balancer.strategies.options import split_options
     from lblab.balancer.strategies.registry import resolve
 
@@ -228,8 +257,48 @@ def balancer_command(
         max_connections=max_connections,
         max_pending_setup=max_pending_setup,
         health=health,
+        aperture=subset,
     )
     run(config)
+
+
+def _aperture(
+    mode: str,
+    size: int,
+    instance: int | None,
+    instances: int | None,
+    backends: Sequence[BackendAddress],
+    seed: int | None,
+) -> Subset | None:
+    """This balancer's subset of ``backends`` (``balancer/aperture.py``), or None for
+    ``--aperture none``; a random aperture's tokens come from ``--seed`` (none: fresh)."""
+    import random
+
+    from lblab.balancer.aperture import MAX_APERTURE, subset
+    from lblab.config import check_range
+
+    if mode == "none":
+        if instance is not None or instances is not None:
+            raise ConfigError("--instance and --instances place an aperture; give --aperture too")
+        return None
+    if instance is None or instances is None:
+        raise ConfigError(
+            f"--aperture {mode} needs --instance and --instances (this balancer's place "
+            "among the K that share the backends), e.g. --instance 0 --instances 4"
+        )
+    if not backends:
+        raise ConfigError(f"--aperture {mode}: give the whole --backend list to take it from")
+    check_range("--instances", instances, minimum=1, maximum=MAX_APERTURE)
+    rng = random.Random(seed) if mode == "random" else None
+    return subset(
+        mode,  # type: ignore[arg-type]  # checked by subset
+        [b.id for b in backends],
+        [b.weight for b in backends],
+        instance,
+        instances,
+        size,
+        rng,
+    )
 
 
 def _weights(raw: dict[str, str]) -> dict[str, float]:

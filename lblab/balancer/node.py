@@ -35,6 +35,7 @@ from typing import Any
 
 from lblab.admission import MAX_CONNECTIONS, MAX_PENDING_SETUP, SETUP_TIMEOUT_S, Admission
 from lblab.balancer import input_checks
+from lblab.balancer.aperture import Subset
 from lblab.balancer.backend import Backend, BackendAddress, BackendConnection
 from lblab.balancer.budgets import (
     BACKEND_HELD_BYTES,
@@ -107,6 +108,9 @@ class NodeConfig:
     max_pending_setup: int = MAX_PENDING_SETUP
     health: HealthConfig = field(default_factory=HealthConfig)
     """Passive ejection, slow start and panic (``balancer/health.py``)."""
+    aperture: Subset | None = None
+    """The aperture this balancer took (``balancer/aperture.py``): ``backends`` are its
+    members, weighted by their share of the window; shown in ``/status``."""
 
     def __post_init__(self) -> None:
         ids = [b.id for b in self.backends]
@@ -166,9 +170,10 @@ class NodeSnapshot:
     outstanding: int
     counters: Mapping[str, int]
     """The node's and the router's counters."""
+    aperture: Subset | None = None
 
     def status(self) -> dict[str, Any]:
-        """``GET /status``'s JSON."""
+        """``GET /status``'s JSON (``aperture`` with one: ``Subset.describe``)."""
         return {
             "strategy": self.strategy,
             "options": dict(self.options),
@@ -177,6 +182,7 @@ class NodeSnapshot:
             "paused_clients": self.paused_clients,
             "outstanding": self.outstanding,
             **self.counters,
+            **({} if self.aperture is None else {"aperture": self.aperture.describe()}),
         }
 
 
@@ -274,6 +280,7 @@ class BalancerNode:
             paused_clients=sum(1 for c in self.clients if c.blockers),
             outstanding=self.pool.outstanding,
             counters=self.counters(),
+            aperture=self.config.aperture,
         )
 
     def setup_wants(self) -> tuple[tuple[str, ...], bool]:
