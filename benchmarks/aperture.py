@@ -2,12 +2,12 @@
 (deterministic or random aperture) or over every server (full-mesh p2c).
 
 ``uv run python benchmarks/aperture.py [--balancers 8,32,128] [--servers 64] [--size 12]
-[--seeds 3] [--requests 60000] [--load 0.7] [--markdown]``
+[--seeds 3] [--requests 60000] [--load 0.7] [--strategy p2c] [--markdown]``
 
 ``--servers`` servers (exp 10 ms, one worker each) take open Poisson arrivals at
 ``--load`` of their capacity, split over K independent balancers (each a Poisson stream
-of rate / K: ``simulator/run.py``, "Many balancers"), every balancer picking by ``p2c``
-within its pool. Three layouts per K: full mesh (every balancer's pool holds every
+of rate / K: ``simulator/run.py``, "Many balancers"), every balancer picking by
+``--strategy`` (``p2c``) within its pool. Three layouts per K: full mesh (every balancer's pool holds every
 server), deterministic aperture (Finagle's ring, ``--size`` servers' worth of arc) and
 random aperture (the first ``--size`` servers of each balancer's own random order).
 Per cell, the mean over ``--seeds`` seeds of: connections per server (balancers whose
@@ -49,10 +49,12 @@ class Cell:
     p99_ms: float
 
 
-def config(servers: int, balancers: int, requests: int, load: float, seed: int) -> SimConfig:
+def config(
+    servers: int, balancers: int, requests: int, load: float, seed: int, strategy: str = "p2c"
+) -> SimConfig:
     return config_from_mapping(
         {
-            "strategy": "p2c",
+            "strategy": strategy,
             "servers": servers,
             "service": f"exp:{SERVICE_MS:g}ms",
             "rate": load * servers * 1000.0 / SERVICE_MS,
@@ -99,13 +101,21 @@ def layout(cfg: SimConfig, name: str, size: int) -> SimConfig:
 
 
 def table(
-    ks: list[int], servers: int, size: int, seeds: int, requests: int, load: float
+    ks: list[int],
+    servers: int,
+    size: int,
+    seeds: int,
+    requests: int,
+    load: float,
+    strategy: str = "p2c",
 ) -> list[tuple[int, str, Cell]]:
     rows = []
     for k in ks:
         for name in LAYOUTS:
             cells = [
-                measure(simulate(layout(config(servers, k, requests, load, s), name, size)))
+                measure(
+                    simulate(layout(config(servers, k, requests, load, s, strategy), name, size))
+                )
                 for s in range(1, seeds + 1)
             ]
             rows.append((k, name, _mean(cells)))
@@ -154,10 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=60_000)
     parser.add_argument("--load", type=float, default=0.7, help="offered load / capacity")
+    parser.add_argument("--strategy", default="p2c", help="the pick within each pool")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.balancers.split(",")]
-    rows = table(ks, args.servers, args.size, args.seeds, args.requests, args.load)
+    rows = table(ks, args.servers, args.size, args.seeds, args.requests, args.load, args.strategy)
     print("\n".join(lines(rows, args.markdown)))
     return 0
 

@@ -163,26 +163,32 @@ class Subset:
 
 
 def check_size(mode: str, size: int, servers: int) -> int:
-    """The logical aperture of ``size`` over ``servers``: ``min(size, N)``; a clear error
-    for a mode lblab does not know or a size Finagle would refuse."""
+    """The logical aperture of ``size`` over ``servers``: ``min(size, N)``, once
+    ``check_mode`` takes them."""
     check_mode(mode, size)
     if servers < 1:
         raise ConfigError("aperture: there are no servers to take a subset of")
     return min(size, servers)
 
 
-def check_mode(mode: str, size: int) -> None:
-    """A clear error for a mode lblab does not know or a size Finagle would refuse."""
+def check_mode(
+    mode: str, size: int, mode_setting: str = "aperture", size_setting: str = "aperture_size"
+) -> None:
+    """A clear error, naming the setting as the person gave it, for a mode lblab does
+    not know or a size out of range (a deterministic one of 1 Finagle refuses too)."""
     if mode not in MODES:
-        raise ConfigError(f"aperture: {mode!r} is not one of {', '.join(MODES)}")
-    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_APERTURE:
+        raise ConfigError(f"{mode_setting}: {mode!r} is not one of {', '.join(MODES)}")
+    least = 2 if mode == "deterministic" else 1
+    if isinstance(size, bool) or not isinstance(size, int) or not least <= size <= MAX_APERTURE:
         raise ConfigError(
-            f"aperture size: {size!r} is not a whole number of servers in 1..{MAX_APERTURE}"
-        )
-    if mode == "deterministic" and size < 2:
-        raise ConfigError(
-            "aperture size: a deterministic aperture spans at least 2 servers (Finagle's "
-            "minDeterministicAperture must be above 1; its default is 12)"
+            f"{size_setting}: {size!r} is not a whole number of servers in "
+            f"{least}..{MAX_APERTURE}"
+            + (
+                " (a deterministic aperture spans at least 2: Finagle's "
+                "minDeterministicAperture must be above 1; its default is 12)"
+                if least == 2
+                else ""
+            )
         )
 
 

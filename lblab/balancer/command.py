@@ -157,10 +157,11 @@ def balancer_command(
         help="Connect to and pick within a subset of the --backend list: deterministic "
         "(Finagle's ring, from --instance of --instances) or random; none: every backend.",
     ),
-    aperture_size: int = typer.Option(
-        MIN_DETERMINISTIC_APERTURE,
+    aperture_size: int | None = typer.Option(
+        None,
         "--aperture-size",
-        help="Backends' worth of the ring in the aperture (at most the backends).",
+        help="Backends' worth of the ring in the aperture, at most the backends "
+        f"[{MIN_DETERMINISTIC_APERTURE}, Finagle's minimum deterministic aperture].",
     ),
     instance: int | None = typer.Option(
         None, "--instance", help="This balancer's place among its peers, 0 .. --instances - 1."
@@ -264,7 +265,7 @@ def balancer_command(
 
 def _aperture(
     mode: str,
-    size: int,
+    size: int | None,
     instance: int | None,
     instances: int | None,
     backends: Sequence[BackendAddress],
@@ -274,13 +275,18 @@ def _aperture(
     ``--aperture none``; a random aperture's tokens come from ``--seed`` (none: fresh)."""
     import random
 
-    from lblab.balancer.aperture import MAX_APERTURE, subset
+    from lblab.balancer.aperture import MAX_APERTURE, check_mode, subset
     from lblab.config import check_range
 
     if mode == "none":
-        if instance is not None or instances is not None:
-            raise ConfigError("--instance and --instances place an aperture; give --aperture too")
+        if instance is not None or instances is not None or size is not None:
+            raise ConfigError(
+                "--instance, --instances and --aperture-size shape an aperture; give "
+                "--aperture deterministic or random too"
+            )
         return None
+    size = MIN_DETERMINISTIC_APERTURE if size is None else size
+    check_mode(mode, size, "--aperture", "--aperture-size")
     if instance is None or instances is None:
         raise ConfigError(
             f"--aperture {mode} needs --instance and --instances (this balancer's place "

@@ -52,9 +52,9 @@ def test_four_balancers_each_connect_only_to_their_subset(tmp_path: Path) -> Non
             assert status["aperture"]["servers"] == expected[i], i
             assert (status["aperture"]["instance"], status["aperture"]["instances"]) == (i, K)
             rows = wait_for(
-                lambda b=balancer: (r := status_of(b)["backends"])
-                and all(x["connected"] for x in r)
-                and r,
+                lambda b=balancer: (
+                    (r := status_of(b)["backends"]) and all(x["connected"] for x in r) and r
+                ),
                 10,
                 f"b{i + 1} connected to its subset",
             )

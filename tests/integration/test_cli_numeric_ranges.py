@@ -41,6 +41,7 @@ BALANCER = ("balancer", "--backend", "s1=127.0.0.1:9", "--port", "0")
 RUN = ("run", "--preset", "tiny", "--print-config")
 SIM = ("simulate", "--requests", "10")
 CLOSED = (*SIM, "--users", "1")
+APERTURE = ("--aperture", "deterministic")
 
 
 def o(argv: tuple[str, ...], says: str, ok: tuple[str, ...], *extra: str) -> Opt:
@@ -86,6 +87,9 @@ OPTIONS: dict[str, Opt] = {
     "balancer --slow-start-min-weight": o((*BALANCER, "--slow-start-min-weight", "{v}"), "--slow-start-min-weight", ("0", "1e-300", "100"), "100.5"),
     "balancer --success-rate-min-requests": o((*BALANCER, "--success-rate-min-requests", "{v}"), "--success-rate-min-requests", ("1", "1000000"), "1000001"),
     "balancer --weights": o((*BALANCER, "--weights", "s1={v}"), "--weights s1", ("1e-300", "1000000"), "1000001"),
+    "balancer --aperture-size": o((*BALANCER, *APERTURE, "--instance", "0", "--instances", "1", "--aperture-size", "{v}"), "--aperture-size", ("2", "100000"), "1", "100001"),
+    "balancer --instances": o((*BALANCER, *APERTURE, "--instance", "0", "--instances", "{v}"), "--instances", ("1", "100000"), "100001"),
+    "balancer --instance": o((*BALANCER, *APERTURE, "--instances", "4", "--instance", "{v}"), "instance", ("0", "3"), "4"),
     # ---- lblab run: flags (--print-config checks the whole config, starts nothing)
     "run --duration": o((*RUN, "--duration", "{v}"), "run.duration", ("1e-300", "604800"), "604801"),
     "run --warmup": o((*RUN, "--warmup", "{v}"), "run.warmup", ("0", "1e-300", "604800"), "604801"),
@@ -116,6 +120,7 @@ OPTIONS: dict[str, Opt] = {
     "simulate --picks-every": o((*SIM, "--picks-every", "{v}"), "--picks-every|picks_every", ("0", "1000000000"), "1000000001"),
     "simulate --seed": o((*SIM, "--seed", "{v}"), "--seed|seed", ("0", "4294967295"), "4294967296"),
     "simulate --balancers": o((*SIM, "--balancers", "{v}"), "--balancers|balancers", ("1", "1024"), "1025"),
+    "simulate --aperture-size": o((*SIM, *APERTURE, "--aperture-size", "{v}"), "--aperture-size|aperture_size", ("2", "100000"), "1", "100001"),
     "simulate --replications": o((*SIM, "--replications", "{v}"), "--replications", ("1", "2"), "1001"),
     "simulate --service fixed": o((*SIM, "--service", "fixed:{v}"), "service", ("0", "1e-300", "1000")),
     "simulate --service lognormal sigma": o((*SIM, "--service", "lognormal:10ms,{v}"), "sigma", ("1e-300", "10"), "11"),
@@ -213,6 +218,7 @@ TOML_SIM: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "servers.capacity": (GROUP + "capacity = {v}", "capacity", ()),
     "servers.delay": (GROUP + "delay = {v}", "delay", ("0", "1e-300")),
     "balancers": ("balancers = {v}", "balancers", ()),
+    "aperture_size": ('aperture = "random"\naperture_size = {v}', "aperture_size", ()),
 }
 
 

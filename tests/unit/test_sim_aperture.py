@@ -80,7 +80,7 @@ def test_bad_aperture_settings_are_refused_clearly() -> None:
         config_from_mapping(_config(aperture="ring"))
     with pytest.raises(ConfigError, match="give aperture"):
         config_from_mapping(_config(aperture_size=4))
-    with pytest.raises(ConfigError, match="1..100000"):
+    with pytest.raises(ConfigError, match=r"1\.\.100000"):
         config_from_mapping(_config(aperture="random", aperture_size=0))
     cfg = config_from_mapping(_config(requests=100))
     with pytest.raises(ConfigError, match="joins_later"):
