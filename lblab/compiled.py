@@ -50,6 +50,7 @@ MODULES = (
     "lblab.balancer.wiring",
     "lblab.balancer.router",
     "lblab.balancer.budgets",
+    "lblab.balancer.node_counters",
     "lblab.balancer.streams",
     "lblab.balancer.pool",
     "lblab.balancer.backend",

@@ -35,6 +35,7 @@ import orjson
 
 from lblab import collector, exposition
 from lblab.balancer import input_checks
+from lblab.balancer.node_counters import NODE_COUNTER_HELP
 from lblab.balancer.pool import COUNTER_HELP
 from lblab.config import check_weight, parse_hostport
 from lblab.errors import ConfigError
@@ -451,8 +452,6 @@ def metrics_text(snapshot: NodeSnapshot) -> str:
     )
     family("lblab_balancer_clients", "gauge", "Open client connections.",
            [("", snapshot.clients)])  # fmt: skip
-    for name, value in snapshot.counters.items():
-        family(
-            f"lblab_balancer_{name}_total", "counter", name.replace("_", " ") + ".", [("", value)]
-        )
+    for name, value in snapshot.counters.items():  # every counter the node declares
+        family(f"lblab_balancer_{name}_total", "counter", NODE_COUNTER_HELP[name], [("", value)])
     return "\n".join(out) + "\n"

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:  # types only: the CLI reads the defaults without the balancer's imports
+    from lblab.balancer.node_counters import NodeCounters
     from lblab.balancer.streams import BackendPort, ClientPort, Stream
 
 CLIENT_STREAMS: Final = 16_384
@@ -46,14 +47,6 @@ MAX_CLIENT_STREAMS: Final = 1_000_000
 """Most ``--client-max-streams`` may be."""
 MAX_HELD_BUDGET: Final = 1 << 34
 """Most a held-bytes budget may be (16 GiB)."""
-
-COUNTERS: Final = (
-    "refused_client_streams",
-    "refused_client_held_bytes",
-    "refused_fair_share",
-    "evicted_fair_share",
-)
-"""The router's counters these decisions add (``/metrics``)."""
 
 
 class Budgets:
@@ -73,7 +66,7 @@ class Budgets:
 
     def __init__(
         self,
-        stats: dict[str, int],
+        stats: NodeCounters,
         client_streams: int = CLIENT_STREAMS,
         client_held_bytes: int = CLIENT_HELD_BYTES,
         backend_held_bytes: int = BACKEND_HELD_BYTES,
@@ -82,8 +75,6 @@ class Budgets:
         self.client_held_bytes = client_held_bytes
         self.backend_held_bytes = backend_held_bytes
         self.stats = stats
-        for name in COUNTERS:
-            stats[name] = 0
         self.per_client: dict[ClientPort, int] = {}
         self.on_backend: dict[BackendPort, dict[ClientPort, int]] = {}
         self.on_backend_total: dict[BackendPort, int] = {}
@@ -94,7 +85,7 @@ class Budgets:
         """Why a new request from ``client`` is refused (its open streams), or None."""
         if len(client.streams) < self.client_streams:
             return None
-        self.stats["refused_client_streams"] += 1
+        self.stats.refused_client_streams += 1
         return (
             f"this client connection has {len(client.streams)} streams open, its budget "
             f"(--client-max-streams {self.client_streams}); the request was not processed, "
@@ -107,7 +98,7 @@ class Budgets:
         client = stream.client
         mine = self.per_client.get(client, 0)
         if mine + n > self.client_held_bytes:
-            self.stats["refused_client_held_bytes"] += 1
+            self.stats.refused_client_held_bytes += 1
             return (
                 f"this client connection holds {mine} bytes of unfinished fragmented "
                 f"requests and this fragment would pass its budget (--client-max-held-bytes "
@@ -120,7 +111,7 @@ class Budgets:
             share = self.backend_held_bytes // (len(holders) + (client not in holders))
             here = holders.get(client, 0)
             if here + n > share:
-                self.stats["refused_fair_share"] += 1
+                self.stats.refused_fair_share += 1
                 return (
                     f"backend {conn.backend_id}'s connection is full of unfinished fragmented "
                     f"requests (--backend-max-held-bytes {self.backend_held_bytes}, shared by "
@@ -154,7 +145,7 @@ class Budgets:
             need -= largest.held
             self.release(largest)
             self.evicted.append(largest)
-            self.stats["evicted_fair_share"] += 1
+            self.stats.evicted_fair_share += 1
         return self.on_backend_total.get(conn, 0)
 
     def release(self, stream: Stream) -> None:

@@ -46,6 +46,7 @@ from lblab.balancer.budgets import (
 )
 from lblab.balancer.frontend import ClientConnection
 from lblab.balancer.health import HealthConfig
+from lblab.balancer.node_counters import counter_values
 from lblab.balancer.outbox import Outbox
 from lblab.balancer.picklog import FLUSH_INTERVAL_S, PickLog
 from lblab.balancer.pool import BackendSpec, Pool
@@ -216,11 +217,7 @@ class BalancerNode:
             client_held_bytes=config.client_max_held_bytes,
             backend_held_bytes=config.backend_max_held_bytes,
         )
-        self.stats = {
-            "protocol_errors": 0,
-            "agent_connections_bad_token": 0,
-            "agent_reports_bad_source": 0,
-        }
+        self.stats = self.router.stats
         self.wiring = Wiring(
             loop=loop,
             outbox=Outbox(loop),
@@ -244,7 +241,7 @@ class BalancerNode:
 
     def counters(self) -> dict[str, int]:
         """The node's and the router's counters, for the admin API."""
-        return {**self.stats, **self.router.stats}
+        return counter_values(self.stats)
 
     def snapshot(self) -> NodeSnapshot:
         """The node now, as the admin API shows it."""
@@ -364,11 +361,10 @@ class BalancerNode:
         deadline = time.monotonic() + CLOSE_WAIT_S
         while self._open() and (left := deadline - time.monotonic()) > 0:
             await asyncio.sleep(min(TICK_S, left))
-        stats = self.router.stats
         log.info(
             "stopped: %d requests refused while stopping, %d cut",
-            stats["rejected_stopping"],
-            stats["cut_at_stop"],
+            self.stats.rejected_stopping,
+            self.stats.cut_at_stop,
         )
 
     def _in_flight(self) -> int:
@@ -456,17 +452,17 @@ class BalancerNode:
         self.retired.append(conn)
 
     def protocol_failure(self) -> None:
-        self.stats["protocol_errors"] += 1
+        self.stats.protocol_errors += 1
 
     def agent_bad_token(self) -> int:
         """An agent connection refused for no or a wrong report token; how many so far."""
-        self.stats["agent_connections_bad_token"] += 1
-        return self.stats["agent_connections_bad_token"]
+        self.stats.agent_connections_bad_token += 1
+        return self.stats.agent_connections_bad_token
 
     def agent_bad_source(self) -> int:
         """An agent-port report refused for a server's in-band source; how many so far."""
-        self.stats["agent_reports_bad_source"] += 1
-        return self.stats["agent_reports_bad_source"]
+        self.stats.agent_reports_bad_source += 1
+        return self.stats.agent_reports_bad_source
 
     def agent_report(self, report: LoadReport) -> bool:
         """A LoadReport from an agent; False if it names no backend of the pool."""

@@ -52,6 +52,7 @@ from lblab.balancer.budgets import (
     Budgets,
 )
 from lblab.balancer.lifecycle import Deadlines, Lifecycle
+from lblab.balancer.node_counters import NodeCounters
 from lblab.balancer.pool import Pool
 from lblab.balancer.probes import Prober
 from lblab.balancer.strategies.base import RequestView
@@ -159,14 +160,8 @@ class Router:
         self.pick_failed = False
         self.stopping = False
         """Set by ``stop``: every new request is refused."""
-        self.stats = {
-            "rejected_no_backend": 0,
-            "rejected_stopping": 0,
-            "strategy_errors": 0,
-            "replays": 0,
-            "timeouts": 0,
-            "cut_at_stop": 0,
-        }
+        self.stats = NodeCounters()
+        """The node's counters (``node_counters.py``): the node counts its own here too."""
         self.budgets = Budgets(self.stats, client_streams, client_held_bytes, backend_held_bytes)
         """Per-client limits; its counters are in ``stats``."""
 
@@ -234,13 +229,13 @@ class Router:
         """Answer a request no backend takes (the node stops, the strategy failed, or none
         is eligible) with REJECTED: it was not processed, so the client may retry it."""
         if self.stopping:
-            self.stats["rejected_stopping"] += 1
+            self.stats.rejected_stopping += 1
             message = STOPPING_MESSAGE
         elif self.pick_failed:
             self.pick_failed = False
             message = STRATEGY_FAILED_MESSAGE
         else:
-            self.stats["rejected_no_backend"] += 1
+            self.stats.rejected_no_backend += 1
             message = NO_BACKEND_MESSAGE
         self._reject(stream, message, follows)
 
@@ -313,8 +308,8 @@ class Router:
         follows says why (``pick_failed``). Logged with its traceback when
         ``worth_logging`` (a broken strategy fails every pick)."""
         self.pick_failed = True
-        self.stats["strategy_errors"] += 1
-        count = self.stats["strategy_errors"]
+        self.stats.strategy_errors += 1
+        count = self.stats.strategy_errors
         if worth_logging(count):
             log.exception(
                 "strategy %s raised picking a backend (%d times so far); the request is "
@@ -400,7 +395,7 @@ class Router:
         """
         for stream in list(client.streams.values()):
             if not stream.done:
-                self.stats["cut_at_stop"] += 1
+                self.stats.cut_at_stop += 1
                 backend_id = stream.view.id if stream.view is not None else "?"
                 if stream.frame_type != _FNF:
                     client.send_error(
@@ -523,7 +518,7 @@ class Router:
             self.pick_failed = False  # the caller ends the stream with the refusal it had
             stream.backend = conn  # so that finish() closes it if it is retired and now idle
             return False
-        self.stats["replays"] += 1
+        self.stats.replays += 1
         sid = stream.backend_sid
         for frame in saved:
             _pack_u32(frame, 3, sid)
@@ -563,7 +558,7 @@ class Router:
         self.prober.expire(now)
         self.deadlines.sweep(self.pool.outstanding)
         for stream in self.deadlines.due(now):
-            self.stats["timeouts"] += 1
+            self.stats.timeouts += 1
             backend_id = stream.view.id if stream.view is not None else "?"
             stream.client.send_error(
                 stream.client_sid,

@@ -44,7 +44,7 @@ def test_a_request_beyond_the_open_streams_budget_is_rejected_and_names_it():
     assert refused.stream_id == 5 and refused.error_code == ErrorCode.REJECTED
     assert "--client-max-streams 2" in refused.message
     assert len(bed.backends["b1"].written) == 2  # the third never reached a backend
-    assert bed.router.stats["refused_client_streams"] == 1
+    assert bed.router.stats.refused_client_streams == 1
     other = FakeClient("10.0.0.2")  # the budget is per client
     bed.send(RequestResponse(stream_id=1, data=b"{}"), other)
     assert not errors(other)
@@ -67,7 +67,7 @@ def test_the_fragment_past_a_clients_held_bytes_cancels_its_request_only():
     bed.send(more(1))
     bed.send(more(1, last=True))  # the rest is swallowed, nothing forwarded
     assert len(backend.written) == sent
-    assert bed.router.stats["refused_client_held_bytes"] == 1
+    assert bed.router.stats.refused_client_held_bytes == 1
     assert bed.outcomes() == [("b1", True, None)]  # not the backend's failure
     bed.settled()
     assert not bed.router.budgets.per_client and not bed.router.budgets.on_backend
@@ -101,7 +101,7 @@ def test_a_full_backend_connection_evicts_the_largest_holder_not_the_newcomer():
     (evicted,) = errors(hog)  # the hog's largest request (stream 3) made the room
     assert evicted.stream_id == 3 and evicted.error_code == ErrorCode.REJECTED
     assert "fair share" in evicted.message
-    assert bed.router.stats["evicted_fair_share"] == 1
+    assert bed.router.stats.evicted_fair_share == 1
     bsid = bed.client.streams[1].backend_sid
     bed.backends["b1"].answer(bed.router, ok_payload(bsid), bed.now)
     assert ok_payload(1) in bed.client.sent
@@ -117,7 +117,7 @@ def test_a_client_over_its_fair_share_of_a_full_connection_is_refused():
     bed.send(more(1))  # a third would pass this client's share
     (refused,) = errors(bed.client)
     assert "fair share of" in refused.message
-    assert bed.router.stats["refused_fair_share"] == 1
+    assert bed.router.stats.refused_fair_share == 1
     assert not errors(other)
 
 

@@ -230,7 +230,7 @@ def test_rejected_is_replayed_on_another_backend_with_the_same_bytes():
     bed.backends["b1"].answer(bed.router, rejected, bed.now)
     assert bed.client.sent == []  # not passed on: replayed
     assert bed.backends["b2"].written == [RequestResponse(stream_id=1, data=b'{"x":2}')]
-    assert bed.router.stats["replays"] == 1
+    assert bed.router.stats.replays == 1
     bed.backends["b2"].answer(bed.router, ok_payload(1), bed.now)
     assert bed.client.sent == [ok_payload(5)]
     assert bed.outcomes() == [("b1", False, "rejected"), ("b2", True, None)]
@@ -309,7 +309,7 @@ def test_no_backend_available_is_refused_at_once():
     assert bed.client.sent == [
         Error(stream_id=3, error_code=ErrorCode.REJECTED, message=NO_BACKEND_MESSAGE)
     ]
-    assert bed.router.stats["rejected_no_backend"] == 1
+    assert bed.router.stats.rejected_no_backend == 1
     bed.settled()
 
 
@@ -327,8 +327,8 @@ def test_a_strategy_that_raises_refuses_that_request_only():
     assert bed.client.sent == [
         Error(stream_id=1, error_code=ErrorCode.REJECTED, message=STRATEGY_FAILED_MESSAGE)
     ]
-    assert bed.router.stats["strategy_errors"] == 1
-    assert bed.router.stats["rejected_no_backend"] == 0
+    assert bed.router.stats.strategy_errors == 1
+    assert bed.router.stats.rejected_no_backend == 0
     assert len(bed.backends["b1"].written) == 1  # stream 3 went out
     assert not bed.router.pick_failed
 

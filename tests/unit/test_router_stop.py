@@ -35,8 +35,8 @@ def test_a_stopping_router_refuses_new_requests_and_lets_open_ones_finish():
     bed.backends["b1"].answer(bed.router, ok_payload(1), bed.now)
     assert bed.client.sent[-1] == ok_payload(1)
     assert bed.outcomes() == [("b1", True, None)]
-    assert bed.router.stats["rejected_stopping"] == 1
-    assert bed.router.stats["rejected_no_backend"] == 0
+    assert bed.router.stats.rejected_stopping == 1
+    assert bed.router.stats.rejected_no_backend == 0
     bed.settled()
 
 
@@ -64,7 +64,7 @@ def test_while_stopping_fire_and_forget_is_dropped_and_a_fragmented_request_swal
         Error(stream_id=3, error_code=ErrorCode.REJECTED, message=STOPPING_MESSAGE)
     ]
     assert all(not b.written for b in bed.backends.values())
-    assert bed.router.stats["rejected_stopping"] == 2
+    assert bed.router.stats.rejected_stopping == 2
     bed.settled()
 
 
@@ -95,7 +95,7 @@ def test_cut_ends_each_open_stream_with_canceled_and_cancels_it_at_the_backend()
         Cancel(stream_id=sid) for sid in (1, 3, 5, 7)
     ]
     assert bed.outcomes() == [("b1", True, None)] * 3  # not the backend's failure
-    assert bed.router.stats["cut_at_stop"] == 4
+    assert bed.router.stats.cut_at_stop == 4
     bed.settled()
     b1.answer(bed.router, ok_payload(1), bed.now)  # too late: dropped
     assert len(bed.client.sent) == 5
