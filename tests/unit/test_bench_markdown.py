@@ -5,11 +5,15 @@ Only the pure renderers, on made-up figures: no benchmark runs and no process st
 
 from __future__ import annotations
 
+import base64
 import re
+import tomllib
 from types import ModuleType
 
 import pytest
 
+from lblab.loadtests.presets import load_preset
+from lblab.loadtests.runconfig import resolve
 from lblab.stamp import Stamp
 from tests.benchmark_scripts import bench
 
@@ -360,8 +364,123 @@ def test_every_fault_case_is_described() -> None:
     assert all(described.values()) and not any("``" in v for v in described.values())
 
 
+def instrument_bench(m: ModuleType, *, vegeta: bool) -> object:
+    open100, open5000, closed2 = m.Load("open", 100), m.Load("open", 5000), m.Load("closed", 100, 2)
+    facts = {
+        "harness_p50_ms": 0.25, "harness_p99_ms": 1.2, "outside_slot_p50_ms": 0.1,
+        "outside_slot_p99_ms": 0.5, "send_lag_p50_ms": 0.05, "send_lag_p99_ms": 0.7,
+    }  # fmt: skip
+    closed_facts = {k: v for k, v in facts.items() if not k.startswith("send_lag")}
+    bench = m.InstrumentBench(
+        15.0,
+        2.0,
+        20.0,
+        [
+            m.LblabCell(open100, 99.0, facts, "pass"),
+            m.LblabCell(
+                open5000, 3000.0, {**facts, "harness_p99_ms": 9.0}, "fail", ("disturbance",)
+            ),
+            m.LblabCell(closed2, 90.0, closed_facts, "pass"),
+        ],
+        [
+            m.Floor("C", "across CPUs (0, 1)", 20_000, 45.0, 900.0),
+            m.Floor("Python", "across CPUs (0, 1)", 20_000, 50.0, 1000.0),
+        ],
+    )
+    if vegeta:
+        bench.vegeta = [
+            m.VegetaCell(open100, 100.0, (0.2, 1.0), (0.125, 0.6), 0),
+            m.VegetaCell(open5000, 4990.0, (0.3, 2.0), (0.25, 1.5), 3),
+            m.VegetaCell(closed2, 95.0, (0.4, 1.1), (0.2, 0.8), 0),
+        ]
+    else:
+        bench.vegeta_note = "no go command here"
+    return bench
+
+
+def test_instrument() -> None:
+    m = bench("bench_instrument")
+    command = "uv run python benchmarks/bench_instrument.py --markdown"
+    text = m.markdown(instrument_bench(m, vegeta=True), STAMP, command)
+    cells, beside, floor = check_section(text, "The instrument's own error", "bench_instrument")
+    assert cells[0].startswith("| load | achieved req/s | harness p50 ms | harness p99 ms |")
+    # 99 of 100 is reached; the send lag's p99 misses its 0.5 ms.
+    assert cells[2] == (
+        "| open 100 req/s | 99 | 0.25 | 1.20 | 0.10 | 0.50 | 0.05 | 0.70 "
+        "| misses: send lag p99 0.70 > 0.5 | pass |"
+    )
+    assert cells[3].startswith("| open 5,000 req/s | 3,000 (not reached) | 0.25 | 9.00 |")
+    assert cells[3].endswith("| (targets up to 1,000 req/s) | fail (disturbance) |")
+    # A closed load has no send lag and no rate to reach.
+    assert cells[4] == (
+        "| closed 2 users (~100 req/s) | 90 | 0.25 | 1.20 | 0.10 | 0.50 |  |  | meets | pass |"
+    )
+    assert (
+        beside[2] == "| open 100 req/s | 99 | 0.25 | 1.20 | 100 | 0.12 | 0.60 | 0.20 | 1.00 | 0 |"
+    )
+    assert floor[2] == "| C | across CPUs (0, 1) | 20,000 | 45.0 | 900.0 |"
+    assert "Up to 1,000 req/s, 1 of 2 load(s) meet issue 47's targets" in text
+    assert "Not reached on this machine: open 5,000 req/s, 3,000 req/s." in text
+    assert "Closed, the users sent 90 % of users / 20 ms" in text
+    assert "in C, is 0.045 ms at p50 and 0.900 ms at p99" in text
+    # 0.25 / 0.125 and 1.2 / 0.6.
+    assert "open 100 req/s 2.0x / 2.0x" in text
+
+
+def test_instrument_without_vegeta_says_why() -> None:
+    m = bench("bench_instrument")
+    text = m.markdown(instrument_bench(m, vegeta=False), STAMP, "uv run python x --markdown")
+    assert "vegeta did not run: no go command here." in text
+    beside = tables(text)[1]
+    assert beside[2] == "| open 100 req/s | 99 | 0.25 | 1.20 |  |  |  |  |  |  |"
+
+
+def test_instrument_reads_vegetas_results() -> None:
+    m = bench("bench_instrument")
+
+    def row(t_s: float, code: str, latency_ms: float, server_ms: float | None) -> list[str]:
+        headers = b"Content-Length: 100\r\n"
+        if server_ms is not None:
+            headers += b"Server-Timing: total;dur=%.3f\r\n" % server_ms
+        return [
+            str(int(t_s * 1e9)), code, str(int(latency_ms * 1e6)), "100", "100", "", "",
+            "", "0", "POST", "http://127.0.0.1:1/", base64.b64encode(headers + b"\r\n").decode(),
+        ]  # fmt: skip
+
+    rows = [
+        row(0.0, "200", 25.0, 20.0),  # in the warm-up
+        row(1.0, "200", 21.0, 20.5),
+        row(1.5, "0", 10_000.0, None),  # a timeout: counted, not timed
+        row(3.0, "200", 22.0, 19.5),
+    ]
+    latency, server, failed, window_s = m.vegeta_results(iter(rows), 1.0)
+    assert list(latency) == [21.0, 22.0] and list(server) == [20.5, 19.5]
+    assert failed == 1 and window_s == 2.0
+    with pytest.raises(SystemExit, match="Server-Timing"):
+        m.vegeta_results(iter([row(0.0, "200", 21.0, None)]), 0.0)
+
+
+def test_instrument_experiment_file_is_a_valid_run() -> None:
+    m = bench("bench_instrument")
+    plan = m.loads([100, 5000], 20.0)
+    assert [(x.model, x.rate, x.users) for x in plan] == [
+        ("open", 100, 0), ("open", 5000, 0), ("closed", 100, 2), ("closed", 5000, 100),
+    ]  # fmt: skip
+    raw = tomllib.loads(m.experiment_file(plan, 20.0, 15.0, 2.0))
+    config = resolve(load_preset(raw.pop("preset")), raw, {})
+    assert [s.name for s in config.scenarios] == ["open-100", "open-5000", "closed-2", "closed-100"]
+    assert config.loads["open-5000"].rate == 5000 and config.loads["open-5000"].arrival == "poisson"
+    assert config.loads["closed-100"].model == "closed" and config.loads["closed-100"].users == 100
+    assert [(s.delay_ms, s.delay_dist, s.workers) for s in config.servers] == [
+        (20.0, "fixed", 256)
+    ] * 3
+    assert config.strategies == ("rr",) and (config.duration, config.warmup) == (15.0, 2.0)
+    assert (config.replications, config.max_replications) == (1, 1)
+
+
 @pytest.mark.parametrize(
-    "script", ["bench_pick", "bench_simulator", "bench_loadgen", "bench_balancer"]
+    "script",
+    ["bench_pick", "bench_simulator", "bench_loadgen", "bench_balancer", "bench_instrument"],
 )
 def test_markdown_is_a_flag(script: str) -> None:
     """Each script names the flag in its docstring, where its usage is."""
