@@ -82,6 +82,18 @@ def test_wrr_1_1_7_sends_seven_ninths_to_the_third(testbed):
     assert served_by(balancer, "wrr", 90, 1) == {"s1": 10, "s2": 10, "s3": 70}
 
 
+def test_p2c_weighted_follows_the_weights_through_the_live_balancer(testbed):
+    """Finagle's weighted pick (aperture's, over its window's weights): one request at a
+    time, both drawn are idle and the first drawn wins, so s3 (weight 7 of 9) takes
+    about 7/9 of 180 (mean 140, sd 5.6); plain p2c ignores the weights."""
+    balancer = testbed[0]
+    counts = served_by(balancer, "p2c", 180, 1, {"weighted": "true"})
+    assert sum(counts.values()) == 180 and counts["s3"] >= 115, counts
+    assert status_of(balancer)["options"] == {"weighted": "true"}
+    plain = served_by(balancer, "p2c", 180, 1)
+    assert plain["s3"] <= 95, plain  # a third is 60
+
+
 def test_lc_sends_less_to_the_slow_backend(testbed):
     balancer = testbed[0]
     counts = served_by(balancer, "lc", 240, 6)

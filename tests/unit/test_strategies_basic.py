@@ -104,6 +104,41 @@ def test_p2c_picks_the_less_loaded_of_two() -> None:
     assert counts[-1] - counts[0] <= 3, counts  # in-flight kept even
 
 
+def test_p2c_weighted_is_finagles_weighted_pick() -> None:
+    # Weights 1, 1, 2: cumulative [1, 2, 4]; each draw is bisect(cumulative, 4 u). The
+    # seed-3 stream's u: .238 .544 | .370 .604 | .626 .066 | .013 .837 | .259 .234 ...
+    specs = [BackendSpec("a", 1), BackendSpec("b", 1), BackendSpec("c", 2)]
+    pool = Pool(specs, make_strategy("p2c", {"weighted": "true"}, rng=random.Random(3)))
+    # a vs c: 0/1 = 0/2, a tie to a; b vs c: 0 = 0, b; c 0/2 < a 1/1; a 1/1 > c 1/2;
+    # b vs a, equal weights: in flight alone, 1 = 1, a tie to b.
+    assert picks(pool, 5, hold=True) == "abccb"
+    assert pool.strategy.ties == 3  # type: ignore[attr-defined]
+    # Idle (every answer back at once), the first drawn wins: picks follow the weights.
+    pool = Pool(specs, make_strategy("p2c", {"weighted": "true"}, rng=random.Random(5)))
+    seq = picks(pool, 4000)
+    assert {c: seq.count(c) for c in "abc"} == {"a": 978, "b": 1014, "c": 2008}
+    # Unweighted p2c over the same pool ignores the weights: about a third each.
+    seq = picks(Pool(specs, make_strategy("p2c", rng=random.Random(5))), 3000)
+    assert all(900 <= seq.count(c) <= 1100 for c in "abc"), seq
+
+
+def test_p2c_weighted_redraws_the_second_and_honours_exclusions() -> None:
+    # b weighs 1e6 of a's 1: the second draw is b again five times in a row most often,
+    # and then b is compared with itself and wins without a tie.
+    specs = [BackendSpec("a", 1), BackendSpec("b", 1_000_000)]
+    pool = Pool(specs, make_strategy("p2c", {"weighted": "true"}, rng=random.Random(1)))
+    assert picks(pool, 20) == "b" * 20
+    assert pool.strategy.ties == 0  # type: ignore[attr-defined]
+    req = RequestView(request_id=1, exclude=frozenset({"b"}))
+    assert pool.pick(req, 0.0) is pool.get("a")
+    pool.set_state("a", Health.DOWN, 0.0)
+    assert pool.pick(req, 0.0) is None
+    # Weights within 1e-4 compare in flight alone (WeightedP2CPick.approxEqual).
+    close = [BackendSpec("a", 1.0), BackendSpec("b", 1.00005)]
+    pool = Pool(close, make_strategy("p2c", {"weighted": "true"}, rng=random.Random(2)))
+    assert sorted(picks(pool, 2, hold=True)) == ["a", "b"]
+
+
 @pytest.mark.parametrize("name", ["r", "rr", "first", "p2c", "lc"])
 def test_nothing_available_gives_none_and_exclusions_are_honoured(name: str) -> None:
     pool = make_pool(name, n=3)
