@@ -10,6 +10,7 @@ import re
 import tomllib
 from types import ModuleType
 
+import pyarrow as pa
 import pytest
 
 from lblab.loadtests.presets import load_preset
@@ -376,11 +377,11 @@ def instrument_bench(m: ModuleType, *, vegeta: bool) -> object:
         2.0,
         20.0,
         [
-            m.LblabCell(open100, 99.0, facts, "pass"),
+            m.LblabCell(open100, 99.0, facts, "pass", (), (0.2, 0.9)),
             m.LblabCell(
                 open5000, 3000.0, {**facts, "harness_p99_ms": 9.0}, "fail", ("disturbance",)
             ),
-            m.LblabCell(closed2, 90.0, closed_facts, "pass"),
+            m.LblabCell(closed2, 90.0, closed_facts, "pass", (), (0.25, 1.2)),
         ],
         [
             m.Floor("C", "across CPUs (0, 1)", 20_000, 45.0, 900.0),
@@ -415,16 +416,19 @@ def test_instrument() -> None:
     assert cells[4] == (
         "| closed 2 users (~100 req/s) | 90 | 0.25 | 1.20 | 0.10 | 0.50 |  |  | meets | pass |"
     )
-    assert (
-        beside[2] == "| open 100 req/s | 99 | 0.25 | 1.20 | 100 | 0.12 | 0.60 | 0.20 | 1.00 | 0 |"
+    assert beside[2] == (
+        "| open 100 req/s | 99 | 0.25 | 1.20 | 0.20 | 0.90 | 100 | 0.12 | 0.60 | 0.20 | 1.00 | 0 |"
     )
+    # Without requests to read, no figure after the send: left blank, not made up.
+    assert beside[3].startswith("| open 5,000 req/s | 3,000 | 0.25 | 9.00 |  |  | 4,990 |")
     assert floor[2] == "| C | across CPUs (0, 1) | 20,000 | 45.0 | 900.0 |"
     assert "Up to 1,000 req/s, 1 of 2 load(s) meet issue 47's targets" in text
     assert "Not reached on this machine: open 5,000 req/s, 3,000 req/s." in text
     assert "Closed, the users sent 90 % of users / 20 ms" in text
     assert "in C, is 0.045 ms at p50 and 0.900 ms at p99" in text
-    # 0.25 / 0.125 and 1.2 / 0.6.
-    assert "open 100 req/s 2.0x / 2.0x" in text
+    # After the send: 0.2 / 0.125 and 0.9 / 0.6.
+    assert "open 100 req/s 1.6x / 1.5x" in text
+    assert "open 100 req/s 1.20 against 0.90 ms (sends 0.70 ms late at p99)" in text
 
 
 def test_instrument_without_vegeta_says_why() -> None:
@@ -432,7 +436,7 @@ def test_instrument_without_vegeta_says_why() -> None:
     text = m.markdown(instrument_bench(m, vegeta=False), STAMP, "uv run python x --markdown")
     assert "vegeta did not run: no go command here." in text
     beside = tables(text)[1]
-    assert beside[2] == "| open 100 req/s | 99 | 0.25 | 1.20 |  |  |  |  |  |  |"
+    assert beside[2] == "| open 100 req/s | 99 | 0.25 | 1.20 | 0.20 | 0.90 |  |  |  |  |  |  |"
 
 
 def test_instrument_reads_vegetas_results() -> None:
@@ -458,6 +462,26 @@ def test_instrument_reads_vegetas_results() -> None:
     assert failed == 1 and window_s == 2.0
     with pytest.raises(SystemExit, match="Server-Timing"):
         m.vegeta_results(iter([row(0.0, "200", 21.0, None)]), 0.0)
+
+
+def test_instrument_after_the_send_takes_out_only_a_late_sends_lag() -> None:
+    m = bench("bench_instrument")
+
+    def rows(*items: tuple[str, bool, str, float, float | None, float | None]) -> pa.Table:
+        names = ["scenario", "ok", "window", "latency_ms", "server_ms", "send_lag_ms"]
+        return pa.table({n: [row[i] for row in items] for i, n in enumerate(names)})
+
+    table = rows(
+        ("open-100", True, "inside", 21.0, 20.0, 0.5),  # late: 1.0 - 0.5
+        ("open-100", True, "inside", 21.0, 20.0, -0.3),  # early: left at once, counts from then
+        ("open-100", True, "before", 30.0, 20.0, 0.0),  # warm-up
+        ("open-100", False, "inside", 99.0, 20.0, 0.0),  # failed
+        ("open-100", True, "inside", 40.0, None, 0.0),  # no server time
+        ("closed-2", True, "inside", 22.0, 20.0, None),  # closed: no lag
+    )
+    assert m.after_send(table, "open-100") == pytest.approx((0.75, 0.995))
+    assert m.after_send(table, "closed-2") == pytest.approx((2.0, 2.0))
+    assert m.after_send(table, "open-5000") is None
 
 
 def test_instrument_experiment_file_is_a_valid_run() -> None:
