@@ -454,4 +454,13 @@ def metrics_text(snapshot: NodeSnapshot) -> str:
            [("", snapshot.clients)])  # fmt: skip
     for name, value in snapshot.counters.items():  # every counter the node declares
         family(f"lblab_balancer_{name}_total", "counter", NODE_COUNTER_HELP[name], [("", value)])
+    strategy = exposition.label(snapshot.strategy)
+    family(
+        "lblab_balancer_strategy_decisions_total",
+        "counter",
+        "The current strategy's own counters of what it decided (its decisions in "
+        "`lblab strategies`); they start at 0 when PUT /strategy replaces it.",
+        [(f'{{strategy="{strategy}",decision="{exposition.label(name)}"}}', value)
+         for name, value in snapshot.decisions.items()],
+    )  # fmt: skip
     return "\n".join(out) + "\n"

@@ -51,7 +51,7 @@ from lblab.balancer.outbox import Outbox
 from lblab.balancer.picklog import FLUSH_INTERVAL_S, PickLog
 from lblab.balancer.pool import BackendSpec, Pool
 from lblab.balancer.router import Router
-from lblab.balancer.strategies.base import Health, Strategy
+from lblab.balancer.strategies.base import Health, Strategy, decision_counts
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.balancer.streams import BackendPort, ClientPort
 from lblab.balancer.wiring import Wiring
@@ -171,6 +171,8 @@ class NodeSnapshot:
     outstanding: int
     counters: Mapping[str, int]
     """The node's and the router's counters."""
+    decisions: Mapping[str, int] = field(default_factory=dict)
+    """The current strategy's own counters of what it decided (``decision_counts``)."""
     aperture: Subset | None = None
 
     def status(self) -> dict[str, Any]:
@@ -183,6 +185,7 @@ class NodeSnapshot:
             "paused_clients": self.paused_clients,
             "outstanding": self.outstanding,
             **self.counters,
+            "decisions": dict(self.decisions),
             **({} if self.aperture is None else {"aperture": self.aperture.describe()}),
         }
 
@@ -277,6 +280,7 @@ class BalancerNode:
             paused_clients=sum(1 for c in self.clients if c.blockers),
             outstanding=self.pool.outstanding,
             counters=self.counters(),
+            decisions=decision_counts(self.strategy),
             aperture=self.config.aperture,
         )
 

@@ -46,7 +46,8 @@ Theory of operation:
   (an instant REJECTED) and would make a failing backend look attractive.
 - A backend removed with requests in flight: their completions still balance the
   bookkeeping of the removed view, but no strategy hook runs for it.
-- Counters per backend id (``BackendCounters``): picks, errors, faults, ejections and ties
+- Counters per backend id (``BackendCounters``): picks (and those made in panic), errors,
+  faults, ejections and ties
   (picks where the strategy reported a tie on load), and the probes a probing strategy
   cost: sent, answered, timed out and failed (an ERROR, a malformed answer, the
   connection lost); sent = answered + timed out + failed + those still out.
@@ -101,6 +102,9 @@ class BackendCounters:
         "Passive ejections for a success rate below the threshold (counted in ejections too)."
     )
     ties: int = _counter("Picks where candidates tied on load.")
+    panic_picks: int = _counter(
+        "Picks made while the pool was in panic (ejection ignored: too few un-ejected)."
+    )
     probes_sent: int = _counter("Probes sent (prequal).")
     probes_answered: int = _counter("Probes answered.")
     probes_timed_out: int = _counter("Probes given up unanswered after their timeout.")
@@ -207,6 +211,8 @@ class Pool:
             )
         counters = self.counters[view.id]
         counters.picks += 1
+        if self.panic:
+            counters.panic_picks += 1
         if strategy.ties != ties_before:
             counters.ties += 1
         return view

@@ -146,6 +146,11 @@ def write_run(
             "pool_counters": {
                 f"{r.config.strategy}/r{r.config.replication}": r.counters for r in results
             },
+            "strategy_decisions": {
+                f"{r.config.strategy}/r{r.config.replication}": r.decisions
+                for r in results
+                if r.decisions
+            },
             **_apertures(results),
             "written_at": time.time(),
             RECORD_KEY: write_copies(run_dir, sources_of(r.config.strategy for r in results)),

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -75,7 +75,7 @@ import simpy
 from lblab.balancer.aperture import Subset
 from lblab.balancer.pool import COUNTER_NAMES, BackendCounters, BackendSpec, Pool
 from lblab.balancer.probes import PROBE_TIMEOUT_S
-from lblab.balancer.strategies.base import Interaction, RequestView, Strategy
+from lblab.balancer.strategies.base import Interaction, RequestView, Strategy, decision_counts
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.balancer_names import balancer_names
 from lblab.errors import ConfigError
@@ -160,6 +160,9 @@ class SimResult:
     events: int
     counters: dict[str, Any]
     subsets: tuple[Subset, ...] = ()
+    decisions: dict[str, int] = field(default_factory=dict)
+    """The strategies' own decision counters (``decision_counts``), summed over the
+    balancers."""
     """Each balancer's aperture (``SimConfig.aperture``), ``b1`` first; empty: full mesh."""
 
     @property
@@ -713,7 +716,17 @@ class Simulation:
             events=events,
             counters=_plain(_summed([pool.counters for pool in self.pools])),
             subsets=self.subsets,
+            decisions=_decisions([pool.strategy for pool in self.pools]),
         )
+
+
+def _decisions(strategies: Sequence[Strategy]) -> dict[str, int]:
+    """Each decision counter summed over the balancers' strategies (zeros kept)."""
+    out: dict[str, int] = {}
+    for strategy in strategies:
+        for name, value in decision_counts(strategy).items():
+            out[name] = out.get(name, 0) + value
+    return out
 
 
 def _summed(counters: Sequence[dict[str, BackendCounters]]) -> dict[str, BackendCounters]:

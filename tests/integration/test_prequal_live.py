@@ -62,6 +62,14 @@ def test_probes_are_sent_answered_counted_and_the_slow_server_gets_fewer(testbed
     code, metrics = admin(balancer, "GET", "/metrics")
     assert code == 200
     assert 'lblab_balancer_probes_answered_total{backend="s1"}' in metrics
+    # Its own decisions are counted too: the first picks, before two probes are in, go
+    # at random (the fallback), and /status and /metrics say how many.
+    fallbacks = status_of(balancer)["decisions"]["fallbacks"]
+    assert 1 <= fallbacks < REQUESTS, fallbacks
+    assert (
+        f'lblab_balancer_strategy_decisions_total{{strategy="prequal",decision="fallbacks"}} {fallbacks}'
+        in metrics
+    )
 
 
 def test_a_server_answers_a_probe_at_once_even_while_its_worker_is_busy(testbed):

@@ -272,6 +272,8 @@ def test_panic_balances_over_all_when_most_of_the_pool_is_ejected() -> None:
     assert [v.state for v in pool.views] == [Health.UP] * 3
     assert {send(pool, i, 0.3) for i in range(10, 16)} == {"a", "b", "c"}
     assert pool.counters["b"].ejections == 1  # the ejection was recorded all the same
+    # The six picks in panic are counted as such, and none of the six before it.
+    assert sum(c.panic_picks for c in pool.counters.values()) == 6
     pool.tick(1.05)  # a's ejection ends: 2 of 3 un-ejected, panic over, b stays out
     assert not pool.panic
     assert [str(v.state) for v in pool.views] == ["up", "ejected", "up"]

@@ -211,3 +211,16 @@ def test_the_command_line_refuses_a_bad_number_of_balancers():
     result = CliRunner().invoke(app, ["simulate", "--requests", "10", "--balancers", "0"])
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception) == "balancers: 0 must be 1 or more"
+
+
+def test_the_strategies_decisions_reach_the_result() -> None:
+    """Prequal's random fallbacks (fewer than two probes in its pool: its first picks)
+    are summed over the balancers into the result, as /metrics shows them live."""
+    from lblab.simulator.config import config_from_mapping
+    from lblab.simulator.run import simulate
+
+    config = config_from_mapping(
+        {"strategy": "prequal", "servers": 4, "requests": 400, "rate": 200, "balancers": 2}
+    )
+    decisions = simulate(config).decisions
+    assert set(decisions) == {"fallbacks"} and 2 <= decisions["fallbacks"] < 400, decisions

@@ -91,3 +91,18 @@ def test_a_built_in_declares_its_options_in_its_own_module() -> None:
         make_strategy("lc", {"tie": "bogus"})
     with pytest.raises(ConfigError, match="'bogus' is not one of random, first"):
         make_strategy("c3", {"tie": "bogus"})
+
+
+def test_every_declared_decision_is_a_counter_of_the_strategy() -> None:
+    """``decisions`` names integer attributes the strategy keeps (read by /metrics and the
+    simulator's manifest); a strategy without any has none to read."""
+    from lblab.balancer.strategies.base import decision_counts
+    from lblab.balancer.strategies.registry import STRATEGIES, make_strategy
+
+    declared = {name: cls.decisions for name, cls in STRATEGIES.items() if cls.decisions}
+    assert set(declared) >= {"prequal", "wrr-orca", "c3"}
+    for name, decisions in declared.items():
+        counts = decision_counts(make_strategy(name))
+        assert counts == dict.fromkeys((d for d, _ in decisions), 0), name
+        assert all(text.endswith(".") for _, text in decisions), name
+    assert decision_counts(object()) == {}

@@ -274,6 +274,13 @@ class Strategy(Protocol):
         recent median latency at about that RIF (``lblab.loadreport.RifLatency``)."""
 
 
+def decision_counts(strategy: object) -> dict[str, int]:
+    """The strategy's decision counters by name (``BaseStrategy.decisions``; a strategy
+    that declares none, or is not a ``BaseStrategy``, has none)."""
+    declared: tuple[tuple[str, str], ...] = getattr(type(strategy), "decisions", ())
+    return {name: int(getattr(strategy, name)) for name, _ in declared}
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class BaseStrategy:
     """No-op hooks, so a strategy defines only what it uses.
@@ -295,6 +302,10 @@ class BaseStrategy:
     uses_leases: ClassVar[bool] = False
     uses_routing_key: ClassVar[bool] = False
     uses_probes: ClassVar[bool] = False
+    decisions: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """The strategy's own counters of what it decided, as (attribute, what it counts):
+    integer attributes it increments (prequal's ``fallbacks``); ``decision_counts``
+    reads them for ``/metrics``, ``/status`` and the simulator's manifest."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng if rng is not None else random.Random(0)

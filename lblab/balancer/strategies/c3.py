@@ -195,6 +195,9 @@ class ServerState:
 class C3(ConfiguredStrategy[C3Config]):
     name = "c3"
     listed = (4, 4)
+    decisions = (
+        ("backpressure", "Picks with no server's token free: sent to the best-ranked anyway."),
+    )
     summary = "C3: rank by R - 1/mu + (1 + os*n + q)^3 / mu; cubic per-server rate limits"
 
     def takes_first_on_ties(self) -> bool:

@@ -32,6 +32,7 @@ def _rows() -> list[dict[str, object]]:
                 "options": options,
                 "signals": signals,
                 "full_scan": cls.full_scan,
+                "decisions": dict(cls.decisions),
             }
         )
     return rows
@@ -53,6 +54,7 @@ def strategies_command(
     table.add_column("definition")
     table.add_column("options (default)")
     table.add_column("signals")
+    table.add_column("decisions counted")
     for row in rows:
         options = row["options"]
         assert isinstance(options, dict)
@@ -61,5 +63,6 @@ def strategies_command(
             str(row["summary"]),
             ", ".join(f"{k}={v}" for k, v in options.items()) or "-",
             ", ".join(row["signals"]) or "-",  # type: ignore[arg-type]
+            ", ".join(row["decisions"]) or "-",  # type: ignore[arg-type]
         )
     Console().print(table)

@@ -137,6 +137,9 @@ class Probe:
 class Prequal(ConfiguredStrategy[PrequalConfig]):
     name = "prequal"
     listed = (4, 1)
+    decisions = (
+        ("fallbacks", "Picks made at random: fewer than two eligible probes in the pool."),
+    )
     summary = (
         "probe r_probe random servers a query; pick the cold probed server with the lowest "
         "latency, or the lowest RIF when all are hot"

@@ -111,6 +111,9 @@ class BackendWeight:
 class WeightedRoundRobinOrca(ConfiguredStrategy[WrrOrcaConfig]):
     name = "wrr-orca"
     listed = (4, 3)
+    decisions = (
+        ("rr_fallbacks", "Schedules built as round robin: fewer than two usable weights."),
+    )
     summary = "gRPC weighted_round_robin: EDF on qps / (util + eps/qps * penalty), 10 s blackout"
     Config = WrrOrcaConfig
     uses_agent_reports = True
