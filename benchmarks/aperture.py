@@ -7,7 +7,8 @@
 ``--servers`` servers (exp 10 ms, one worker each) take open Poisson arrivals at
 ``--load`` of their capacity, split over K independent balancers (each a Poisson stream
 of rate / K: ``simulator/run.py``, "Many balancers"), every balancer picking by
-``--strategy`` (``p2c``) within its pool. Three layouts per K: full mesh (every balancer's pool holds every
+``--strategy`` (``p2c``; ``p2c[weighted=true]`` is Finagle's weighted pick, which honours
+an edge server's part of the window) within its pool. Three layouts per K: full mesh (every balancer's pool holds every
 server), deterministic aperture (Finagle's ring, ``--size`` servers' worth of arc) and
 random aperture (the first ``--size`` servers of each balancer's own random order).
 Per cell, the mean over ``--seeds`` seeds of: connections per server (balancers whose
@@ -29,6 +30,7 @@ import numpy as np
 
 from lblab.analysis.hard_cases import load_deviation
 from lblab.balancer.aperture import ApertureConfig
+from lblab.balancer.strategies.options import split_options
 from lblab.simulator.config import SimConfig, config_from_mapping
 from lblab.simulator.run import SimResult, simulate
 
@@ -52,9 +54,11 @@ class Cell:
 def config(
     servers: int, balancers: int, requests: int, load: float, seed: int, strategy: str = "p2c"
 ) -> SimConfig:
+    name, options = split_options(strategy, "--strategy")
     return config_from_mapping(
         {
-            "strategy": strategy,
+            "strategy": name,
+            "strategy_options": options,
             "servers": servers,
             "service": f"exp:{SERVICE_MS:g}ms",
             "rate": load * servers * 1000.0 / SERVICE_MS,
@@ -164,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=60_000)
     parser.add_argument("--load", type=float, default=0.7, help="offered load / capacity")
-    parser.add_argument("--strategy", default="p2c", help="the pick within each pool")
+    parser.add_argument(
+        "--strategy", default="p2c", help="the pick within each pool, e.g. 'p2c[weighted=true]'"
+    )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.balancers.split(",")]
