@@ -44,6 +44,7 @@ import base64
 import csv
 import os
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -475,7 +476,14 @@ def python_pingpong(round_trips: int, client: set[int], server: set[int]) -> np.
         )
     try:
         assert echo.stdout is not None
-        port = int(echo.stdout.readline())
+        ready, _, _ = select.select([echo.stdout], [], [], PING_SERVER_TIMEOUT_S)
+        line = echo.stdout.readline() if ready else ""
+        if not line.strip().isdigit():
+            raise SystemExit(
+                f"the Python loopback echo gave no port in {PING_SERVER_TIMEOUT_S} s "
+                f"(it printed {line!r}): run `{sys.executable} -c` on PING_SERVER to see why"
+            )
+        port = int(line)
         out = np.empty(round_trips, dtype=np.int64)
         payload = b"x" * BODY_BYTES
         with pinned(client), socket.create_connection(("127.0.0.1", port), timeout=5) as s:
@@ -761,6 +769,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.seconds <= 0 or args.warmup < 0 or args.delay_ms <= 0 or args.round_trips < 1:
         parser.error("--seconds and --delay-ms above 0, --warmup 0 or more, --round-trips 1+")
+    names = [x.name for x in loads(args.rates, args.delay_ms)]
+    if len(set(names)) != len(names):
+        parser.error(
+            f"--rates {args.rates} with --delay-ms {args.delay_ms:g} name a load twice "
+            f"({', '.join(names)}): give rates whose closed users (rate x delay) differ"
+        )
     command = this_script()
     stamp = take() if args.markdown else None
     bench = measure(args, lambda s: print(s, file=sys.stderr, flush=True))
