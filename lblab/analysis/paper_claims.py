@@ -149,7 +149,7 @@ def judge(claim: PaperClaim, figure: Callable[[], Sequence[float]]) -> Verdict:
         why = "one seed: no interval; run at least 3 (--seeds)"
     else:
         each = ", ".join(claim.format(v) for v in values)
-        side = "straddles" if verdict == INCONCLUSIVE else "lies beyond"
+        side = "straddles" if verdict == INCONCLUSIVE else "lies wholly on the other side of"
         why = f"the interval {side} {claim.format(claim.threshold)} (seeds: {each})"
     return Verdict(claim, tuple(values.tolist()), ci, verdict, why)
 

@@ -48,12 +48,14 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from heapq import heappop, heappush
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
+from lblab.analysis.paper_claims import Missing, PaperClaim, Verdict, halfway, judge_all
 from lblab.balancer.pool import BackendSpec, HealthConfig, Pool
 from lblab.balancer.strategies.base import BackendView, Health, Outcome, RequestView
 from lblab.balancer.strategies.maglev import DEFAULT_TABLE_SIZE, populate
@@ -166,6 +168,7 @@ class ImbalanceRow:
     active: int
     imbalance: float
     """Time-averaged max / mean active connections."""
+    seed: int
 
     @property
     def excess_pct(self) -> float:
@@ -265,7 +268,7 @@ def imbalance_point(
         for t in at[k:]:
             sim.advance(t)
             sampled.append(sim.imbalance())
-    return ImbalanceRow(strategy, servers, active, sum(sampled) / len(sampled))
+    return ImbalanceRow(strategy, servers, active, sum(sampled) / len(sampled), seed)
 
 
 def imbalance_study(
@@ -299,6 +302,7 @@ class BrokenRow:
     """Largest share of broken connections among those completed in one second."""
     timeline: tuple[float, ...]
     """Broken connections per second, as a percentage of connections completed in it."""
+    seed: int
 
     @property
     def broken_pct(self) -> float:
@@ -403,6 +407,7 @@ def broken_run(strategy: str, plan: ScalingPlan, duration: LogNormal, seed: int 
         broken=len(broken),
         peak_pct_per_s=max(timeline, default=0.0),
         timeline=timeline,
+        seed=seed,
     )
 
 
@@ -421,6 +426,115 @@ def broken_study(
             progress(f"broken connections {name}")
         rows.append(broken_run(name, plan, duration, seed))
     return rows
+
+
+# ---- the paper's claims -----------------------------------------------------------------
+
+
+def _hash_factor(strategy: str, published: float) -> PaperClaim:
+    name = IMBALANCE_STRATEGIES[strategy]
+    return PaperClaim(
+        id=f"{strategy}-imbalance-vs-hash",
+        text=f"{name} is {published:g}x less imbalanced than a uniform hash",
+        source=f"Sect. II, Fig. 2b: {name} {published:g}x better than the hash",
+        figure_label="the hash's excess (max / mean - 1) over "
+        f"{strategy}'s, at the most active connections run, paired by seed",
+        op=">=",
+        threshold=halfway(published),
+        basis=f"half the paper's {published:g}x",
+        fmt="{:.1f}",
+    )
+
+
+IMBALANCE_CLAIMS = tuple(_hash_factor(s, x) for s, x in PAPER_IMBALANCE_FACTORS.items())
+BROKEN_CLAIMS = (
+    PaperClaim(
+        id="hashing-breaks-connections",
+        text="modulo hashing breaks connections when the pool changes",
+        source="Fig. 9: hashing broke up to 11 % of the connections (per second)",
+        figure_label="ip-hash's largest share of broken connections in one second (%)",
+        op=">=",
+        threshold=PAPER_BROKEN_PCT["ip-hash"] / 2,
+        basis="half the paper's 11 %",
+        fmt="{:.1f}",
+    ),
+    PaperClaim(
+        id="ring-hash-breaks-fewer",
+        text="consistent hashing breaks far fewer than modulo hashing",
+        source="Fig. 9: consistent hashing up to 3 %, hashing 11 %",
+        figure_label="ring-hash's peak broken share over ip-hash's, paired by seed",
+        op="<=",
+        threshold=round(halfway(PAPER_BROKEN_PCT["ring-hash"] / PAPER_BROKEN_PCT["ip-hash"]), 3),
+        basis="half the paper's saving (ratio 3 / 11)",
+        fmt="{:.3f}",
+    ),
+    PaperClaim(
+        id="pinned-breaks-none",
+        text="Cheetah's pinned connections break none",
+        source="Fig. 9: Cheetah 0 %",
+        figure_label="the pinned row's broken connections (% of all)",
+        op="<=",
+        threshold=0.0,
+        basis="none, by construction",
+        fmt="{:.3f}",
+    ),
+)
+
+
+_FACTOR_OF = {c.id: s for c, s in zip(IMBALANCE_CLAIMS, PAPER_IMBALANCE_FACTORS, strict=True)}
+R = TypeVar("R", ImbalanceRow, BrokenRow)
+
+
+def _by_seed(rows: Sequence[R], strategy: str, what: str) -> list[R]:
+    runs = sorted((r for r in rows if r.strategy == strategy), key=lambda r: r.seed)
+    if not runs:
+        raise Missing(f"{strategy} in the {what} study")
+    return runs
+
+
+def _imbalance_factor(rows: Sequence[ImbalanceRow], strategy: str) -> list[float]:
+    hashed = _by_seed(rows, "maglev", "imbalance")
+    mine = _by_seed(rows, strategy, "imbalance")
+    top = max({r.active for r in hashed} & {r.active for r in mine}, default=None)
+    if top is None:
+        raise Missing(f"maglev and {strategy} at one number of active connections")
+    hashed, mine = ([r for r in runs if r.active == top] for runs in (hashed, mine))
+    return [h.excess_pct / m.excess_pct for h, m in zip(hashed, mine, strict=True)]
+
+
+def _broken_figure(rows: Sequence[BrokenRow], claim_id: str) -> list[float]:
+    if claim_id == "pinned-breaks-none":
+        return [r.broken_pct for r in _by_seed(rows, "pinned", "broken connections")]
+    ip = _by_seed(rows, "ip-hash", "broken connections")
+    if claim_id == "hashing-breaks-connections":
+        return [r.peak_pct_per_s for r in ip]
+    ring = _by_seed(rows, "ring-hash", "broken connections")
+    return [r.peak_pct_per_s / i.peak_pct_per_s for r, i in zip(ring, ip, strict=True)]
+
+
+def judge_claims(
+    imbalance: Sequence[ImbalanceRow],
+    broken: Sequence[BrokenRow],
+    claims: Sequence[PaperClaim] = IMBALANCE_CLAIMS + BROKEN_CLAIMS,
+) -> list[Verdict]:
+    """Each claim (of the two studies', or one with its id and another bound) on the rows,
+    one per strategy, point and seed."""
+    return judge_all([
+        (c, partial(_imbalance_factor, imbalance, _FACTOR_OF[c.id]) if c.id in _FACTOR_OF
+            else partial(_broken_figure, broken, c.id))
+        for c in claims
+    ])  # fmt: skip
+
+
+def mean_imbalance(rows: Sequence[ImbalanceRow]) -> list[ImbalanceRow]:
+    """One row per strategy and point: the imbalance averaged over its seeds (seed: the first)."""
+    keys = dict.fromkeys((r.strategy, r.servers, r.active) for r in rows)
+    out = []
+    for strategy, servers, active in keys:
+        runs = [r for r in rows if (r.strategy, r.servers, r.active) == (strategy, servers, active)]
+        mean = sum(r.imbalance for r in runs) / len(runs)
+        out.append(ImbalanceRow(strategy, servers, active, mean, min(r.seed for r in runs)))
+    return out
 
 
 # ---- charts ------------------------------------------------------------------------------

@@ -35,10 +35,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from lblab.analysis.paper_claims import Missing, PaperClaim, Verdict, halfway, judge_all
 from lblab.balancer.strategies.base import BackendView, RequestView
 from lblab.balancer.strategies.configured import ConfiguredStrategy
 from lblab.balancer.strategies.p2c import TwoChoices
@@ -131,6 +133,8 @@ class AwrrRow:
     p99_ms: float
     short_p99_ms: float
     """p99 of the short (0.3 ms) requests alone: the wait behind long ones."""
+    run_p99_ms: tuple[float, ...]
+    """Each run's own p99, runs 1, 2, ... (the claims' figures pair them across strategies)."""
 
 
 def awrr_config(
@@ -165,7 +169,7 @@ def awrr_point(
     seed: int = 1,
 ) -> AwrrRow:  # fmt: skip
     """``runs`` replications of one strategy; latencies pooled."""
-    lat, short = [], []
+    lat, short, p99 = [], [], []
     for rep in range(1, runs + 1):
         cfg = awrr_config(strategy, servers, load, seconds, seed, rep)
         table = Simulation(cfg, _strategy(strategy, cfg)).run().requests
@@ -173,6 +177,7 @@ def awrr_point(
         service = table.column("service_ms").to_numpy()
         lat.append(latency)
         short.append(latency[service < 1.0])
+        p99.append(float(np.percentile(latency, 99)))
     latency, fast = np.concatenate(lat), np.concatenate(short)
     return AwrrRow(
         strategy=strategy,
@@ -183,6 +188,7 @@ def awrr_point(
         p50_ms=float(np.percentile(latency, 50)),
         p99_ms=float(np.percentile(latency, 99)),
         short_p99_ms=float(np.percentile(fast, 99)),
+        run_p99_ms=tuple(p99),
     )
 
 
@@ -224,6 +230,67 @@ def awrr_table(rows: Sequence[AwrrRow]) -> list[dict[str, object]]:
         }
         for r in rows
     ]
+
+
+PAPER_SERVERS = 64
+"""Fig. 8's figures are at 64 servers; fewer change the verdict (least loaded's herding
+needs several requests per report), so the claims are judged there only."""
+
+
+def _vs_hash(strategy: str) -> PaperClaim:
+    name = STRATEGIES[strategy]
+    return PaperClaim(
+        id=f"{strategy}-p99-vs-hash",
+        text=f"{name} cuts the hash's p99 FCT {PAPER_X[strategy]:g}x",
+        source=f"Fig. 8, {PAPER_SERVERS} servers: {name} {PAPER_X[strategy]:g}x lower p99 FCT "
+        "than Hash RSS",
+        figure_label=f"the hash's (r) p99 over {strategy}'s, {PAPER_SERVERS} servers, paired by run",
+        op=">=",
+        threshold=halfway(PAPER_X[strategy]),
+        basis=f"half the paper's {PAPER_X[strategy]:g}x",
+    )
+
+
+CLAIMS: tuple[PaperClaim, ...] = (
+    _vs_hash("awrr"),
+    _vs_hash("pow2-cpu"),
+    PaperClaim(
+        id="ll-cpu-worst",
+        text="least loaded on CPU reports does worse than AWRR and Pow2",
+        source='Fig. 8: least loaded "performs poorly since it sends all the incoming requests '
+        'to the same server for 10 ms"',
+        figure_label=f"ll-cpu's p99 over the larger of awrr's and pow2-cpu's, {PAPER_SERVERS} "
+        "servers, paired by run",
+        op=">=",
+        threshold=1.0,
+        basis="worse than both, by any margin (the paper gives no size)",
+    ),
+)
+
+
+def _p99(rows: Sequence[AwrrRow], strategy: str) -> np.ndarray:
+    row = next((r for r in rows if r.strategy == strategy and r.servers == PAPER_SERVERS), None)
+    if row is None:
+        raise Missing(f"{strategy} at {PAPER_SERVERS} servers in the AWRR comparison")
+    return np.asarray(row.run_p99_ms)
+
+
+_FIGURES: dict[str, Callable[[Sequence[AwrrRow]], np.ndarray]] = {
+    "awrr-p99-vs-hash": lambda rows: _p99(rows, "r") / _p99(rows, "awrr"),
+    "pow2-cpu-p99-vs-hash": lambda rows: _p99(rows, "r") / _p99(rows, "pow2-cpu"),
+    "ll-cpu-worst": lambda rows: (
+        _p99(rows, "ll-cpu") / np.maximum(_p99(rows, "awrr"), _p99(rows, "pow2-cpu"))
+    ),
+}
+
+
+def judge_claims(rows: Sequence[AwrrRow], claims: Sequence[PaperClaim] = CLAIMS) -> list[Verdict]:
+    """Each claim (of ``CLAIMS``, or one with its id and another bound) on the runs' p99s."""
+    return judge_all([(c, partial(_figure, rows, c.id)) for c in claims])
+
+
+def _figure(rows: Sequence[AwrrRow], claim_id: str) -> list[float]:
+    return _FIGURES[claim_id](rows).tolist()
 
 
 def awrr_chart(rows: Sequence[AwrrRow], path: Path) -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,9 @@ from lblab.pages import FORMAT_HELP, check_format, stamped, table, this_command
 from lblab.simulator.config import MAX_SERVERS
 from lblab.simulator.reproduce.thesis import thesis
 from lblab.stamp import Stamp, take
+
+if TYPE_CHECKING:  # the command line imports this module; the claims bring numpy
+    from lblab.analysis.paper_claims import Verdict
 
 MAX_JOBS = 64
 MAX_RUNS = 1000
@@ -42,20 +45,26 @@ def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
     return names
 
 
+LEFT = {"algorithm", "strategy", "note", "nodes", "claim", "paper", "lblab", "verdict", "source",
+        "why", "holds if"}  # fmt: skip
+
+
 def _print_table(title: str, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
+    from lblab.analysis.paper_claims import VERDICT_STYLE
+
+    table = Table(title=title, show_lines="verdict" in columns)
     for c in columns:
-        table.add_column(
-            c,
-            justify="left"
-            if c in {"algorithm", "strategy", "note", "nodes", "claim", "paper", "lblab", "verdict"}
-            else "right",
-        )
+        table.add_column(c, justify="left" if c in LEFT else "right")
     for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+        cells = []
+        for c in columns:
+            text = "" if row.get(c) is None else str(row.get(c))
+            style = VERDICT_STYLE.get(text) if c == "verdict" else None
+            cells.append(f"[{style}]{text}[/]" if style else text)
+        table.add_row(*cells)
     Console(width=200).print(table)
 
 
@@ -73,18 +82,51 @@ def _emit(
     out: Path | None,
     table_rows: list[dict[str, Any]] | None = None,
 ) -> None:
-    """``rows`` as JSON, or ``table_rows`` (default: ``rows``) as a table (rich, or
-    markdown under a ``###`` heading); JSON in ``out``."""
-    if fmt == "json":
-        typer.echo(json.dumps(rows, indent=2))
-    elif fmt == "table":
+    """``table_rows`` (default: ``rows``) as a table (rich, or markdown under a ``###``
+    heading; in JSON ``_claims`` prints them with the claims); ``rows`` as JSON in ``out``."""
+    if fmt == "table":
         _print_table(title, table_rows or rows, columns)
-    else:
+    elif fmt == "markdown":
         typer.echo("\n".join([f"### {title}", "", *table(columns, table_rows or rows), ""]))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         name = title.split()[0].lower()
         (out / f"{name}.json").write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def _claims(
+    fmt: str,
+    name: str,
+    title: str,
+    seeds: Sequence[int],
+    verdicts: Sequence[Verdict],
+    out: Path | None,
+    tables: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """The paper's claims, each with its verdict and interval over ``seeds``: after the
+    tables (rich or markdown), or with them as one JSON object (``paper_claims.document``,
+    ``tables``, then ``extra``); in ``out``, ``NAME-claims.json`` and ``NAME-claims.md``."""
+    from lblab.analysis import paper_claims
+
+    data = paper_claims.document(name, title, seeds, verdicts)
+    if fmt == "json":
+        typer.echo(json.dumps({**data, "tables": tables, **(extra or {})}, indent=2))
+    elif fmt == "markdown":
+        typer.echo(paper_claims.markdown(verdicts, title, level=3))
+    else:
+        _print_table(title, [v.table_row() for v in verdicts], paper_claims.COLUMNS)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}-claims.json").write_text(json.dumps(data, indent=2) + "\n")
+        (out / f"{name}-claims.md").write_text(paper_claims.markdown(verdicts, title))
+
+
+def _seeds(first: int, count: int) -> list[int]:
+    """``count`` seeds from ``first``, refused past ``MAX_SEED``."""
+    if first + count - 1 > MAX_SEED:
+        raise ConfigError(f"--seed {first} with --seeds {count} passes {MAX_SEED}; lower either")
+    return list(range(first, first + count))
 
 
 def _progress(fmt: str):  # -> Callable[[str], None] | None
@@ -116,8 +158,8 @@ def ingram(
         Path | None, typer.Option(help="Also write ingram.json and a chart here.")
     ] = None,
 ) -> None:
-    """Ingram's 5 FIFO servers (250/500/100/200/700 ms), requests 25 ms apart."""
-    from lblab.simulator.reproduce.ingram import ALGORITHMS, reproduce_ingram
+    """Ingram's 5 FIFO servers (250/500/100/200/700 ms), requests 25 ms apart; his claims judged."""
+    from lblab.simulator.reproduce.ingram import ALGORITHMS, judge_claims, reproduce_ingram
 
     stamp = take()
     check_format(fmt)
@@ -133,6 +175,8 @@ def ingram(
                "average_diff_pct", "rank", "paper_rank", "note")  # fmt: skip
     _stamp_section(fmt, stamp)
     _emit(fmt, "Ingram (CS 422): simulated vs published", data, columns, out)
+    title = f"Ingram (CS 422): the report's claims over {seeds} seeds"
+    _claims(fmt, "ingram", title, range(1, seeds + 1), judge_claims(rows), out, {"ingram": data})
     if out is not None:
         from lblab.simulator.reproduce.ingram import ingram_chart
 
@@ -164,9 +208,18 @@ def cheetah(
         typer.Option(
             min=1,
             max=MAX_RUNS,
-            help="AWRR comparison: 15 s runs per strategy (default 2; --full 10).",
+            help="AWRR comparison: 15 s runs per strategy (default --seeds; --full 10).",
         ),
     ] = None,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_RUNS,
+            help="Imbalance and broken connections: seeds per point (from --seed); the tables "
+            "average them, each claim's interval is over them.",
+        ),
+    ] = 5,
     full: Annotated[
         bool,
         typer.Option(
@@ -176,13 +229,13 @@ def cheetah(
     jobs: Annotated[
         int | None, typer.Option(min=1, max=MAX_JOBS, help="Worker processes (default 2).")
     ] = None,
-    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED)] = 1,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="The first seed.")] = 1,
     fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
     out: Annotated[Path, typer.Option(help="Charts and JSON here.")] = Path(
         "results/reproduce-cheetah"
     ),
 ) -> None:
-    """Cheetah: imbalance (hash/RR/P2C/least loaded), broken connections, AWRR vs Pow2 vs LL."""
+    """Cheetah: imbalance (hash/RR/P2C/least loaded), broken connections, AWRR vs Pow2 vs LL; its claims judged."""
     from lblab.simulator.reproduce import cheetah as ch
     from lblab.simulator.reproduce import cheetah_awrr as aw
     from lblab.simulator.reproduce.parallel import default_jobs, run_calls
@@ -197,7 +250,8 @@ def cheetah(
         raise ConfigError("--duration: give a lognormal model, e.g. lognormal:1s,1.0")
     actives = _ints(active, "--active")
     depth = ch.FULL if full else ch.QUICK
-    awrr_runs = runs or (10 if full else 2)
+    seed_list = _seeds(seed, seeds)
+    awrr_runs = runs or (10 if full else seeds)
     awrr_counts = _ints(
         awrr_servers or ("16,32,64" if full else "64"), "--awrr-servers", MAX_SERVERS
     )
@@ -207,17 +261,19 @@ def cheetah(
                        f"awrr comparison {name} {n} servers")
                       for n in sorted(awrr_counts, reverse=True) for name in aw.STRATEGIES]  # fmt: skip
     if "imbalance" in studies:
-        imbalance_calls = [(ch.imbalance_point, (name, servers, n, model, seed, depth),
-                            f"imbalance {name} {n} active")
+        imbalance_calls = [(ch.imbalance_point, (name, servers, n, model, s, depth),
+                            f"imbalance {name} {n} active, seed {s}")
                            for n in sorted(actives, reverse=True)
-                           for name in ch.IMBALANCE_STRATEGIES]  # fmt: skip
+                           for name in ch.IMBALANCE_STRATEGIES for s in seed_list]  # fmt: skip
     if "broken" in studies:
-        broken_calls = [(ch.broken_run, (name, ch.ScalingPlan(), LogNormal(0.3, 1.0), seed),
-                         f"broken connections {name}") for name in ch.BROKEN_STRATEGIES]  # fmt: skip
+        broken_calls = [(ch.broken_run, (name, ch.ScalingPlan(), LogNormal(0.3, 1.0), s),
+                         f"broken connections {name}, seed {s}")
+                        for name in ch.BROKEN_STRATEGIES for s in seed_list]  # fmt: skip
     # The costliest first (workers take calls in order): the pool-driven imbalance points.
     heavy = [c for c in imbalance_calls if c[1][0] not in ch.STATELESS]
     light = [c for c in imbalance_calls if c[1][0] in ch.STATELESS]
     calls = heavy + awrr_calls + broken_calls + light
+    claim_sets = {"imbalance": ch.IMBALANCE_CLAIMS, "broken": ch.BROKEN_CLAIMS, "awrr": aw.CLAIMS}
     echo = None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True))
     results = run_calls(calls, jobs or default_jobs(), echo)
     out.mkdir(parents=True, exist_ok=True)
@@ -226,21 +282,24 @@ def cheetah(
         (r for r in results if isinstance(r, aw.AwrrRow)),
         key=lambda r: (r.servers, list(aw.STRATEGIES).index(r.strategy)),
     )
+    tables: dict[str, Any] = {}
     if awrr_rows:
-        data = aw.awrr_table(awrr_rows)
+        data = tables["awrr"] = aw.awrr_table(awrr_rows)
         _emit(fmt, "AWRR vs Pow2 vs least loaded (Cheetah Fig. 8)", data, tuple(data[0]), out)
         aw.awrr_chart(awrr_rows, out / "awrr.png")
+    imbalance_runs = [r for r in results if isinstance(r, ch.ImbalanceRow)]
     rows = sorted(
-        (r for r in results if isinstance(r, ch.ImbalanceRow)),
+        ch.mean_imbalance(imbalance_runs),
         key=lambda r: (list(ch.IMBALANCE_STRATEGIES).index(r.strategy), r.active),
     )
     if rows:
         hash_excess = {r.active: r.excess_pct for r in rows if r.strategy == "maglev"}
-        data = [
+        data = tables["imbalance"] = [
             {
                 "strategy": r.strategy,
                 "servers": r.servers,
                 "active": r.active,
+                "seeds": seeds,
                 "max_over_mean": round(r.imbalance, 4),
                 "excess_pct": round(r.excess_pct, 2),
                 "better_than_hash_x": round(hash_excess[r.active] / r.excess_pct, 1)
@@ -250,13 +309,14 @@ def cheetah(
             }
             for r in rows
         ]
-        _emit(fmt, "Imbalance (Cheetah Fig. 2b)", data, tuple(data[0]), out)
+        _emit(fmt, f"Imbalance (Cheetah Fig. 2b), mean of {seeds} seeds", data, tuple(data[0]), out)
         ch.imbalance_chart(rows, out / "imbalance.png")
     rows_b = [r for r in results if isinstance(r, ch.BrokenRow)]
     if rows_b:
-        data = [
+        data = tables["broken"] = [
             {
                 "strategy": r.strategy,
+                "seed": r.seed,
                 "connections": r.connections,
                 "broken": r.broken,
                 "broken_pct": round(r.broken_pct, 3),
@@ -265,8 +325,13 @@ def cheetah(
             }
             for r in rows_b
         ]
-        _emit(fmt, "Broken connections (Cheetah Fig. 9)", data, tuple(data[0]), out)
-        ch.broken_chart(rows_b, out / "broken.png")
+        _emit(fmt, "Broken connections (Cheetah Fig. 9), each seed", data, tuple(data[0]), out)
+        ch.broken_chart([r for r in rows_b if r.seed == seed], out / "broken.png")
+    claims = [c for study in studies for c in claim_sets[study]]
+    verdicts = [*ch.judge_claims(imbalance_runs, rows_b, [c for c in claims if c not in aw.CLAIMS]),
+                *aw.judge_claims(awrr_rows, [c for c in claims if c in aw.CLAIMS])]  # fmt: skip
+    title = f"Cheetah: the paper's claims over {seeds} seeds ({awrr_runs} AWRR runs)"
+    _claims(fmt, "cheetah", title, seed_list, verdicts, out, tables)
     if fmt == "table":
         typer.echo(f"charts in {out}")
 
@@ -284,16 +349,22 @@ def martins(
         float, typer.Option(help="Seconds of arrivals per point (0.1..3600).")
     ] = 20.0,
     seeds: Annotated[
-        int, typer.Option(min=1, max=MAX_RUNS, help="Replications averaged per point.")
-    ] = 3,
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_RUNS,
+            help="Seeds per point (1, 2, ...): the table pools them, each claim's interval is over them.",
+        ),
+    ] = 5,
     fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
     out: Annotated[Path, typer.Option(help="Chart and JSON here.")] = Path(
         "results/reproduce-martins"
     ),
 ) -> None:
-    """Martins et al.: 10 nodes x 5 workers, homogeneous vs heterogeneous, RR/LC/LRT."""
+    """Martins et al.: 10 nodes x 5 workers, homogeneous vs heterogeneous, RR/LC/LRT; their claims judged."""
     from lblab.simulator.reproduce.martins import (
         ALGORITHMS,
+        judge_claims,
         martins_chart,
         martins_nodes_chart,
         martins_service_chart,
@@ -317,6 +388,8 @@ def martins(
     title = "Martins average service time (Fig. 15 / 18), requests per node (Fig. 13 / 16)"
     _stamp_section(fmt, stamp)
     _emit(fmt, title, data, tuple(shown[0]), out, shown)
+    title = f"Martins et al.: the paper's claims over {seeds} seeds"
+    _claims(fmt, "martins", title, range(1, seeds + 1), judge_claims(rows), out, {"martins": data})
     martins_chart(rows, out / "martins.png")
     martins_nodes_chart(rows, out / "martins-nodes.png")
     martins_service_chart(rows, out / "martins-service.png")
@@ -337,7 +410,15 @@ def linkerd(
         float, typer.Option(help="Run length, 1..3600 s (post: 60); the window scales.")
     ] = 60.0,
     rate: Annotated[float, typer.Option(help="Requests/s (1..100000).")] = 1000.0,
-    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED)] = 1,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="The first seed.")] = 1,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_RUNS,
+            help="Seeds per run (from --seed): the table pools them, each claim's interval is over them.",
+        ),
+    ] = 5,
     jobs: Annotated[
         int | None, typer.Option(min=1, max=MAX_JOBS, help="Worker processes (default 2).")
     ] = None,
@@ -346,9 +427,15 @@ def linkerd(
         "results/reproduce-linkerd"
     ),
 ) -> None:
-    """Linkerd "Beyond Round Robin": 11 backends, one held at 2 s for 30 s, 1 s timeout."""
+    """Linkerd "Beyond Round Robin": 11 backends, one held at 2 s for 30 s, 1 s timeout; the post's claims judged."""
     from lblab.balancer.strategies.registry import strategy_class
-    from lblab.simulator.reproduce.linkerd import MODES, linkerd_chart, reproduce_linkerd
+    from lblab.simulator.reproduce.linkerd import (
+        MODES,
+        judge_claims,
+        linkerd_chart,
+        pooled,
+        reproduce_linkerd,
+    )
     from lblab.simulator.reproduce.parallel import default_jobs
 
     stamp = take()
@@ -360,18 +447,24 @@ def linkerd(
         raise ConfigError("--strategies: give strategy names, e.g. rr,lc,peak-ewma")
     for name in names:
         strategy_class(name)  # an unknown name is a ConfigError naming the known ones
-    rows = reproduce_linkerd(
+    modes = _names(model, MODES, "--model")
+    seed_list = _seeds(seed, seeds)
+    runs = reproduce_linkerd(
         names,
-        _names(model, MODES, "--model"),
+        modes,
         seconds,
         rate,
-        seed,
+        seed_list,
         jobs or default_jobs(),
         None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True)),
     )
+    rows = pooled(runs)
     data = [r.as_dict() for r in rows]
     _stamp_section(fmt, stamp)
-    _emit(fmt, "Linkerd Beyond Round Robin: simulated vs published", data, tuple(data[0]), out)
+    title = f"Linkerd Beyond Round Robin: simulated ({seeds} seeds pooled) vs published"
+    _emit(fmt, title, data, tuple(data[0]), out)
+    title = f"Linkerd Beyond Round Robin: the post's claims over {seeds} seeds"
+    _claims(fmt, "linkerd", title, seed_list, judge_claims(runs), out, {"linkerd": data})
     linkerd_chart(rows, out / "linkerd.png")
     if fmt == "table":
         typer.echo(f"chart in {out / 'linkerd.png'}")
@@ -389,14 +482,27 @@ def prequal(
         float,
         typer.Option(help="Seconds of arrivals per run, 14..3600; the first 12 are warm-up."),
     ] = 32.0,
-    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED)] = 1,
+    seed: Annotated[
+        int, typer.Option(min=0, max=MAX_SEED, help="The first seed (the table: its one seed).")
+    ] = 1,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_RUNS,
+            help="Claims: seeds per run (from --seed); the runs table averages them, each "
+            "claim's interval is over them.",
+        ),
+    ] = 5,
     jobs: Annotated[
         int | None, typer.Option(min=1, max=MAX_JOBS, help="Worker processes (default 2).")
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
-    out: Annotated[Path | None, typer.Option(help="Also write prequal.json here.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Also write prequal.json and the claims here.")
+    ] = None,
 ) -> None:
-    """Prequal (NSDI 2024): tail latency and RIF against wrr-orca and P2C, probing rate."""
+    """Prequal (NSDI 2024): tail latency and RIF against wrr-orca and P2C, probing rate; its claims judged."""
     import time
     from dataclasses import replace
 
@@ -406,63 +512,54 @@ def prequal(
     check_format(fmt)
     studies = _names(study, ("claims", "table"), "--study")
     check_range("--seconds", seconds, minimum=14, maximum=3600)
+    seed_list = _seeds(seed, seeds)
     progress = None if fmt != "table" else (lambda msg: typer.echo(f"  {msg}", err=True))
     started, stamp = time.perf_counter(), take()
     command = (
         f"lblab reproduce prequal --study {','.join(studies)} --seconds {seconds:g} --seed {seed}"
+        f" --seeds {seeds}"
     )
-    data: dict[str, Any] = {"stamp": stamp.markdown(command)}
+    tables: dict[str, Any] = {}
+    settings: dict[str, str] = {}
+    verdicts: list[Verdict] = []
     if "claims" in studies:
         setting = replace(pq.CLAIMS, seconds=seconds)
-        rows = pq.reproduce_claims(setting, seed, jobs or default_jobs(), progress)
-        data["claims"] = {
-            "setting": setting.describe(),
-            "runs": [r.as_dict() for r in rows],
-            "claims": pq.claims_table(rows),
-            "not_modelled": list(pq.TESTBED_GAPS),
-        }
+        rows = pq.reproduce_claims(setting, seed_list, jobs or default_jobs(), progress)
+        settings["runs"] = setting.describe()
+        tables["runs"] = pq.runs_table(rows)
+        verdicts = pq.judge_claims(rows)
     if "table" in studies:
         setting = replace(pq.TABLE, seconds=seconds)
         rows = pq.reproduce_table(setting, seed, jobs or default_jobs(), progress)
-        data["table"] = {"setting": setting.describe(), "rows": pq.strategies_table(rows)}
+        settings["table"] = f"{setting.describe()}; seed {seed}"
+        tables["table"] = pq.strategies_table(rows)
     wall = time.perf_counter() - started
-    data["wall_seconds"] = round(wall, 1)
+    title = f"Prequal (NSDI 2024): the paper's claims over {seeds} seeds"
+    extra = {"settings": settings, "not_modelled": list(pq.TESTBED_GAPS),
+             "stamp": stamp.markdown(command), "wall_seconds": round(wall, 1)}  # fmt: skip
     if out is not None:
+        from lblab.analysis.paper_claims import document
+
         out.mkdir(parents=True, exist_ok=True)
+        data = {**document("prequal", title, seed_list, verdicts), "tables": tables, **extra}
         (out / "prequal.json").write_text(json.dumps(data, indent=2) + "\n")
-    if fmt == "json":
-        typer.echo(json.dumps(data, indent=2))
-        return
     _stamp_section(fmt, stamp, command)
-    if "claims" in data and fmt == "markdown":
-        claims = data["claims"]
-        _emit(fmt, "The paper's claims, lblab's figures", claims["claims"],
-              ("claim", "paper", "lblab", "verdict"), None)  # fmt: skip
-        _emit(fmt, f"Runs: {claims['setting']}", claims["runs"], tuple(claims["runs"][0]), None)
-        gaps = [f"- {gap}" for gap in claims["not_modelled"]]
-        typer.echo("\n".join(["What the paper's testbed had that this simulation does not:",
-                              "", *gaps, ""]))  # fmt: skip
-    elif "claims" in data:
-        claims = data["claims"]
-        runs = claims["runs"]
-        _print_table(f"Runs: {claims['setting']}", runs, tuple(runs[0]))
-        _print_table("Prequal (NSDI 2024): the paper's claims, lblab's figures", claims["claims"],
-                     ("claim", "paper", "lblab", "verdict"))  # fmt: skip
-        typer.echo("What the paper's testbed had that this simulation does not:")
-        for gap in claims["not_modelled"]:
-            typer.echo(f"  - {gap}")
-    if "table" in data:
-        strategies = data["table"]
-        rows_t = strategies["rows"]
-        title = f"p99 latency, failures at their latency: {strategies['setting']}"
-        if fmt == "markdown":
-            _emit(fmt, title, rows_t, tuple(rows_t[0]), None)
-        else:
-            _print_table(title, rows_t, tuple(rows_t[0]))
+    if "runs" in tables and fmt != "json":
+        runs = tables["runs"]
+        _emit(fmt, f"Runs, mean of {seeds} seeds: {settings['runs']}", runs, tuple(runs[0]), None)
+        gaps = [f"- {gap}" if fmt == "markdown" else f"  - {gap}" for gap in pq.TESTBED_GAPS]
+        head = ["What the paper's testbed had that this simulation does not:"]
+        typer.echo("\n".join([*head, *([""] if fmt == "markdown" else []), *gaps, ""]))
+    if "table" in tables:
+        rows_t = tables["table"]
+        title_t = f"p99 latency, failures at their latency: {settings['table']}"
+        _emit(fmt, title_t, rows_t, tuple(rows_t[0]), None)
+    if verdicts or fmt == "json":
+        _claims(fmt, "prequal", title, seed_list, verdicts, out, tables, extra)
     if fmt == "markdown":
         typer.echo(f"Ran in {wall:.1f} s.")
-    else:
-        typer.echo(f"{data['stamp']} Ran in {wall:.1f} s.")
+    elif fmt == "table":
+        typer.echo(f"{extra['stamp']} Ran in {wall:.1f} s.")
 
 
 def register_reproductions(app: typer.Typer) -> None:

@@ -81,11 +81,12 @@ dynamicImmediate, with which it is tied.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 
+from lblab.analysis.paper_claims import Missing, PaperClaim, Verdict, halfway, judge_all
 from lblab.simulator.config import ServerGroup, SimConfig
 from lblab.simulator.reproduce import paper_options
 from lblab.simulator.reproduce.ingram_model import (
@@ -159,6 +160,8 @@ class IngramRow:
     """Median over the seeds (each seed is one run with its own timer jitter)."""
     total_min_ms: float
     total_max_ms: float
+    totals_ms: tuple[float, ...]
+    """Each seed's total, seeds 1, 2, ... (the claims' figures pair them across algorithms)."""
     average_ms: float
     """Median over the seeds."""
     paper_total_ms: float | None
@@ -285,6 +288,7 @@ def reproduce_ingram(
                     total_ms=median(totals),
                     total_min_ms=min(totals),
                     total_max_ms=max(totals),
+                    totals_ms=tuple(totals),
                     average_ms=median(f[1] for f in figures),
                     paper_total_ms=paper[0] if paper else None,
                     paper_average_ms=paper[1] if paper else None,
@@ -299,6 +303,58 @@ def reproduce_ingram(
             r = replace(r, rank=ours[r.algorithm], paper_rank=theirs.get(r.algorithm))
             rows.append(replace(r, note=_note(r, runs[r.algorithm])))
     return rows
+
+
+def _claim(first: str, second: str, n: int, text: str, basis: str) -> PaperClaim:
+    """``first``'s total over ``second``'s at ``n`` requests: at most half the report's
+    saving below 1, or (``basis`` given) below 1 by any margin."""
+    published = PAPER[n][first][0] / PAPER[n][second][0]
+    name_a, name_b = PAPER_NAMES[first], PAPER_NAMES[second]
+    return PaperClaim(
+        id=f"{first}-vs-{second}-{n}",
+        text=text,
+        source=f"report's table, {n} requests: {name_a} {PAPER[n][first][0]:.0f} ms, "
+        f"{name_b} {PAPER[n][second][0]:.0f} ms (ratio {published:.3f})",
+        figure_label=f"{name_a}'s total over {name_b}'s, {n} requests, paired by seed",
+        op="<=",
+        threshold=1.0 if basis else round(halfway(published), 3),
+        basis=basis or f"half the report's {100 * (1 - published):.0f} % saving",
+        fmt="{:.3f}",
+    )
+
+
+_SPECS = (
+    ("rr", "first", 500, "sequential finishes well before noBalancing", ""),
+    ("lc", "rr", 500, "smallestQueue finishes well before sequential", ""),
+    ("dynamic-immediate", "lc", 500, "dynamicImmediate finishes well before smallestQueue", ""),
+    ("dynamic-hybrid", "lc", 500, "dynamicHybrid finishes well before smallestQueue", ""),
+    ("dynamic", "rr", 500, "dynamic (as coded) finishes before sequential", ""),
+    ("dynamic-hybrid", "dynamic-immediate", 100, "dynamicHybrid is the clear winner",
+     "ahead, by any margin (the report's gap is 0.6 %)"),
+    ("dynamic-hybrid", "dynamic-immediate", 500, "dynamicHybrid is the clear winner",
+     "ahead, by any margin (the report's gap is 0.25 %)"),
+)  # fmt: skip
+CLAIMS: tuple[PaperClaim, ...] = tuple(_claim(*spec) for spec in _SPECS)
+"""The report's findings where its tables state them (500 requests: its largest run; "the
+clear winner" is its conclusion, checked at 100 and 500)."""
+_RUNS = {claim.id: spec[:3] for claim, spec in zip(CLAIMS, _SPECS, strict=True)}
+
+
+def _ratio(rows: Sequence[IngramRow], first: str, second: str, n: int) -> Callable[[], list[float]]:
+    def figure() -> list[float]:
+        by = {(r.algorithm, r.requests): r for r in rows}
+        need = [a for a in (first, second) if (a, n) not in by]
+        if need:
+            raise Missing(", ".join(f"{a} at {n} requests" for a in need))
+        a, b = by[(first, n)].totals_ms, by[(second, n)].totals_ms
+        return [x / y for x, y in zip(a, b, strict=True)]
+
+    return figure
+
+
+def judge_claims(rows: Sequence[IngramRow], claims: Sequence[PaperClaim] = CLAIMS) -> list[Verdict]:
+    """Each claim (of ``CLAIMS``, or one with its id and another bound) on the per-seed totals."""
+    return judge_all([(c, _ratio(rows, *_RUNS[c.id])) for c in claims])
 
 
 def ingram_chart(rows: Sequence[IngramRow], path: Path) -> Path:

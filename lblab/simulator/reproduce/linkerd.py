@@ -41,10 +41,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
+from lblab.analysis.paper_claims import Missing, PaperClaim, Verdict, judge_all
 from lblab.balancer.health import HealthConfig
 from lblab.simulator.config import EPOCH, ServerGroup, SimConfig
 from lblab.simulator.reproduce.parallel import run_calls
@@ -80,6 +83,8 @@ def service_model() -> LogNormal:
 class LinkerdRow:
     strategy: str
     mode: str
+    seeds: tuple[int, ...]
+    """The run's seed, or (``pooled``) the seeds whose requests the row holds."""
     requests: int
     ok_pct: float
     percentiles_ms: tuple[float, ...]
@@ -90,6 +95,7 @@ class LinkerdRow:
 
     def as_dict(self) -> dict[str, object]:
         row: dict[str, object] = {"strategy": self.strategy, "model": self.mode}
+        row["seeds"] = len(self.seeds)
         row["requests"] = self.requests
         row["ok_pct"] = round(self.ok_pct, 2)
         row["paper_ok_pct"] = PAPER_OK_PCT.get(self.strategy)
@@ -142,6 +148,7 @@ def linkerd_run(strategy: str, mode: str, seconds: float, rate: float, seed: int
     return LinkerdRow(
         strategy=strategy,
         mode=mode,
+        seeds=(seed,),
         requests=len(latency),
         ok_pct=100.0 * float(ok.mean()),
         percentiles_ms=tuple(float(v) for v in np.percentile(latency, PERCENTILES)),
@@ -156,16 +163,123 @@ def reproduce_linkerd(
     modes: Sequence[str] = MODES,
     seconds: float = SECONDS,
     rate: float = RATE,
-    seed: int = 1,
+    seeds: Sequence[int] = (1,),
     jobs: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> list[LinkerdRow]:
+    """One row per run: each model, strategy and seed."""
     calls = [
-        (linkerd_run, (s, m, seconds, rate, seed), f"{s} ({m} timeout model)")
+        (linkerd_run, (s, m, seconds, rate, seed), f"{s} ({m} timeout model, seed {seed})")
         for m in modes
         for s in strategies
+        for seed in seeds
     ]
     return run_calls(calls, jobs, progress)
+
+
+def pooled(rows: Sequence[LinkerdRow]) -> list[LinkerdRow]:
+    """One row per strategy and model: the requests of all its seeds, counts summed."""
+    out = []
+    for key in dict.fromkeys((r.strategy, r.mode) for r in rows):
+        runs = [r for r in rows if (r.strategy, r.mode) == key]
+        latency = np.concatenate([r.latency_ms for r in runs])
+        requests = sum(r.requests for r in runs)
+        out.append(
+            LinkerdRow(
+                strategy=key[0],
+                mode=key[1],
+                seeds=tuple(s for r in runs for s in r.seeds),
+                requests=requests,
+                ok_pct=sum(r.ok_pct * r.requests for r in runs) / requests,
+                percentiles_ms=tuple(float(v) for v in np.percentile(latency, PERCENTILES)),
+                slow_requests=sum(r.slow_requests for r in runs),
+                ejections=sum(r.ejections for r in runs),
+                latency_ms=latency,
+            )
+        )
+    return out
+
+
+def _percentile(strategy: str, p: float, op: Literal[">=", "<="], text: str) -> PaperClaim:
+    return PaperClaim(
+        id=f"{strategy}-p{p:g}-{'fast' if op == '<=' else 'slow'}",
+        text=text,
+        source=f"the post's latency figure: {strategy} fast until "
+        f"{PAPER_FAST_UNTIL[strategy]}, slow above",
+        figure_label=f"{strategy}'s p{p:g} latency (ms), the post's model",
+        op=op,
+        threshold=TIMEOUT_S * 1000.0,
+        basis="fast: under the caller's 1 s timeout; slow: at or above it (the held backend's 2 s)",
+        fmt="{:.0f}",
+    )
+
+
+CLAIMS: tuple[PaperClaim, ...] = (
+    _percentile("rr", 95.0, "<=", "round robin stays fast to p95"),
+    _percentile("rr", 99.0, ">=", "round robin is slow above p95"),
+    _percentile("lc", 99.0, "<=", "least loaded stays fast to p99"),
+    _percentile("peak-ewma", 99.9, "<=", "peak EWMA stays fast to p99.9"),
+    PaperClaim(
+        id="lc-succeeds-more-than-rr",
+        text="least loaded answers more within 1 s than round robin",
+        source="the post: success rates of about 95 % (round robin) and 99 % (least loaded)",
+        figure_label="lc's success rate minus rr's (points), the post's model, paired by seed",
+        op=">=",
+        threshold=2.0,
+        basis="half the post's 4 points",
+    ),
+    PaperClaim(
+        id="peak-ewma-succeeds-more-than-lc",
+        text="peak EWMA answers more within 1 s than least loaded",
+        source="the post: success rates of about 99 % (least loaded) and 99.9 % (peak EWMA)",
+        figure_label="peak-ewma's success rate minus lc's (points), the post's model, paired by seed",
+        op=">=",
+        threshold=0.45,
+        basis="half the post's 0.9 points",
+    ),
+)
+"""The post's findings, in its own model (``post``): the strategies' latency up to the
+percentile where each turns slow, and their success rates with a 1 s caller timeout.
+lblab's model (``lblab``) is lblab's balancer, not the post's: it has no claims."""
+
+
+def _runs(rows: Sequence[LinkerdRow], strategy: str) -> list[LinkerdRow]:
+    runs = sorted(
+        (r for r in rows if r.strategy == strategy and r.mode == "post"), key=lambda r: r.seeds
+    )
+    if not runs:
+        raise Missing(f"{strategy} in the post's model")
+    return runs
+
+
+def _latency(strategy: str, p: float) -> Callable[[Sequence[LinkerdRow]], list[float]]:
+    index = PERCENTILES.index(p)
+    return lambda rows: [r.percentiles_ms[index] for r in _runs(rows, strategy)]
+
+
+def _more_ok(first: str, second: str) -> Callable[[Sequence[LinkerdRow]], list[float]]:
+    def figure(rows: Sequence[LinkerdRow]) -> list[float]:
+        pairs = zip(_runs(rows, first), _runs(rows, second), strict=True)
+        return [a.ok_pct - b.ok_pct for a, b in pairs]
+
+    return figure
+
+
+_FIGURES = {
+    "rr-p95-fast": _latency("rr", 95.0),
+    "rr-p99-slow": _latency("rr", 99.0),
+    "lc-p99-fast": _latency("lc", 99.0),
+    "peak-ewma-p99.9-fast": _latency("peak-ewma", 99.9),
+    "lc-succeeds-more-than-rr": _more_ok("lc", "rr"),
+    "peak-ewma-succeeds-more-than-lc": _more_ok("peak-ewma", "lc"),
+}
+
+
+def judge_claims(
+    rows: Sequence[LinkerdRow], claims: Sequence[PaperClaim] = CLAIMS
+) -> list[Verdict]:
+    """Each claim (of ``CLAIMS``, or one with its id and another bound) on the runs, one per seed."""
+    return judge_all([(c, partial(_FIGURES[c.id], rows)) for c in claims])
 
 
 def linkerd_chart(rows: Sequence[LinkerdRow], path: Path) -> Path:

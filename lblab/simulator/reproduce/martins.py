@@ -31,10 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from lblab.analysis.paper_claims import Missing, PaperClaim, Verdict, judge_all
 from lblab.simulator.config import ServerGroup, SimConfig
 from lblab.simulator.reproduce import paper_options
 from lblab.simulator.run import simulate
@@ -77,6 +79,10 @@ class MartinsRow:
     """Requests no node took (no backend eligible); with ``node_requests``, all of them."""
     service_ms: np.ndarray
     """User service time of every served request, all seeds (the Fig. 14/17 histograms)."""
+    seed_mean_ms: tuple[float, ...]
+    """Each seed's mean service time of its served requests (the claims' figures)."""
+    seed_node_requests: tuple[tuple[int, ...], ...]
+    """Each seed's requests per node."""
 
     def quantiles_ms(self) -> dict[str, float]:
         values = np.percentile(self.service_ms, QUANTILES) if len(self.service_ms) else []
@@ -160,16 +166,19 @@ def martins_config(
 def martins_point(
     algorithm: str, rate: float, heterogeneous: bool, seconds: float, seeds: int
 ) -> MartinsRow:
-    lat, ok = [], []
+    lat, ok, means, per_seed = [], [], [], []
     counts = np.zeros(NODES + 1, dtype=np.int64)  # the last: no node
     for seed in range(1, seeds + 1):
         result = simulate(martins_config(algorithm, rate, heterogeneous, seconds, seed))
         t = result.requests
         lat.append(t.column("latency_ms").to_numpy())
         ok.append(t.column("ok").to_numpy(zero_copy_only=False))
+        means.append(float(lat[-1][ok[-1]].mean()) if ok[-1].any() else float("nan"))
         node = {name: i for i, name in enumerate(result.servers)}
         index = [node.get(s, NODES) for s in t.column("server").to_pylist()]
-        counts += np.bincount(index, minlength=NODES + 1)
+        seed_counts = np.bincount(index, minlength=NODES + 1)
+        per_seed.append(tuple(int(c) for c in seed_counts[:NODES]))
+        counts += seed_counts
     latency, good = np.concatenate(lat), np.concatenate(ok)
     served = latency[good] if good.any() else latency
     return MartinsRow(
@@ -183,6 +192,8 @@ def martins_point(
         node_requests=tuple(int(c) for c in counts[:NODES]),
         unserved=int(counts[NODES]),
         service_ms=latency[good],
+        seed_mean_ms=tuple(means),
+        seed_node_requests=tuple(per_seed),
     )
 
 
@@ -201,6 +212,137 @@ def reproduce_martins(
                     progress(f"{'het' if heterogeneous else 'hom'} {rate} req/s {algo}")
                 rows.append(martins_point(algo, rate, heterogeneous, seconds, seeds))
     return rows
+
+
+HOMOGENEOUS_ALIKE = 1.2
+"""Fig. 15 "perform similarly", lblab's reading: the slowest mean within 20 % of the fastest."""
+CLAIMS: tuple[PaperClaim, ...] = (
+    PaperClaim(
+        id="het-lc-beats-rr",
+        text="heterogeneous nodes: LC beats RR at every rate",
+        source='Fig. 18, Sect. 6.2.3: "both dynamic algorithms outperform Round Robin at all '
+        'request rates"',
+        figure_label="the largest, over the rates run, of LC's mean service time over RR's",
+        op="<=",
+        threshold=1.0,
+        basis="below 1 at every rate, by any margin (the text gives no size)",
+        fmt="{:.3f}",
+    ),
+    PaperClaim(
+        id="het-lrt-beats-rr",
+        text="heterogeneous nodes: LRT beats RR at every rate",
+        source='Fig. 18, Sect. 6.2.3: "both dynamic algorithms outperform Round Robin at all '
+        'request rates"',
+        figure_label="the largest, over the rates run, of LRT's mean service time over RR's",
+        op="<=",
+        threshold=1.0,
+        basis="below 1 at every rate, by any margin (the text gives no size)",
+        fmt="{:.3f}",
+    ),
+    PaperClaim(
+        id="hom-alike-low-rates",
+        text="homogeneous nodes: RR, LC and LRT alike at 10-100 req/s",
+        source='Fig. 15, Sect. 6.1.3: at 10, 50 and 100 req/s they "perform similarly"',
+        figure_label="the largest, over the rates up to 100 run, of the slowest mean service "
+        "time over the fastest",
+        op="<=",
+        threshold=HOMOGENEOUS_ALIKE,
+        basis="'similarly', lblab's reading: within 20 %",
+        fmt="{:.3f}",
+    ),
+    PaperClaim(
+        id="hom-lc-beats-lrt-high-rates",
+        text="homogeneous nodes: LC beats LRT at 150 and 200 req/s",
+        source='Sect. 6.1.3: "Least Connections outperforms Least Response Time at higher '
+        'request rates"',
+        figure_label="the largest, over the rates from 150 run, of LC's mean service time over "
+        "LRT's",
+        op="<=",
+        threshold=0.99,
+        basis="'outperforms', lblab's reading: by at least 1 % (the two make the same "
+        "picks unless nodes tie on connections, and a tie is not a win)",
+        fmt="{:.3f}",
+    ),
+    PaperClaim(
+        id="het-fast-nodes-most",
+        text="heterogeneous nodes: LC and LRT send the most to nodes 0-2, then 3-5, then 6-9",
+        source="Fig. 16b/c, 150 req/s: nodes 0-2 get more requests than 3-5, which get more "
+        "than 6-9",
+        figure_label="the smallest of nodes 0-2's mean requests over 3-5's and 3-5's over "
+        "6-9's, under LC and LRT at 150 req/s",
+        op=">=",
+        threshold=1.0,
+        basis="more, by any margin (the figure gives counts, the text an order)",
+        fmt="{:.2f}",
+    ),
+)
+"""Martins et al.'s findings, as their text states them. Fig. 17's seconds are not judged:
+our service times are shorter than the authors' (module docstring), so the share under
+20 s is near 100 % for all three."""
+
+
+def _at(rows: Sequence[MartinsRow], heterogeneous: bool, algorithm: str) -> dict[float, MartinsRow]:
+    return {
+        r.rate: r for r in rows if r.heterogeneous is heterogeneous and r.algorithm == algorithm
+    }
+
+
+def _ratios(
+    rows: Sequence[MartinsRow], heterogeneous: bool, first: str, second: str,
+    keep: Callable[[float], bool],
+) -> list[float]:  # fmt: skip
+    """Per seed, the largest over the kept rates of ``first``'s mean over ``second``'s."""
+    a, b = _at(rows, heterogeneous, first), _at(rows, heterogeneous, second)
+    rates = sorted(r for r in a.keys() & b.keys() if keep(r))
+    if not rates:
+        nodes = "heterogeneous" if heterogeneous else "homogeneous"
+        raise Missing(f"{first} and {second}, {nodes}, at a rate the claim covers")
+    per_rate = [np.divide(a[r].seed_mean_ms, b[r].seed_mean_ms) for r in rates]
+    return np.max(per_rate, axis=0).tolist()
+
+
+def _alike(rows: Sequence[MartinsRow]) -> list[float]:
+    by = [_at(rows, False, algo) for algo in ALGORITHMS]
+    rates = sorted(set.intersection(*(set(b) for b in by)) & {r for r in RATES if r <= 100})
+    if not rates:
+        raise Missing("rr, lc and lrt, homogeneous, at 10, 50 or 100 req/s")
+    spread = [
+        np.max([b[r].seed_mean_ms for b in by], axis=0)
+        / np.min([b[r].seed_mean_ms for b in by], axis=0)
+        for r in rates
+    ]
+    return np.max(spread, axis=0).tolist()
+
+
+def _fast_nodes_most(rows: Sequence[MartinsRow]) -> list[float]:
+    chosen = [_at(rows, True, algo).get(NODES_RATE) for algo in ("lc", "lrt")]
+    if any(r is None for r in chosen):
+        raise Missing(f"lc and lrt, heterogeneous, at {NODES_RATE} req/s")
+    ratios = []
+    for row in chosen:
+        assert row is not None
+        nodes = np.asarray(row.seed_node_requests, dtype=float)  # seeds x nodes
+        fast, mid, slow = nodes[:, :3].mean(1), nodes[:, 3:6].mean(1), nodes[:, 6:].mean(1)
+        ratios.append(np.minimum(fast / mid, mid / slow))
+    return np.min(ratios, axis=0).tolist()
+
+
+_FIGURES: dict[str, Callable[[Sequence[MartinsRow]], list[float]]] = {
+    "het-lc-beats-rr": lambda rows: _ratios(rows, True, "lc", "rr", lambda r: True),
+    "het-lrt-beats-rr": lambda rows: _ratios(rows, True, "lrt", "rr", lambda r: True),
+    "hom-alike-low-rates": _alike,
+    "hom-lc-beats-lrt-high-rates": lambda rows: _ratios(
+        rows, False, "lc", "lrt", lambda r: r >= 150
+    ),
+    "het-fast-nodes-most": _fast_nodes_most,
+}
+
+
+def judge_claims(
+    rows: Sequence[MartinsRow], claims: Sequence[PaperClaim] = CLAIMS
+) -> list[Verdict]:
+    """Each claim (of ``CLAIMS``, or one with its id and another bound) on the per-seed figures."""
+    return judge_all([(c, partial(_FIGURES[c.id], rows)) for c in claims])
 
 
 def martins_chart(rows: Sequence[MartinsRow], path: Path) -> Path:
