@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections import Counter
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -33,6 +32,7 @@ from lblab.balancer.aperture import ApertureConfig
 from lblab.balancer.strategies.options import split_options
 from lblab.simulator.config import SimConfig, config_from_mapping
 from lblab.simulator.run import SimResult, simulate
+from lblab.simulator.summary import connections
 
 SERVICE_MS = 10.0
 LAYOUTS = ("full mesh", "deterministic", "random")
@@ -70,16 +70,8 @@ def config(
     )
 
 
-def connections(result: SimResult) -> Counter[str]:
-    """Balancers connected to each server: the members of their subsets (all: full mesh)."""
-    if not result.subsets:
-        return Counter({name: result.config.balancers for name in result.servers})
-    return Counter(m.id for sub in result.subsets for m in sub.members)
-
-
 def measure(result: SimResult) -> Cell:
-    conns = connections(result)
-    per = [conns.get(name, 0) for name in result.servers]
+    per = list(connections(result).values())
     t = result.requests
     served = t.column("server").to_pandas()
     counts = served.value_counts()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,6 +54,15 @@ def balancer_stats(result: SimResult) -> list[dict[str, Any]]:
     return rows
 
 
+def connections(result: SimResult) -> dict[str, int]:
+    """Balancers connected to each server, in server order: those whose aperture holds
+    it (``SimResult.subsets``), or every balancer without one (the full mesh)."""
+    if not result.subsets:
+        return dict.fromkeys(result.servers, result.config.balancers)
+    held = Counter(m.id for sub in result.subsets for m in sub.members)
+    return {name: held.get(name, 0) for name in result.servers}
+
+
 def print_summary(results: Sequence[SimResult]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -79,6 +89,15 @@ def print_summary(results: Sequence[SimResult]) -> None:
         )
     console = Console(width=160)
     console.print(table)
+    for r in results:
+        if r.subsets:
+            per = list(connections(r).values())
+            console.print(
+                f"{r.config.strategy} r{r.config.replication}: {r.subsets[0].mode} aperture of "
+                f"{r.subsets[0].aperture}; connections per server mean "
+                f"{sum(per) / len(per):.1f}, min {min(per)}, max {max(per)} (a full mesh: "
+                f"{r.config.balancers})"
+            )
     split = [r for r in results if r.config.balancers > 1]
     if not split:
         return

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from lblab.errors import ConfigError
 from lblab.simulator.config import config_from_mapping
 from lblab.simulator.output import write_run
 from lblab.simulator.run import SimResult, simulate
+from lblab.simulator.summary import connections
 
 K, N, SIZE = 32, 16, 12
 
@@ -34,10 +36,10 @@ def test_each_balancer_sends_only_to_its_subset_and_the_load_stays_even() -> Non
     aperture = simulate(config_from_mapping(_config(aperture="deterministic")))
     mesh = simulate(config_from_mapping(_config()))
     assert len(aperture.subsets) == K
-    connections = Counter(m.id for sub in aperture.subsets for m in sub.members)
     # K * aperture / N = 24 servers' worth of arc each; an odd balancer's window starts
     # and ends half-way through a server, so each server has 23 whole windows and 2 halves.
-    assert set(connections.values()) == {K * SIZE // N + 1}
+    assert set(connections(aperture).values()) == {K * SIZE // N + 1}
+    assert set(connections(mesh).values()) == {K}
     rows = aperture.requests.select(["balancer", "server"]).to_pylist()
     for b, sub in enumerate(aperture.subsets):
         sent = {r["server"] for r in rows if r["balancer"] == f"b{b + 1}"}
@@ -73,6 +75,21 @@ def test_the_manifest_records_every_balancers_subset(tmp_path: Path) -> None:
     assert subsets["b2"]["servers"] == {f"s{i}": 1.0 for i in range(5, 17)}
     assert subsets["b4"]["servers"] == {f"s{i}": 1.0 for i in [*range(13, 17), *range(1, 9)]}
     assert manifest["config"][0]["aperture"] == {"mode": "deterministic", "size": 12}
+
+
+def test_the_done_when_case_k128_over_64_has_25_connections_a_server() -> None:
+    # K = 128 over 64 with 12: width 24/128, offsets i/128 over arcs of 2/128: even
+    # balancers hold 12 whole servers, odd ones 11 and two halves; 24 windows' worth each.
+    subsets = ApertureConfig().subsets([f"s{i + 1}" for i in range(64)], [1.0] * 64, 128,
+                                       lambda b: random.Random(b))  # fmt: skip
+    held = Counter(m.id for sub in subsets for m in sub.members)
+    assert set(held.values()) == {25}
+    assert {len(s.members) for s in subsets} == {12, 13}
+    shares = dict.fromkeys(held, 0.0)
+    for sub in subsets:
+        for m in sub.members:
+            shares[m.id] += m.share
+    assert set(shares.values()) == {24.0}
 
 
 def test_bad_aperture_settings_are_refused_clearly() -> None:
