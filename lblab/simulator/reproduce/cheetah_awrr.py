@@ -244,7 +244,8 @@ def _vs_hash(strategy: str) -> PaperClaim:
         text=f"{name} cuts the hash's p99 FCT {PAPER_X[strategy]:g}x",
         source=f"Fig. 8, {PAPER_SERVERS} servers: {name} {PAPER_X[strategy]:g}x lower p99 FCT "
         "than Hash RSS",
-        figure_label=f"the hash's (r) p99 over {strategy}'s, {PAPER_SERVERS} servers, paired by run",
+        figure_label=f"the hash's (r) p99 over {strategy}'s, {PAPER_SERVERS} servers, paired "
+        "by run",
         op=">=",
         threshold=halfway(PAPER_X[strategy]),
         basis=f"half the paper's {PAPER_X[strategy]:g}x",

@@ -235,7 +235,7 @@ def cheetah(
         "results/reproduce-cheetah"
     ),
 ) -> None:
-    """Cheetah: imbalance (hash/RR/P2C/least loaded), broken connections, AWRR vs Pow2 vs LL; its claims judged."""
+    """Cheetah: imbalance, broken connections, AWRR vs Pow2 vs LL; its claims judged."""
     from lblab.simulator.reproduce import cheetah as ch
     from lblab.simulator.reproduce import cheetah_awrr as aw
     from lblab.simulator.reproduce.parallel import default_jobs, run_calls
@@ -353,7 +353,8 @@ def martins(
         typer.Option(
             min=1,
             max=MAX_RUNS,
-            help="Seeds per point (1, 2, ...): the table pools them, each claim's interval is over them.",
+            help="Seeds per point (1, 2, ...): the table pools them, each claim's interval "
+            "is over them.",
         ),
     ] = 5,
     fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
@@ -361,7 +362,7 @@ def martins(
         "results/reproduce-martins"
     ),
 ) -> None:
-    """Martins et al.: 10 nodes x 5 workers, homogeneous vs heterogeneous, RR/LC/LRT; their claims judged."""
+    """Martins et al.: 10 nodes x 5 workers, (in)homogeneous, RR/LC/LRT; their claims judged."""
     from lblab.simulator.reproduce.martins import (
         ALGORITHMS,
         judge_claims,
@@ -416,7 +417,8 @@ def linkerd(
         typer.Option(
             min=1,
             max=MAX_RUNS,
-            help="Seeds per run (from --seed): the table pools them, each claim's interval is over them.",
+            help="Seeds per run (from --seed): the table pools them, each claim's interval "
+            "is over them.",
         ),
     ] = 5,
     jobs: Annotated[
@@ -427,7 +429,7 @@ def linkerd(
         "results/reproduce-linkerd"
     ),
 ) -> None:
-    """Linkerd "Beyond Round Robin": 11 backends, one held at 2 s for 30 s, 1 s timeout; the post's claims judged."""
+    """Linkerd "Beyond Round Robin": 11 backends, one at 2 s for 30 s; the post's claims judged."""
     from lblab.balancer.strategies.registry import strategy_class
     from lblab.simulator.reproduce.linkerd import (
         MODES,
@@ -502,7 +504,7 @@ def prequal(
         Path | None, typer.Option(help="Also write prequal.json and the claims here.")
     ] = None,
 ) -> None:
-    """Prequal (NSDI 2024): tail latency and RIF against wrr-orca and P2C, probing rate; its claims judged."""
+    """Prequal (NSDI 2024): tail latency and RIF against wrr-orca and P2C; its claims judged."""
     import time
     from dataclasses import replace
 

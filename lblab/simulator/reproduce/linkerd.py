@@ -32,7 +32,10 @@ Our model, and why:
   EWMA cost, tau 10 s).
 
 Percentiles are of every request's latency, a failure counting at the time it ended
-(in the ``post`` model a request to the slow backend counts at its 2 s). The measured
+(in the ``post`` model a request to the slow backend counts at its 2 s). The post's
+findings are judged in its own model over seeds (``CLAIMS``, ``analysis.paper_claims``):
+each strategy fast (under the 1 s timeout) up to its percentile, round robin slow above
+p95, and the success rates in the post's order by at least half its gaps. The measured
 table and what differs from the post are in docs/results/reproductions.md.
 """
 
@@ -232,7 +235,8 @@ CLAIMS: tuple[PaperClaim, ...] = (
         id="peak-ewma-succeeds-more-than-lc",
         text="peak EWMA answers more within 1 s than least loaded",
         source="the post: success rates of about 99 % (least loaded) and 99.9 % (peak EWMA)",
-        figure_label="peak-ewma's success rate minus lc's (points), the post's model, paired by seed",
+        figure_label="peak-ewma's success rate minus lc's (points), the post's model, paired "
+        "by seed",
         op=">=",
         threshold=0.45,
         basis="half the post's 0.9 points",
@@ -278,7 +282,7 @@ _FIGURES = {
 def judge_claims(
     rows: Sequence[LinkerdRow], claims: Sequence[PaperClaim] = CLAIMS
 ) -> list[Verdict]:
-    """Each claim (of ``CLAIMS``, or one with its id and another bound) on the runs, one per seed."""
+    """Each claim (of ``CLAIMS``, or one with its id and another bound) on the runs."""
     return judge_all([(c, partial(_FIGURES[c.id], rows)) for c in claims])
 
 

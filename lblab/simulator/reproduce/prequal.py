@@ -33,13 +33,14 @@ whose window is WRR's steady state, what the paper compared.
 Figures, over the requests sent after the warm-up: p50, p99 and p99.9 latency with a
 failure (a timeout) counted at its latency; the tail RIF is the p99 of every server's
 requests in flight (queued plus in service), sampled every 10 ms after the warm-up; the
-probes are those sent per query. A verdict per claim: ``holds`` when Prequal's figure
-is below every rival run's (claims 1, 2); for claim 3 when the p99 at every ``r_probe``
-of 1 or less is at least twice the p99 at 3. Why it rises: every query takes one probe
-out of the pool (the paper's removal, ``r_remove`` = 1), so at one probe per query or
-fewer the pool never holds the 2 probes a pick needs and Prequal picks at random, which
-overloads the slow servers; the runs at 1, 0.5 and 0.25 are then the same random picks,
-and their order among themselves is noise.
+probes are those sent per query. Each claim is judged over seeds (``CLAIMS_JUDGED``,
+``analysis.paper_claims``): claims 1 and 2 on Prequal's figure over the lowest rival's in
+the same seed (holds when the interval is below 1), claim 3 on the smallest p99 at an
+``r_probe`` of 1 or less over the p99 at 3 (holds when it is at least 2). Why it rises:
+every query takes one probe out of the pool (the paper's removal, ``r_remove`` = 1), so
+at one probe per query or fewer the pool never holds the 2 probes a pick needs and
+Prequal picks at random, which overloads the slow servers; the runs at 1, 0.5 and 0.25
+are then the same random picks, and their order among themselves is noise.
 
 What the paper's testbed and YouTube had that this simulation does not: real servers
 with many threads sharing CPUs, and antagonist load (co-tenant jobs taking CPU,
