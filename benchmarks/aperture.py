@@ -2,19 +2,22 @@
 (deterministic or random aperture) or over every server (full-mesh p2c).
 
 ``uv run python benchmarks/aperture.py [--balancers 8,32,128] [--servers 64] [--size 12]
-[--seeds 3] [--requests 60000] [--load 0.7] [--strategy p2c] [--markdown]``
+[--seeds 3] [--requests 60000] [--load 0.7] [--strategy p2c] [--layouts ...] [--markdown]``
 
 ``--servers`` servers (exp 10 ms, one worker each) take open Poisson arrivals at
 ``--load`` of their capacity, split over K independent balancers (each a Poisson stream
 of rate / K: ``simulator/run.py``, "Many balancers"), every balancer picking by
-``--strategy`` (``p2c``; ``p2c[weighted=true]`` is Finagle's weighted pick, which honours
-an edge server's part of the window) within its pool. Three layouts per K: full mesh (every balancer's pool holds every
-server), deterministic aperture (Finagle's ring, ``--size`` servers' worth of arc) and
-random aperture (the first ``--size`` servers of each balancer's own random order).
-Per cell, the mean over ``--seeds`` seeds of: connections per server (balancers whose
-pool holds it: mean, min, max; a full mesh has K), the load deviation (the scorecard's:
-half the summed gap between each server's share of the requests and 1 / N; 0 is even),
-the coefficient of variation of the requests per server, and the p50 and p99 latency.
+``--strategy`` (``p2c``; ``p2c[weighted=true]`` is Finagle's weighted pick, which
+honours an edge server's part of the window) within its pool. Four layouts per K
+(``--layouts`` takes some): full mesh (every balancer's pool holds every server),
+deterministic aperture (Finagle's ring, ``--size`` servers' worth of arc), random
+aperture (the first ``--size`` servers of each balancer's own random order), and random
+aperture sized by Finagle's load band (from 1 server; its connections are the servers
+each balancer has had in its window). Per cell, the mean over ``--seeds`` seeds of:
+connections per server (balancers whose pool holds it: mean, min, max; a full mesh has
+K), the load deviation (the scorecard's: half the summed gap between each server's share
+of the requests and 1 / N; 0 is even), the coefficient of variation of the requests per
+server, and the p50 and p99 latency.
 docs/FIELD-NOTES.md, "Aperture", has the table and what it says.
 """
 
@@ -35,7 +38,7 @@ from lblab.simulator.run import SimResult, simulate
 from lblab.simulator.summary import connections
 
 SERVICE_MS = 10.0
-LAYOUTS = ("full mesh", "deterministic", "random")
+LAYOUTS = ("full mesh", "deterministic", "random", "load band")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,8 @@ def measure(result: SimResult) -> Cell:
 def layout(cfg: SimConfig, name: str, size: int) -> SimConfig:
     if name == "full mesh":
         return cfg
+    if name == "load band":  # Finagle's: sized by load, at least minAperture 1
+        return replace(cfg, aperture=ApertureConfig(mode="random", size=1, load_band=True))
     return replace(cfg, aperture=ApertureConfig(mode=name, size=size))  # type: ignore[arg-type]
 
 
@@ -104,10 +109,11 @@ def table(
     requests: int,
     load: float,
     strategy: str = "p2c",
+    layouts: tuple[str, ...] = LAYOUTS,
 ) -> list[tuple[int, str, Cell]]:
     rows = []
     for k in ks:
-        for name in LAYOUTS:
+        for name in layouts:
             cells = [
                 measure(
                     simulate(layout(config(servers, k, requests, load, s, strategy), name, size))
@@ -163,10 +169,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--strategy", default="p2c", help="the pick within each pool, e.g. 'p2c[weighted=true]'"
     )
+    parser.add_argument(
+        "--layouts", default=",".join(LAYOUTS), help=f"some of: {', '.join(LAYOUTS)}"
+    )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.balancers.split(",")]
-    rows = table(ks, args.servers, args.size, args.seeds, args.requests, args.load, args.strategy)
+    layouts = tuple(x.strip() for x in args.layouts.split(","))
+    unknown = set(layouts) - set(LAYOUTS)
+    if unknown:
+        parser.error(f"--layouts: {', '.join(sorted(unknown))} unknown; give some of {LAYOUTS}")
+    rows = table(
+        ks, args.servers, args.size, args.seeds, args.requests, args.load, args.strategy, layouts
+    )
     print("\n".join(lines(rows, args.markdown)))
     return 0
 

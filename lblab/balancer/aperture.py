@@ -144,6 +144,9 @@ class Subset:
     offset: float
     width: float
     members: tuple[Member, ...]
+    order: tuple[str, ...] = ()
+    """Every server in ring order (a random aperture's token order; its window is the
+    first ``aperture`` of them)."""
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -159,6 +162,7 @@ class Subset:
             "offset": self.offset,
             "width": self.width,
             "servers": {m.id: round(m.share, 6) for m in self.members},
+            **({"order": list(self.order)} if self.mode == "random" else {}),
         }
 
 
@@ -238,6 +242,7 @@ def subset(
         offset=float(offset),
         width=float(width),
         members=tuple(members),
+        order=tuple(servers[i] for i in order),
     )
 
 
@@ -247,8 +252,16 @@ class ApertureConfig:
 
     mode: Mode = "deterministic"
     size: int = MIN_DETERMINISTIC_APERTURE
+    """The logical aperture; with ``load_band``, the least one (Finagle's ``minAperture``)."""
+    load_band: bool = False
+    """A random aperture sized by its ``LoadBand`` (the simulator's ``BandedWindow``)."""
 
     def __post_init__(self) -> None:
+        if self.load_band and self.mode == "deterministic":
+            raise ConfigError(
+                "aperture_load_band: Finagle sizes only a random aperture by load (its "
+                "deterministic one is fixed); give aperture = 'random'"
+            )
         check_mode(self.mode, self.size)
 
     def subsets(
@@ -266,6 +279,28 @@ class ApertureConfig:
                    rng_of(i) if random_mode else None)
             for i in range(instances)
         ]  # fmt: skip
+
+
+def banded_windows(
+    config: ApertureConfig,
+    servers: Sequence[str],
+    weights: Sequence[float],
+    instances: int,
+    rng_of: Callable[[int], random.Random],
+    now: float = 0.0,
+) -> list[BandedWindow]:
+    """Every balancer's load-banded random window (``config.load_band``), ``b1`` first:
+    its ring is the random aperture's token order from ``rng_of(i)`` (the order
+    ``config.subsets`` would draw), its least size ``config.size``."""
+    n = len(servers)
+    return [
+        BandedWindow(
+            subset("random", servers, weights, i, instances, n, rng_of(i)).order,
+            LoadBand(n, min_aperture=config.size),
+            now,
+        )
+        for i in range(instances)
+    ]
 
 
 class LoadBand:
@@ -320,8 +355,13 @@ class LoadBand:
 
     def update(self, delta: int, now: float) -> int:
         """A request started (``delta`` 1) or ended (-1) at ``now``; the new aperture."""
-        self._outstanding += delta
-        x = float(self._outstanding)
+        return self.observe(self._outstanding + delta, now)
+
+    def observe(self, outstanding: int, now: float) -> int:
+        """The balancer's outstanding requests are ``outstanding`` at ``now`` (one call
+        per change, as Finagle's ``adjustTotalLoad``); the new aperture."""
+        self._outstanding = outstanding
+        x = float(outstanding)
         if self._time is None:
             self._ema = x
         else:
@@ -337,3 +377,45 @@ class LoadBand:
         elif avg <= self.low and self.aperture > self.minimum:
             self.aperture -= 1
         return self.aperture
+
+
+class BandedWindow:
+    """A random aperture sized by its load band: the first ``band.aperture`` servers of
+    its ring ``order``. ``observe`` returns the server that joins the window or leaves
+    it (Finagle narrows the window the pick draws from; the driver takes the server out
+    of the pool, its requests in flight finishing there)."""
+
+    __slots__ = ("_area", "_at", "_start", "band", "largest", "order", "size")
+
+    def __init__(self, order: Sequence[str], band: LoadBand, now: float = 0.0) -> None:
+        if len(order) != band.maximum:
+            raise ConfigError(f"aperture: an order of {len(order)} for {band.maximum} servers")
+        self.order = tuple(order)
+        self.band = band
+        self.size = band.aperture
+        self.largest = self.size
+        self._area = 0.0
+        self._start = self._at = now
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return self.order[: self.size]
+
+    def observe(self, outstanding: int, now: float) -> tuple[str | None, str | None]:
+        """``(joined, left)`` after the balancer's outstanding count changed at ``now``."""
+        self._area += self.size * (now - self._at)
+        self._at = now
+        before, after = self.size, self.band.observe(outstanding, now)
+        self.size = after
+        self.largest = max(self.largest, after)
+        if after > before:
+            return self.order[after - 1], None
+        if after < before:
+            return None, self.order[before - 1]
+        return None, None
+
+    def mean_size(self, now: float) -> float:
+        """The window's time-weighted mean size from its start to ``now``."""
+        span = now - self._start
+        area = self._area + self.size * (now - self._at)
+        return area / span if span > 0 else float(self.size)

@@ -16,12 +16,13 @@ connection to.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from enum import IntEnum
 from typing import Generic, TypeVar
 
+from lblab.balancer.aperture import BandedWindow
 from lblab.balancer.lifecycle import Attempted, Deadlines, Lifecycle
-from lblab.balancer.pool import Pool
+from lblab.balancer.pool import BackendSpec, Pool
 from lblab.balancer.strategies.base import BackendView, Health, RequestView
 from lblab.loadreport import LoadReport
 from lblab.simulator.config import EPOCH
@@ -74,6 +75,8 @@ class SimBalancer(Generic[Request]):
         "picks_every",
         "picks_seen",
         "pools",
+        "weights",
+        "windows",
     )
 
     def __init__(
@@ -83,8 +86,15 @@ class SimBalancer(Generic[Request]):
         max_attempts: int,
         picks: SampleRows,
         picks_every: int,
+        windows: Sequence[BandedWindow] = (),
+        weights: Mapping[str, float] | None = None,
     ) -> None:
         self.pools = list(pools)
+        self.windows = list(windows) or None
+        """Each balancer's load-banded aperture (``aperture_load_band``), or None: after
+        every dispatch and every outcome the pool's outstanding count goes to its band,
+        and a server that joins the window joins the pool, one that leaves it leaves."""
+        self.weights = dict(weights or {})
         self.lifecycles = [Lifecycle(pool, max_attempts) for pool in self.pools]
         self.names = tuple(names)
         """Every server, in order, whether in the pools now or not (added, removed)."""
@@ -124,7 +134,19 @@ class SimBalancer(Generic[Request]):
         lifecycle.dispatched(req, view, now)
         self.at_server[b][i][req.request.request_id] = req
         req.dispatches += 1
+        if self.windows is not None:
+            self._resize(b, now)
         return view
+
+    def _resize(self, b: int, now: float) -> None:
+        """Balancer ``b``'s outstanding count changed: its window may grow or shrink."""
+        assert self.windows is not None
+        pool = self.pools[b]
+        joined, left = self.windows[b].observe(pool.outstanding, now)
+        if joined is not None:
+            pool.add(BackendSpec(joined, self.weights.get(joined, 1.0)), now)
+        elif left is not None:
+            pool.remove(left, now)  # its requests in flight finish there
 
     def answer(self, req: Request, ok: bool, report: LoadReport | None, now: float) -> Answer:
         """A server's answer to ``req`` (ok, or REJECTED), with its load report if any."""
@@ -139,12 +161,17 @@ class SimBalancer(Generic[Request]):
         if ok:
             lifecycle.answered(req, now)
             lifecycle.end(req, True, None, now)
-            return Answer.OK
-        hint = req.retry_after_ms
-        if lifecycle.replay(req, now, hint):
-            return Answer.REPLAY
-        lifecycle.end(req, False, "rejected", now, retry_after_ms=hint)
-        return Answer.REFUSED
+            answer = Answer.OK
+        else:
+            hint = req.retry_after_ms
+            if lifecycle.replay(req, now, hint):
+                answer = Answer.REPLAY
+            else:
+                lifecycle.end(req, False, "rejected", now, retry_after_ms=hint)
+                answer = Answer.REFUSED
+        if self.windows is not None:
+            self._resize(b, now)
+        return answer
 
     def failed(self, req: Request, now: float) -> bool:
         """A server answered ``req`` with its own failure (``fail``: an APPLICATION_ERROR
@@ -153,14 +180,19 @@ class SimBalancer(Generic[Request]):
             return False
         del self.at_server[req.balancer][req.server][req.request.request_id]
         self.lifecycles[req.balancer].end(req, False, "application", now, server_fault=True)
+        if self.windows is not None:
+            self._resize(req.balancer, now)
         return True
 
     def expire(self, now: float) -> Iterator[Request]:
         """End every request whose deadline has passed, as a timeout; yields each."""
         for req in self.deadlines.due(now):
-            if req.view is not None:
+            dispatched = req.view is not None
+            if dispatched:
                 del self.at_server[req.balancer][req.server][req.request.request_id]
             self.lifecycles[req.balancer].end(req, False, "timeout", now)
+            if self.windows is not None and dispatched:
+                self._resize(req.balancer, now)
             yield req
 
     def connection_lost(

@@ -109,8 +109,19 @@ def simulate(
     ] = None,
     aperture_size: Annotated[
         int | None,
-        typer.Option(help="Servers in each balancer's aperture (min with the servers) [12]."),
+        typer.Option(
+            help="Servers in each balancer's aperture (min with the servers) [12]; with "
+            "--aperture-load-band the least [1]."
+        ),
     ] = None,
+    aperture_load_band: Annotated[
+        bool,
+        typer.Option(
+            "--aperture-load-band",
+            help="Size each random aperture by Finagle's load band (0.875-1.125 "
+            "outstanding requests a server, smoothed over 15 s).",
+        ),
+    ] = False,
     seed: Annotated[int | None, typer.Option(help="Random seed [1].")] = None,
     replications: Annotated[
         int, typer.Option(min=1, max=1000, help="Replications (seed, seed+1, ...).")
@@ -157,6 +168,7 @@ def simulate(
             balancers=balancers,
             aperture=aperture,
             aperture_size=aperture_size,
+            aperture_load_band=aperture_load_band or None,
             seed=seed,
         )
     )

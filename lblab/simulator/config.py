@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lblab.balancer.aperture import MIN_DETERMINISTIC_APERTURE, ApertureConfig
+from lblab.balancer.aperture import MIN_APERTURE, MIN_DETERMINISTIC_APERTURE, ApertureConfig
 from lblab.balancer.health import HealthConfig
 from lblab.balancer.health_options import health_config
 from lblab.config import (
@@ -266,6 +266,13 @@ class SimConfig:
             for name in self.server_ids:
                 check_id(name, "server_ids")
         check_spikes(self.spikes)
+        if self.aperture is not None and self.aperture.load_band and self.timeline:
+            raise ConfigError(
+                "aperture_load_band: a load-banded window moves servers in and out of the "
+                "pools, which lblab does not combine with timeline events (a server the "
+                "window takes back would come back up in the pool); run it without a "
+                "timeline"
+            )
         if self.aperture is not None and (
             self.joins_later or any(e.action in ("add", "remove") for e in self.timeline)
         ):
@@ -457,7 +464,7 @@ KNOWN_KEYS = {
     "trace", "trace_start", "trace_length", "trace_loop",
     "report_period", "report_delay", "client_delay", "server_delay", "deadline",
     "max_tries", "picks_every", "tick_period", "probe_cost", "balancers", "seed", "replication",
-    "run_id", "health", "aperture", "aperture_size",
+    "run_id", "health", "aperture", "aperture_size", "aperture_load_band",
 }  # fmt: skip
 
 
@@ -506,15 +513,22 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
 
 
 def _aperture(raw: Mapping[str, Any]) -> ApertureConfig | None:
-    """``aperture = "deterministic" | "random" | "none"`` and ``aperture_size`` (default
-    12, Finagle's minimum deterministic aperture)."""
+    """``aperture = "deterministic" | "random" | "none"``, ``aperture_size`` (default 12,
+    Finagle's minimum deterministic aperture) and ``aperture_load_band`` (a random one
+    sized by load; ``aperture_size`` is then its least size, default 1, Finagle's
+    ``minAperture``)."""
     mode = _get(raw, "aperture", "none")
-    size = _int(raw, "aperture_size", MIN_DETERMINISTIC_APERTURE)
+    band = _get(raw, "aperture_load_band", False)
+    if not isinstance(band, bool):
+        raise ConfigError(f"aperture_load_band: {band!r} is not true or false")
+    size = _int(raw, "aperture_size", MIN_APERTURE if band else MIN_DETERMINISTIC_APERTURE)
     if mode in ("none", "", None):
-        if _get(raw, "aperture_size") is not None:
-            raise ConfigError("aperture_size: give aperture = 'deterministic' or 'random' too")
+        if _get(raw, "aperture_size") is not None or band:
+            raise ConfigError(
+                "aperture_size, aperture_load_band: give aperture = 'deterministic' or 'random' too"
+            )
         return None
-    return ApertureConfig(mode=mode, size=size)
+    return ApertureConfig(mode=mode, size=size, load_band=band)
 
 
 def stream_index(replication: int) -> int:

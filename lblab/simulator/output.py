@@ -82,10 +82,16 @@ def _software() -> dict[str, str]:
 
 def _apertures(results: Sequence[SimResult]) -> dict[str, Any]:
     """``apertures``: each phase's balancers' subsets (``b1`` ...: mode, place, servers
-    with the share of each one's arc in the window), when the run has an aperture."""
+    with the share of each one's arc in the window; a random one's ring ``order``; a
+    load-banded one's largest window and its ``load_band`` sizes), when the run has an
+    aperture."""
     found = {
         f"{r.config.strategy}/r{r.config.replication}": {
-            f"b{i + 1}": sub.describe() for i, sub in enumerate(r.subsets)
+            f"b{i + 1}": {
+                **sub.describe(),
+                **({"load_band": r.bands[i]} if r.bands else {}),
+            }
+            for i, sub in enumerate(r.subsets)
         }
         for r in results
         if r.subsets

@@ -72,7 +72,7 @@ from typing import Any
 import pyarrow as pa
 import simpy
 
-from lblab.balancer.aperture import Subset
+from lblab.balancer.aperture import BandedWindow, Subset, banded_windows, subset
 from lblab.balancer.pool import COUNTER_NAMES, BackendCounters, BackendSpec, Pool
 from lblab.balancer.probes import PROBE_TIMEOUT_S
 from lblab.balancer.strategies.base import Interaction, RequestView, Strategy, decision_counts
@@ -160,10 +160,14 @@ class SimResult:
     events: int
     counters: dict[str, Any]
     subsets: tuple[Subset, ...] = ()
+    """Each balancer's aperture (``SimConfig.aperture``), ``b1`` first; empty: full mesh.
+    Load-banded: the largest window each had."""
     decisions: dict[str, int] = field(default_factory=dict)
     """The strategies' own decision counters (``decision_counts``), summed over the
     balancers."""
-    """Each balancer's aperture (``SimConfig.aperture``), ``b1`` first; empty: full mesh."""
+    bands: tuple[dict[str, float], ...] = ()
+    """Each load-banded balancer's window size: time-weighted ``mean``, ``largest``,
+    ``last``."""
 
     @property
     def requests_per_wall_second(self) -> float:
@@ -221,7 +225,19 @@ class Simulation:
         self.subsets: tuple[Subset, ...] = ()
         """Each balancer's aperture, ``b1`` first (none: the full mesh)."""
         members: list[list[BackendSpec]] = [specs] * k
-        if cfg.aperture is not None:
+        self.windows: list[BandedWindow] = []
+        """Each balancer's load-banded window (``aperture_load_band``), ``b1`` first."""
+        weight_of = {s.id: s.weight for s in specs}
+        if cfg.aperture is not None and cfg.aperture.load_band:
+            self.windows = banded_windows(
+                cfg.aperture,
+                [s.id for s in specs],
+                [s.weight for s in specs],
+                k,
+                lambda b: rng_stream(cfg.seed, rep, f"aperture:b{b + 1}"),
+            )
+            members = [[BackendSpec(i, weight_of[i]) for i in w.members] for w in self.windows]
+        elif cfg.aperture is not None:
             self.subsets = tuple(
                 cfg.aperture.subsets(
                     [s.id for s in specs],
@@ -255,7 +271,13 @@ class Simulation:
         """One per balancer, in order (``b1`` first), over its aperture's servers if any."""
         self.picks = SampleRows("i")
         self.balancer: SimBalancer[_Request] = SimBalancer(
-            self.pools, self.names, cfg.max_tries, self.picks, cfg.picks_every
+            self.pools,
+            self.names,
+            cfg.max_tries,
+            self.picks,
+            cfg.picks_every,
+            self.windows,
+            weight_of,
         )
         self._balancers = k
         self._rng_balancers = rng_stream(cfg.seed, rep, "balancers")
@@ -715,8 +737,31 @@ class Simulation:
             wall_seconds=wall,
             events=events,
             counters=_plain(_summed([pool.counters for pool in self.pools])),
-            subsets=self.subsets,
+            subsets=self._largest_windows() if self.windows else self.subsets,
+            bands=tuple(
+                {"mean": round(w.mean_size(env.now), 3), "largest": w.largest, "last": w.size}
+                for w in self.windows
+            ),
             decisions=_decisions([pool.strategy for pool in self.pools]),
+        )
+
+    def _largest_windows(self) -> tuple[Subset, ...]:
+        """Each load-banded balancer's subset at its largest window: the servers it has
+        had in its pool (Finagle keeps a session for ten smoothing windows, 150 s, after
+        its node leaves the window, longer than most simulated runs)."""
+        cfg, rep = self.cfg, stream_index(self.cfg.replication)
+        ids = [s for s in self.names if s not in cfg.joins_later]
+        return tuple(
+            subset(
+                "random",
+                ids,
+                [self.balancer.weights[i] for i in ids],
+                b,
+                len(self.windows),
+                w.largest,
+                rng_stream(cfg.seed, rep, f"aperture:b{b + 1}"),
+            )
+            for b, w in enumerate(self.windows)
         )
 
 

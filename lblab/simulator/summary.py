@@ -92,9 +92,16 @@ def print_summary(results: Sequence[SimResult]) -> None:
     for r in results:
         if r.subsets:
             per = list(connections(r).values())
+            sizes = [b["mean"] for b in r.bands]
+            kind = (
+                f"a load-banded random aperture, its window {sum(sizes) / len(sizes):.1f} "
+                f"servers on average, {max(b['largest'] for b in r.bands)} at most"
+                if r.bands
+                else f"{r.subsets[0].mode} aperture of {r.subsets[0].aperture}"
+            )
             console.print(
-                f"{r.config.strategy} r{r.config.replication}: {r.subsets[0].mode} aperture of "
-                f"{r.subsets[0].aperture}; connections per server mean "
+                f"{r.config.strategy} r{r.config.replication}: {kind}; connections per "
+                "server (the servers each balancer has had) mean "
                 f"{sum(per) / len(per):.1f}, min {min(per)}, max {max(per)} (a full mesh: "
                 f"{r.config.balancers})"
             )

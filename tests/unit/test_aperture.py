@@ -4,7 +4,6 @@ worked by hand, and Finagle's own test vectors (``WeightedApertureTest.scala``).
 from __future__ import annotations
 
 import random
-from collections import Counter
 from fractions import Fraction
 
 import pytest
@@ -12,8 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lblab.balancer.aperture import (
+    ApertureConfig,
+    BandedWindow,
     LoadBand,
     aperture_width,
+    banded_windows,
     coordinate,
     ring_weights,
     subset,
@@ -148,10 +150,10 @@ def test_the_windows_cover_every_server_evenly(
         arcs = sum(m.weight for m in s.members) / sum(w)
         assert arcs == pytest.approx(s.width)
     if instances * logical >= servers:  # every server is covered, all equally
-        covered = Counter[str]()
+        covered: dict[str, float] = {}
         for s in subsets:
             for m in s.members:
-                covered[m.id] += m.share
+                covered[m.id] = covered.get(m.id, 0.0) + m.share
         assert set(covered) == set(_ids(servers))
         laps = instances * subsets[0].width  # the windows tile the ring this many times
         assert all(c == pytest.approx(laps) for c in covered.values()), covered
@@ -174,3 +176,25 @@ def test_load_band_smooths_over_its_window() -> None:
         band.update(-1, 5.0)
     with pytest.raises(ConfigError, match="band"):
         LoadBand(4, low=1.2, high=1.1)
+
+
+def test_a_banded_window_takes_the_next_server_in_its_order_and_gives_back_the_last() -> None:
+    window = BandedWindow(["s3", "s1", "s4", "s2"], LoadBand(4, smooth_window_s=0.0))
+    assert window.members == ("s3",)
+    # Outstanding 1, 2, 3, 2, 1 at t = 0..4 (no smoothing): sizes 1, 2, 3, 2, 1 (as in
+    # test_load_band_follows_finagles_rule): s1 joins, s4 joins, s4 leaves, s1 leaves.
+    moves = [window.observe(n, float(t)) for t, n in enumerate([1, 2, 3, 2, 1])]
+    assert moves == [(None, None), ("s1", None), ("s4", None), (None, "s4"), (None, "s1")]
+    assert (window.size, window.largest) == (1, 3)
+    # Sizes 1 over [0, 1), 2 over [1, 2), 3 over [2, 3), 2 over [3, 4), 1 from 4 to 6.
+    assert window.mean_size(6.0) == pytest.approx((1 + 2 + 3 + 2 + 1 + 1) / 6)
+
+
+def test_banded_windows_draw_the_random_apertures_order() -> None:
+    config = ApertureConfig(mode="random", size=2, load_band=True)
+    windows = banded_windows(config, _ids(8), [1.0] * 8, 3, random.Random)
+    fixed = ApertureConfig(mode="random", size=8).subsets(_ids(8), [1.0] * 8, 3, random.Random)
+    assert [w.order for w in windows] == [s.order for s in fixed]
+    assert all(w.members == w.order[:2] for w in windows)  # from minAperture (2 here)
+    with pytest.raises(ConfigError, match="only a random aperture"):
+        ApertureConfig(mode="deterministic", load_band=True)

@@ -14,7 +14,7 @@ import pytest
 from lblab.analysis.hard_cases import load_deviation
 from lblab.balancer.aperture import ApertureConfig
 from lblab.errors import ConfigError
-from lblab.simulator.config import config_from_mapping
+from lblab.simulator.config import ServerEvent, config_from_mapping
 from lblab.simulator.output import write_run
 from lblab.simulator.run import SimResult, simulate
 from lblab.simulator.summary import connections
@@ -64,6 +64,28 @@ def test_a_random_aperture_draws_each_balancers_order_from_its_own_stream() -> N
     assert [s.ids for s in other.subsets] != [s.ids for s in first.subsets]
 
 
+def test_a_load_banded_aperture_grows_with_its_balancers_load(tmp_path: Path) -> None:
+    cfg = config_from_mapping(
+        _config(aperture="random", aperture_load_band=True, balancers=4, requests=20_000)
+    )
+    result = simulate(cfg)
+    assert len(result.bands) == 4
+    # Each balancer carries 280 requests/s at about 20 ms: some 6 outstanding, so its
+    # window, from 1 server, grows to several (its largest is what it connected to).
+    for band, sub in zip(result.bands, result.subsets, strict=True):
+        assert 3 <= band["mean"] <= band["largest"] == sub.aperture <= N, band
+        assert sub.ids == tuple(sorted(sub.order[: sub.aperture], key=lambda i: int(i[1:])))
+    rows = result.requests.select(["balancer", "server"]).to_pylist()
+    for b, sub in enumerate(result.subsets):
+        sent = {r["server"] for r in rows if r["balancer"] == f"b{b + 1}"}
+        assert sent <= set(sub.ids), b
+    write_run(tmp_path, [result])
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    b1 = manifest["apertures"]["p2c/r1"]["b1"]
+    assert b1["load_band"] == result.bands[0] and len(b1["order"]) == N
+    assert manifest["config"][0]["aperture"] == {"mode": "random", "size": 1, "load_band": True}
+
+
 def test_the_manifest_records_every_balancers_subset(tmp_path: Path) -> None:
     cfg = config_from_mapping(_config(aperture="deterministic", requests=500, balancers=4))
     result = simulate(cfg)
@@ -74,7 +96,11 @@ def test_the_manifest_records_every_balancers_subset(tmp_path: Path) -> None:
     # K = 4 over 16 with 12: width ceil(12/16 * 4) / 4 = 3/4, offsets 0, 1/4, 1/2, 3/4.
     assert subsets["b2"]["servers"] == {f"s{i}": 1.0 for i in range(5, 17)}
     assert subsets["b4"]["servers"] == {f"s{i}": 1.0 for i in [*range(13, 17), *range(1, 9)]}
-    assert manifest["config"][0]["aperture"] == {"mode": "deterministic", "size": 12}
+    assert manifest["config"][0]["aperture"] == {
+        "mode": "deterministic",
+        "size": 12,
+        "load_band": False,
+    }
 
 
 def test_the_done_when_case_k128_over_64_has_25_connections_a_server() -> None:
@@ -102,3 +128,12 @@ def test_bad_aperture_settings_are_refused_clearly() -> None:
     cfg = config_from_mapping(_config(requests=100))
     with pytest.raises(ConfigError, match="joins_later"):
         replace(cfg, aperture=ApertureConfig(), joins_later=("s2",))
+    with pytest.raises(ConfigError, match="give aperture"):
+        config_from_mapping(_config(aperture_load_band=True))
+    with pytest.raises(ConfigError, match="true or false"):
+        config_from_mapping(_config(aperture="random", aperture_load_band="yes"))
+    with pytest.raises(ConfigError, match="only a random aperture"):
+        config_from_mapping(_config(aperture="deterministic", aperture_load_band=True))
+    kill = ServerEvent(at=1.0, action="kill", server="s1")
+    with pytest.raises(ConfigError, match="timeline"):
+        replace(cfg, aperture=ApertureConfig("random", 1, True), timeline=(kill,))
