@@ -589,3 +589,32 @@ def test_cheetah_claims_with_their_bounds_flipped_do_not_hold():
     some = replace(none, op=">=", threshold=1.0)  # "breaks at least 1 %"
     kept, flipped = cheetah.judge_claims([], broken, [none, some])
     assert kept.verdict == "holds" and flipped.verdict == "does not hold"
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("ingram", ["--requests", "100,500", "--seeds", "3"]),
+        ("cheetah", ["--study", "imbalance", "--servers", "60", "--active", "2400", "--seeds",
+                     "3", "--jobs", "1"]),
+        ("martins", ["--rates", "50,150", "--seconds", "2", "--seeds", "3"]),
+        ("linkerd", ["--seconds", "4", "--rate", "300", "--seeds", "3", "--jobs", "1"]),
+        ("prequal", ["--seconds", "14", "--seeds", "2", "--jobs", "1"]),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_every_reproduction_prints_a_verdict_and_interval_per_claim(tmp_path, name, args, fmt):
+    result = CliRunner().invoke(
+        app, ["reproduce", name, *args, "--format", fmt, "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    seeds = args[args.index("--seeds") + 1]
+    assert f"claims over {seeds} seeds" in result.output
+    written = json.loads((tmp_path / f"{name}-claims.json").read_text())
+    claims = _judged(written, name, int(seeds))
+    # the printed table has the claims' columns, and each claim's interval as lo .. hi
+    for column in ("95 % interval", "holds if", "verdict"):
+        assert column in result.output
+    for c in claims.values():
+        assert c["claim"][:30] in result.output and c["verdict"] in result.output
+    assert result.output.count(" .. ") >= len(claims)  # "lo .. hi", one a claim
