@@ -166,7 +166,7 @@ def document(
         "reproduction": reproduction,
         "title": title,
         "seeds": list(seeds),
-        "interval": f"{LEVEL:.0%} Student-t over the seeds",
+        "interval": f"{LEVEL * 100:g} % Student-t over the seeds",
         "claims": [v.as_dict() for v in verdicts],
     }
 

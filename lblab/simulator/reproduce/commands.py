@@ -143,7 +143,10 @@ def ingram(
     seeds: Annotated[
         int,
         typer.Option(
-            min=1, max=MAX_RUNS, help="Runs per row (own timer jitter each); medians shown."
+            min=1,
+            max=MAX_RUNS,
+            help="Runs per row (own timer jitter each): medians shown, each claim's interval "
+            "over them.",
         ),
     ] = 20,
     lblab_strategies: Annotated[
