@@ -147,8 +147,6 @@ CASES: dict[str, Case] = {
     "reproduce-martins-seeds-0": Case(("reproduce", "martins", "--seeds", "0"), "--seeds"),
     "reproduce-linkerd-seeds-0": Case(("reproduce", "linkerd", "--seeds", "0"), "--seeds"),
     "reproduce-prequal-seeds-0": Case(("reproduce", "prequal", "--seeds", "0"), "--seeds"),
-    "reproduce-linkerd-seeds-past-max": Case(("reproduce", "linkerd", "--seed", "4294967295", "--seeds", "2"), "passes 4294967295"),
-    "reproduce-prequal-seeds-past-max": Case(("reproduce", "prequal", "--seed", "4294967294", "--seeds", "3"), "lower either"),
     "reproduce-cheetah-seeds-not-a-number": Case(("reproduce", "cheetah", "--seeds", "five"), "--seeds"),
     "sweep-tls-dir-without-scheduler": Case(("sweep", "{d}/sweep.toml", "--out", "{d}/sweep-out", "--tls-dir", "{d}/empty"), "not a local cluster"),
     "sweep-tls-without-certificates": Case(("sweep", "{d}/sweep.toml", "--out", "{d}/sweep-out", "--scheduler", "tls://127.0.0.1:9"), "--tls-dir"),

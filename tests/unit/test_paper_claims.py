@@ -77,3 +77,11 @@ def test_document_and_markdown_carry_every_claim() -> None:
     page = markdown(verdicts, "X's claims")
     assert page.startswith("## X's claims\n") and "| a beats b | Fig. 1 | 0.55 |" in page
     assert "holds if <= 1.00 (by any margin)" in page
+
+
+def test_seeds_past_the_largest_go_on_from_zero() -> None:
+    from lblab.config import MAX_SEED
+    from lblab.simulator.reproduce.commands import _seeds
+
+    assert _seeds(7, 3) == [7, 8, 9]
+    assert _seeds(MAX_SEED - 1, 3) == [MAX_SEED - 1, MAX_SEED, 0]  # distinct, all valid

@@ -123,10 +123,9 @@ def _claims(
 
 
 def _seeds(first: int, count: int) -> list[int]:
-    """``count`` seeds from ``first``, refused past ``MAX_SEED``."""
-    if first + count - 1 > MAX_SEED:
-        raise ConfigError(f"--seed {first} with --seeds {count} passes {MAX_SEED}; lower either")
-    return list(range(first, first + count))
+    """``count`` seeds counting up from ``first``; past ``MAX_SEED`` they go on from 0, so
+    every ``--seed`` works with every ``--seeds`` (and distinct seeds stay distinct)."""
+    return [(first + i) % (MAX_SEED + 1) for i in range(count)]
 
 
 def _progress(fmt: str):  # -> Callable[[str], None] | None
