@@ -179,3 +179,18 @@ def test_the_balancer_check_gives_its_cpu_per_request() -> None:
     assert check.figure == "20% of a core, 200 us/request"  # 0.2 cores x 10 s / 10,000
     assert cpu_per_request_us(0.2, 10.0, 10_000) == pytest.approx(200.0)
     assert math.isnan(cpu_per_request_us(0.2, 10.0, 0))  # no request in the window
+
+
+def test_the_windows_own_swings_do_not_warn_and_a_drift_still_does() -> None:
+    # The fresh-clone quick run's sp+sr r rep 1: halves 15 % apart, far beyond Poisson
+    # counting noise (z 5.6), but the window's 0.3 s slices swing as much as that.
+    swinging = (1900.0, 1650.0, 1850.0, 1700.0, 1760.0, 1400.0, 1650.0, 1350.0, 1700.0, 1450.0)
+    a, b = sum(swinging[:5]) / 5, sum(swinging[5:]) / 5
+    phase = replace(GOOD, window_s=3.0, ok_per_s_halves=(a, b), ok_per_s_bins=swinging)
+    assert levels(phase)["steady state"] == PASS
+    assert levels(replace(phase, ok_per_s_bins=None))["steady state"] == WARN  # Poisson only
+    # A steady drift of the same size across the window: smooth slices, still a warning.
+    drift = tuple(1900.0 - 40.0 * i for i in range(10))  # halves 1820 and 1620: 11 % apart
+    a, b = sum(drift[:5]) / 5, sum(drift[5:]) / 5
+    drifting = replace(GOOD, window_s=3.0, ok_per_s_halves=(a, b), ok_per_s_bins=drift)
+    assert levels(drifting)["steady state"] == WARN
