@@ -36,6 +36,22 @@ LEVEL = 0.95
 COLUMNS = ("claim", "source", "figure", "95 % interval", "seeds", "holds if", "verdict", "why")
 
 
+def rounded(x: float) -> float | None:
+    """A figure for JSON: six decimals, None for NaN."""
+    return None if math.isnan(x) else round(x, 6)
+
+
+def figure_fields(ci: MeanCI) -> dict[str, float | None]:
+    """A judged claim's mean and interval, as both JSON shapes hold them (the
+    reproductions' ``Verdict`` and the thesis's ``Judgement``)."""
+    return {"figure": rounded(ci.mean), "lo": rounded(ci.lo), "hi": rounded(ci.hi)}
+
+
+def interval_text(fmt: Callable[[float], str], ci: MeanCI) -> str:
+    """The table's "95 % interval" cell."""
+    return f"{fmt(ci.lo)} .. {fmt(ci.hi)}" if ci.has_ci else "no interval"
+
+
 def verdict_of(ci: MeanCI, op: str, threshold: float) -> str:
     """Holds / does not hold when the interval lies wholly on one side of the threshold."""
     if ci.n == 0 or math.isnan(ci.mean):
@@ -93,21 +109,15 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         c = self.claim
-
-        def num(x: float) -> float | None:
-            return None if math.isnan(x) else round(x, 6)
-
         return {
             "id": c.id,
             "claim": c.text,
             "source": c.source,
             "figure_label": c.figure_label,
-            "figure": num(self.ci.mean),
-            "lo": num(self.ci.lo),
-            "hi": num(self.ci.hi),
+            **figure_fields(self.ci),
             "level": LEVEL,
             "seeds": self.ci.n,
-            "values": [num(v) for v in self.values],
+            "values": [rounded(v) for v in self.values],
             "op": c.op,
             "threshold": c.threshold,
             "holds_if": c.holds_if,
@@ -118,7 +128,7 @@ class Verdict:
 
     def table_row(self) -> dict[str, str]:
         c, ci = self.claim, self.ci
-        interval = f"{c.format(ci.lo)} .. {c.format(ci.hi)}" if ci.has_ci else "no interval"
+        interval = interval_text(c.format, ci)
         return {
             "claim": c.text,
             "source": c.source,

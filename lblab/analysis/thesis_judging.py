@@ -16,7 +16,6 @@ the replications behind the figure.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,21 +46,15 @@ class Judgement:
 
     def as_dict(self) -> dict[str, Any]:
         c = self.claim
-
-        def num(x: float) -> float | None:
-            return None if math.isnan(x) else round(x, 6)
-
         return {
             "id": c.id,
             "section": c.section,
             "claim": c.text,
             "thesis": c.thesis,
             "figure_label": c.figure_label,
-            "figure": num(self.ci.mean),
-            "lo": num(self.ci.lo),
-            "hi": num(self.ci.hi),
+            **paper_claims.figure_fields(self.ci),
             "replications": self.ci.n,
-            "values": [num(v) for v in self.values],
+            "values": [paper_claims.rounded(v) for v in self.values],
             "holds_if": c.holds_if,
             "threshold_basis": c.basis,
             "verdict": self.verdict,
@@ -71,7 +64,7 @@ class Judgement:
 
     def table_row(self) -> dict[str, str]:
         c, ci = self.claim, self.ci
-        interval = f"{c.format(ci.lo)} .. {c.format(ci.hi)}" if ci.has_ci else "no interval"
+        interval = paper_claims.interval_text(c.format, ci)
         return {
             "claim": f"{c.text} (§{c.section})",
             "figure": c.format(ci.mean),
