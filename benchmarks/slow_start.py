@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lblab.loadtests.toml_writer import dumps_toml
 from lblab.pages import table, this_script
 from lblab.procs import lblab_command
 
@@ -57,16 +59,12 @@ POLICIES = {
 def config_text(
     case: str, strategies: list[str], replications: int, health: dict[str, object]
 ) -> str:
-    lines = [
-        (SCENARIOS / CASES[case][0]).read_text(),
-        "",
-        "[run]",
-        f"strategies = {strategies!r}".replace("'", '"'),
-    ]
-    lines += [f'duration = "{SECONDS:g}s"', f"replications = {replications}"]
-    lines += [f"max_replications = {replications}", "", "[health]"]
-    lines += [f"{k} = {v!r}".replace("'", '"') for k, v in health.items()]
-    return "\n".join(lines) + "\n"
+    """The case file with this study's [run] and [health] over it (the case has none)."""
+    config = tomllib.loads((SCENARIOS / CASES[case][0]).read_text())
+    config["run"] = {"strategies": strategies, "duration": f"{SECONDS:g}s",
+                     "replications": replications, "max_replications": replications}  # fmt: skip
+    config["health"] = health
+    return dumps_toml(config)
 
 
 def run(testbed: str, case: str, strategies: list[str], replications: int,
