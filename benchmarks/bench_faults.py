@@ -101,7 +101,8 @@ import pyarrow.parquet as pq
 
 from lblab.analysis.nbserver import descendants
 from lblab.errors import LblabError
-from lblab.loadtests.records import phase_folder, started_at
+from lblab.experiment.run_folders import phase_folder
+from lblab.loadtests.records import started_at
 from lblab.loadtests.rsocket_client import RSocketClient, classify_exception
 from lblab.pages import table, this_script
 from lblab.procs import PARENT_ENV, Child, lblab_command, spawn, stop

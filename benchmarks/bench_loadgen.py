@@ -41,11 +41,11 @@ from pathlib import Path
 
 import psutil
 
+from lblab.experiment.runconfig import LoadConfig
 from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.record_table import read_records
 from lblab.loadtests.rsocket_client import RSocketClient
-from lblab.loadtests.runconfig import LoadConfig
 from lblab.pages import table, this_script
 from lblab.procs import lblab_command, spawn, stop
 from lblab.scenarios import builtin_scenario, request_body

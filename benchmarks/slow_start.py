@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lblab.loadtests.toml_writer import dumps_toml
+from lblab.experiment.toml_writer import dumps_toml
 from lblab.pages import table, this_script
 from lblab.procs import lblab_command
 

@@ -9,7 +9,7 @@ Registered in ``mkdocs.yml`` (``hooks:``). ``on_files`` adds, as generated files
   command's help, usage, options, types and defaults;
 - ``reference/config.md``: the experiment config keys (``config_layers.DEFAULTS``, the
   ``runconfig`` docstring, each key's field docstring or comment, its ``lblab run`` flag);
-- ``reference/presets.md``: the preset files in ``loadtests/presets/``;
+- ``reference/presets.md``: the preset files in ``experiment/presets/``;
 - ``reference/results.md``: the results tables (``results.SCHEMAS``, the record
   columns, the window labels), failure kinds and origins, metrics, ``winners.json``;
 - ``reference/checks.md``: the validity checks (``lblab.validity``'s docstring and thresholds);
@@ -386,7 +386,7 @@ def config_page() -> str:
     import typer.main
 
     from lblab.cli import app
-    from lblab.loadtests import config_layers, runconfig
+    from lblab.experiment import config_layers, runconfig
     from lblab.loadtests.isolation import ISOLATION_METHODS
     from lblab.loadtests.openloop import ARRIVALS
     from lblab.scenarios import BUILTIN_SCENARIOS, CELLS, TRACE_SCENARIOS
@@ -419,7 +419,7 @@ def config_page() -> str:
         "`--config` takes back. How to write one: "
         "[Write an experiment file](../guides/experiment-file.md).",
         "",
-        "## The shape (`lblab.loadtests.runconfig`)",
+        "## The shape (`lblab.experiment.runconfig`)",
         "",
         rst_to_md(runconfig.__doc__),
     ]
@@ -507,13 +507,13 @@ def config_page() -> str:
 
 def presets_page() -> str:
     from lblab.config import load_toml
-    from lblab.loadtests import presets
+    from lblab.experiment import presets
 
     out = [
         "# Presets",
         "",
         GENERATED + "`lblab run --preset NAME` starts from one of these files "
-        "(`lblab/loadtests/presets/`); a config file and flags override any key. "
+        "(`lblab/experiment/presets/`); a config file and flags override any key. "
         "The keys are on [Config keys](config.md).",
         "",
         "| preset | strategies | scenarios | warm-up + duration | blocks |",

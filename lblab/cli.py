@@ -28,7 +28,7 @@ from lblab.errors import ConfigError, WriteFailed
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lblab.servers.cli": ("server", "agent"),
     "lblab.balancer.cli": ("strategies", "balancer"),
-    "lblab.experiment.cli": ("run",),
+    "lblab.app.cli": ("run",),
     "lblab.loadtests.cli": ("locust-workers",),
     "lblab.loadtests.webui.command": ("ui",),
     "lblab.simulator.cli": ("simulate", "validate", "calibrate", "twin", "reproduce"),

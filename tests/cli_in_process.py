@@ -43,7 +43,7 @@ STUBS = (
     ("lblab.simulator.reproduce.parallel", "run_calls"),
     ("lblab.analysis.nbserver", "serve"),
 )
-CLASS_STUBS = (("lblab.experiment.service", "Experiment", "run"),)
+CLASS_STUBS = (("lblab.app.service", "Experiment", "run"),)
 
 _command: Any = None
 

@@ -56,7 +56,7 @@ class Conditions:
     """What a unit ran under, from its run's manifest."""
 
     timeline: Sequence[Mapping[str, Any]] = ()
-    """The phase's logged timeline events (``loadtests/timeline.py``)."""
+    """The phase's logged timeline events (``experiment/timeline.py``)."""
     capacity: Mapping[str, float] = field(default_factory=dict)
     """Server id -> requests/s it can serve (``simulator/capacity.py``)."""
     timeout_s: float | None = None

@@ -1,6 +1,6 @@
 """The headline facts of a run's manifest: what ran, on what, and how CPU was limited.
 
-Live runs (``loadtests/runner.py``) and simulated runs (``simulator/output.py``) record
+Live runs (``experiment/runner.py``) and simulated runs (``simulator/output.py``) record
 different facts in their manifest (``lblab/manifest.py``); this module reads what either
 gives and skips what a manifest lacks, so the report and the overview notebook show one
 small table either way. The whole manifest is still shown verbatim below it in the report.

@@ -1,5 +1,5 @@
 """Commands of `loadtests/` for the `lblab` command line: ``lblab locust-workers`` (``lblab
-run`` is the experiment's, ``lblab/experiment/cli.py``)."""
+run`` is the experiment's, ``lblab/app/cli.py``)."""
 
 from __future__ import annotations
 

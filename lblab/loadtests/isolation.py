@@ -41,10 +41,10 @@ from typing import Any
 import psutil
 
 from lblab.errors import ConfigError
+from lblab.experiment.runconfig import ISOLATION_METHODS
 
 log = logging.getLogger(__name__)
 
-ISOLATION_METHODS = ("auto", "cpuset", "affinity", "off")
 MIN_QUOTA = 0.05
 """The smallest quota scaling may leave a server: below it a server's 10 ms quota
 period holds under half a millisecond of work and throttling dominates its latency. (A

@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lblab.experiment.plan import load_seconds
+from lblab.experiment.runconfig import LoadConfig
 from lblab.loadtests.loadspec import LoadSpec
-from lblab.loadtests.runconfig import LoadConfig
 from lblab.procs import Child, dies_with_this_process, stop
-from lblab.traces import schedule
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 _BASE = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
@@ -41,15 +41,8 @@ WORKERS_WAIT_S = 60
 
 
 def expected_seconds(spec: LoadSpec, load: LoadConfig) -> float:
-    """How long the load of a phase lasts (warm-up included), answers excluded: the
-    spec's duration, or less when a trace or a count of requests ends first."""
-    duration = spec.duration
-    if spec.scenario.trace is not None:  # until its last send: the trace may end first
-        replay = schedule(spec.scenario.trace, spec.rate)
-        return replay.due(replay.count(None if load.count else duration, load.count or None) - 1)
-    if load.model == "open" and load.count:
-        return load.count / load.rate
-    return duration
+    """How long the load of ``spec`` lasts (``plan.load_seconds``)."""
+    return load_seconds(spec.duration, spec.scenario.trace, spec.rate, load.model, load.count)
 
 
 def run_time(spec: LoadSpec, load: LoadConfig) -> float:

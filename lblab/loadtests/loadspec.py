@@ -11,12 +11,10 @@ import json
 from dataclasses import asdict, dataclass
 
 from lblab.errors import ConfigError
-from lblab.loadtests.openloop import ARRIVALS
-from lblab.loadtests.spikes import Spike
+from lblab.experiment.runconfig import ARRIVALS, MODELS
+from lblab.experiment.spikes import Spike
 from lblab.scenarios import Cell, Scenario
 from lblab.traces import TraceWindow
-
-MODELS = ("closed", "open", "trace")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +39,7 @@ class LoadSpec:
     """``HOST:PORT`` of each balancer node ``b1`` .. ``bK`` the users spread over (closed
     model: user by user; open and trace: send by send); empty: Locust's ``--host``, ``b1``."""
     spikes: tuple[Spike, ...] = ()
-    """The phase's ``spike`` events (``loadtests/spikes.py``), from the users' start."""
+    """The phase's ``spike`` events (``experiment/spikes.py``), from the users' start."""
     users: int = 0
     """Closed model with spikes: the users outside them (Locust starts the most a spike
     needs; the others wait for theirs)."""

@@ -1,12 +1,12 @@
 """The processes under test: servers, their agents and the balancer nodes.
 
-``LocalTestbed`` starts them on loopback with ``lblab.procs.spawn`` (ports 0, learned
+``LocalProcesses`` starts them on loopback with ``lblab.procs.spawn`` (ports 0, learned
 from the ready lines) and stops them by process group, so nothing outlives the run.
 Timeline events act on it (kill, restart on the same port, drain by SIGTERM, add and
 remove through the balancer's admin API, slow, fail, reject, cold and capacity by
 ``servers/slowdown.py``, pause and resume by SIGSTOP and SIGCONT), and ``restore`` puts
 the configured pool back (resumed, at normal speed, failing and refusing nothing, at its
-quota) before the next phase. A ``capacity`` quota is scaled as the servers' are. ``ExternalTestbed`` is a balancer someone else runs (the ansible
+quota) before the next phase. A ``capacity`` quota is scaled as the servers' are. ``ExternalProcesses`` is a balancer someone else runs (the ansible
 playbooks): the runner only switches its strategy and drives load at it.
 
 ``[testbed] balancers = K`` starts K independent balancer nodes ``b1`` .. ``bK`` over the
@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from lblab.balancer_names import balancer_names
+from lblab.experiment.runconfig import RunConfig, ServerSpec, TestbedKind
 from lblab.loadreport import REPORT_TOKEN_ENV
 from lblab.loadtests.admin_client import AdminClient
 from lblab.loadtests.isolation import CpuLayout, Isolation, plan_layout
-from lblab.loadtests.runconfig import RunConfig, ServerSpec
-from lblab.loadtests.testbed import Processes
+from lblab.loadtests.processes import Processes
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.servers.behaviour import NO_FAILURES, ColdStart, RateLimit
 from lblab.servers.slowdown import NORMAL, Control, Slowdown, request_control, request_slowdown
@@ -93,7 +93,7 @@ class BalancerNode:
 
 
 @dataclass
-class LocalTestbed:
+class LocalProcesses:
     config: RunConfig
     run_dir: Path
     servers: dict[str, ServerProcess] = field(default_factory=dict)
@@ -105,7 +105,7 @@ class LocalTestbed:
     layout: CpuLayout = field(init=False)
     isolation: Isolation = field(init=False)
 
-    kind = "local"
+    kind = TestbedKind.LOCAL
 
     @property
     def balancer(self) -> Child | None:
@@ -423,12 +423,12 @@ class LocalTestbed:
 
 
 @dataclass
-class ExternalTestbed:
+class ExternalProcesses:
     """A balancer (and servers, agents) started by someone else, e.g. the ansible roles."""
 
     config: RunConfig
     run_dir: Path
-    kind = "external"
+    kind = TestbedKind.EXTERNAL
     changed = False
 
     def __post_init__(self) -> None:
@@ -490,6 +490,6 @@ def _all(start: Callable[[ServerProcess], None], procs: Iterable[ServerProcess])
 
 def make_processes(config: RunConfig, run_dir: Path) -> Processes:
     """The processes of a live run (``testbed.kind`` local or external)."""
-    if config.testbed.kind == "external":
-        return ExternalTestbed(config, run_dir)
-    return LocalTestbed(config, run_dir)
+    if config.testbed.kind == TestbedKind.EXTERNAL:
+        return ExternalProcesses(config, run_dir)
+    return LocalProcesses(config, run_dir)

@@ -17,22 +17,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lblab.experiment.plan import Phase, phase_config
+from lblab.experiment.progress import RunProgress
+from lblab.experiment.run_folders import phase_folder
+from lblab.experiment.runconfig import RunConfig, TestbedKind
+from lblab.experiment.testbed import PHASE_SLACK_S, PhaseRun
+from lblab.experiment.timeline import Timeline
 from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
-from lblab.loadtests.local_testbed import make_processes
+from lblab.loadtests.local_testbed import cpu_layout, make_processes
 from lblab.loadtests.phase_recorder import PhaseRecorder
-from lblab.loadtests.plan import Phase, phase_config
 from lblab.loadtests.probe import CpuProbe
-from lblab.loadtests.progress import RunProgress
-from lblab.loadtests.records import phase_folder, read_progress, started_at
-from lblab.loadtests.runconfig import RunConfig
-from lblab.loadtests.testbed import PhaseRun, Processes
-from lblab.loadtests.timeline import Timeline
+from lblab.loadtests.processes import Processes
+from lblab.loadtests.records import read_progress, started_at
 from lblab.manifest import ManifestFile
 
 TICK_S = 0.25
 FLUSH_GRACE_S = 2.5  # the balancer flushes picks at least once a second, agents per sample
-PHASE_SLACK_S = 30.0  # beyond the expected end (answers, Locust start-up) before "stuck"
 
 
 class PhaseFailed(RuntimeError):
@@ -43,6 +44,14 @@ class LocustTestbed:
     """``testbed.Testbed`` over live processes (the module docstring)."""
 
     flush_grace = FLUSH_GRACE_S
+
+    @classmethod
+    def preflight(cls, config: RunConfig) -> str | None:
+        """A local testbed's CPU layout (``local_testbed.cpu_layout``: refuses one that
+        cannot isolate as asked); an external one's processes are someone else's."""
+        if config.testbed.kind != TestbedKind.LOCAL:
+            return None
+        return cpu_layout(config).describe()
 
     def __init__(self, config: RunConfig, run_dir: Path, manifest: ManifestFile) -> None:
         self.config, self.run_dir = config, run_dir
@@ -90,7 +99,6 @@ class LocustTestbed:
             users=load.users,
         )
         expected = loadgen.expected_seconds(spec, load)
-        progress.start_phase(phase.label, expected)
         start = time.time()
         status, error = "done", None
         timeline = Timeline(

@@ -21,8 +21,7 @@ import random
 from collections.abc import Iterator
 
 from lblab.errors import ConfigError
-
-ARRIVALS = ("constant", "poisson")
+from lblab.experiment.runconfig import ARRIVALS
 
 
 def due_times(

@@ -1,10 +1,10 @@
 """What a phase leaves in the run folder, whoever ran it: the runner's plan
-(``loadtests/runner.py``) or a swarm of the web UI (``loadtests/webui/session.py``).
+(``experiment/runner.py``) or a swarm of the web UI (``loadtests/webui/session.py``).
 
 Its requests part, merged from every writer's records chunks in the phase's folder (all
 writers, all hosts delivered so far), labelled with the phase and its measured window;
 its picks and cpu parts, cut from the balancer's picks files and the agents' samples
-once they are flushed; and its validity checks (``loadtests/validity.py``). Each step
+once they are flushed; and its validity checks (``experiment/validity.py``). Each step
 writes the manifest's facts about the phase. The runner and the web UI session each
 compose one: what differs between them is only which phases there are and the config
 each ran with (``config_of``).
@@ -19,14 +19,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lblab.experiment.plan import Phase
+from lblab.experiment.run_folders import phase_folder
+from lblab.experiment.runconfig import RunConfig
+from lblab.experiment.validity import phase_checks
 from lblab.loadtests import loadgen
 from lblab.loadtests.clocks import read_clocks
 from lblab.loadtests.collect import WindowSource
-from lblab.loadtests.plan import Phase
 from lblab.loadtests.record_table import read_records
-from lblab.loadtests.records import phase_folder, read_progress
-from lblab.loadtests.runconfig import RunConfig
-from lblab.loadtests.validity import phase_checks
+from lblab.loadtests.records import read_progress
 from lblab.manifest import ManifestFile, measured_fields
 from lblab.results import to_arrow, write_part
 from lblab.windows import INSIDE, WINDOW_COLUMN, Window, phase_window, with_window

@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 import socket
 import time
 from pathlib import Path
@@ -79,18 +78,6 @@ server's whole time for it, arrival to answer: ``analysis/instrument.py``) and
 the request went through (``b1`` .. ``bK``); their types are
 ``record_table.RECORD_SCHEMA``'s."""
 CHUNK_GLOB = "requests-*.json"
-
-
-def phase_folder(run_dir: Path, phase_key: str, attempt: str) -> Path:
-    """Where one attempt at a phase writes its records, inside its run directory."""
-    return run_dir / "raw" / "phases" / phase_key / attempt
-
-
-def new_attempt(number: int) -> str:
-    """A name for an attempt at a phase that no earlier attempt had: ``a<number>-<hex>``
-    (the number says which run attempt made it; the random part keeps two apart even
-    where a killed attempt never recorded its number)."""
-    return f"a{number}-{secrets.token_hex(3)}"
 
 
 def local_folder(folder: Path) -> Path:

@@ -31,10 +31,10 @@ from locust.runners import MasterRunner, WorkerRunner
 from lblab.balancer_names import balancer_names
 from lblab.config import parse_hostport
 from lblab.errors import ConfigError
+from lblab.experiment.spikes import TimeWarp
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.openloop import due_times
 from lblab.loadtests.rsocket_client import RSocketClient, classify_exception
-from lblab.loadtests.spikes import TimeWarp
 from lblab.scenarios import Cell, request_body
 from lblab.traces import schedule
 from lblab.wire.metadata import request_metadata
@@ -241,7 +241,7 @@ class ClosedLoopUser(RSocketUser):
     With the spec's ``spikes`` this process starts ``users`` plus the most a spike adds
     (``loadgen.command_line``); the n-th user past ``users`` sends only while a spike
     that adds more than n runs, from the moment the process's first user started
-    (``loadtests/spikes.py``; the runner allows one Locust process then)."""
+    (``experiment/spikes.py``; the runner allows one Locust process then)."""
 
     def wait_time(self) -> float:  # type: ignore[override]
         lo, hi = self.spec.think_time
@@ -295,7 +295,7 @@ class OpenLoopUser(RSocketUser):
 
     def planned(self, index: int) -> Iterator[tuple[float, Cell]]:
         """This generator's sends: (seconds from the start, the request's shape), the
-        schedule's times warped by the spec's spikes (``loadtests/spikes.py``)."""
+        schedule's times warped by the spec's spikes (``experiment/spikes.py``)."""
         if not self.spec.spikes:
             return self._scheduled(index, self.spec.duration)
         warp = TimeWarp(self.spec.spikes)

@@ -1,7 +1,7 @@
 """The library of hard cases: ``scorecard/scenarios/*.toml``, each an experiment file.
 
 A case is a file ``lblab run --config`` runs as it is (``preset = "scorecard"``, the
-common frame: ``loadtests/presets/scorecard.toml``) with a ``[scorecard]`` table that says
+common frame: ``experiment/presets/scorecard.toml``) with a ``[scorecard]`` table that says
 what it is: ``title``, ``source`` (who named the case), ``tests`` (what it finds out) and
 ``headline``, the metric the case is judged on (``analysis/metrics.py``). A ``[simulated]``
 table gives what differs on the simulated testbed (a case about scale has its own server
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lblab.config import load_toml
 from lblab.errors import ConfigError
-from lblab.loadtests.config_layers import SCORECARD_KEYS
+from lblab.experiment.config_layers import SCORECARD_KEYS
 
 LIBRARY = Path(__file__).with_name("scenarios")
 ORDER = (

@@ -1,6 +1,6 @@
 """``lblab scorecard``: cases x strategies on each testbed, one run folder a case.
 
-Each case runs as ``lblab run --config CASE`` does (``experiment/service.py``: blocks,
+Each case runs as ``lblab run --config CASE`` does (``app/service.py``: blocks,
 adaptive replications, paired intervals, validity checks, resume), with the strategies,
 seed, testbed and out folder given here and ``run.metrics`` its headline metric, so its
 adaptive blocks settle what it is judged on. The folders are ``OUT/<testbed>/<case>/``;
@@ -106,7 +106,7 @@ def run_scorecard(plan: Plan, console: Console) -> int:
 
 def _run_case(plan: Plan, case: LibraryCase, testbed: str, console: Console) -> int:
     """One case's run: new, resumed, or read when it is done."""
-    from lblab.experiment.service import Experiment
+    from lblab.app.service import Experiment
     from lblab.manifest import load as load_manifest
 
     run_dir = plan.run_dir(case, testbed)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lblab.loadtests.runconfig import DEFAULT_SIMULATED_SERVICE, RunConfig, ServerSpec
+from lblab.experiment.runconfig import DEFAULT_SIMULATED_SERVICE, RunConfig, ServerSpec
 from lblab.simulator.service import JsonCost, ServiceModel, parse_service
 from lblab.traces import schedule
 

@@ -41,7 +41,7 @@ from lblab.config import (
     parse_int,
 )
 from lblab.errors import ConfigError
-from lblab.loadtests.spikes import Spike, check_spikes
+from lblab.experiment.spikes import Spike, check_spikes
 from lblab.servers.defaults import DRAIN_TIMEOUT_S
 from lblab.servers.slowdown import Control
 from lblab.simulator.service import ServiceModel, parse_service
@@ -223,7 +223,7 @@ class SimConfig:
     joins_later: tuple[str, ...] = ()
     """Servers out of the pools at the start: a timeline ``add`` brings them in."""
     spikes: tuple[Spike, ...] = ()
-    """A live run's ``spike`` events: the arrivals times ``factor`` (``loadtests/spikes.py``)."""
+    """A live run's ``spike`` events: the arrivals times ``factor`` (``experiment/spikes.py``)."""
     drain_timeout: float = DRAIN_TIMEOUT_S
     """How long a draining server finishes its requests before it exits anyway."""
 

@@ -79,8 +79,8 @@ from lblab.balancer.strategies.base import Interaction, RequestView, Strategy, d
 from lblab.balancer.strategies.registry import make_strategy
 from lblab.balancer_names import balancer_names
 from lblab.errors import ConfigError
+from lblab.experiment.spikes import Spike, TimeWarp
 from lblab.loadreport import LoadReport, ProbeAnswer, RifLatency
-from lblab.loadtests.spikes import Spike, TimeWarp
 from lblab.simulator.balancer import Answer, SimBalancer, SimRequest
 from lblab.simulator.clock import GRID, LATE, at, run_events
 from lblab.simulator.config import EPOCH, SimConfig, rng_stream, stream_index

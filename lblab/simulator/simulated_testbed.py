@@ -1,14 +1,14 @@
 """The simulated testbed: an experiment file run in the simulator (``[testbed] kind =
 "simulated"``).
 
-``SimulatedTestbed`` is a ``loadtests.testbed.Testbed``: the runner
-(``loadtests/runner.py``) drives it as it drives a live one, through the same plan
-(``loadtests/plan.py``: blocks of every scenario x strategy in the run's seeded order,
+``SimulatedTestbed`` is a ``experiment.testbed.Testbed``: the runner
+(``experiment/runner.py``) drives it as it drives a live one, through the same plan
+(``experiment/plan.py``: blocks of every scenario x strategy in the run's seeded order,
 phase k seeded ``seed + k``), adaptive blocks, manifest and resume; each phase is a
 simulation of the file's testbed whose tables are written as the phase ends, in the
 results contract (``simulator/output.write_phase``), so the report, the notebooks and
-``lblab compare`` read the run as they read a measured one. The experiment service
-(``lblab/experiment/``), a composition root, makes it.
+``lblab compare`` read the run as they read a measured one. The composition root
+(``lblab/app/testbeds.py``) makes it.
 
 From the file: the servers (``[[servers]]`` ids in order, ``[weights]``), each as the
 live ``lblab server`` its keys start (``simulator/slot.py``): ``workers`` service slots
@@ -42,17 +42,19 @@ from pathlib import Path
 from typing import Any
 
 from lblab.errors import ConfigError
-from lblab.loadtests.plan import Phase, plan
-from lblab.loadtests.progress import RunProgress
-from lblab.loadtests.runconfig import (
+from lblab.experiment.plan import Phase, plan
+from lblab.experiment.progress import RunProgress
+from lblab.experiment.runconfig import (
     DEFAULT_SIMULATED_SERVICE,
     LoadConfig,
     RunConfig,
     ServerSpec,
+    TestbedKind,
 )
-from lblab.loadtests.testbed import PhaseRun
-from lblab.loadtests.timeline import planned_log, undo
-from lblab.loadtests.validity import offered_capacity
+from lblab.experiment.testbed import PhaseRun
+from lblab.experiment.timeline import planned_log, undo
+from lblab.experiment.validity import offered_capacity
+from lblab.manifest import ManifestFile
 from lblab.servers.cpulimit import quota_for
 from lblab.servers.defaults import DEFAULT_MAX_INFLIGHT
 from lblab.simulator.capacity import capacities
@@ -199,12 +201,20 @@ def check(config: RunConfig) -> None:
 
 
 class SimulatedTestbed:
-    """``loadtests.testbed.Testbed``: each phase simulated, its parts written at once."""
+    """``experiment.testbed.Testbed``: each phase simulated, its parts written at once."""
 
-    kind = "simulated"
+    kind = TestbedKind.SIMULATED
     flush_grace = 0.0
 
-    def __init__(self, config: RunConfig, run_dir: Path) -> None:
+    @classmethod
+    def preflight(cls, config: RunConfig) -> str | None:
+        """``check``: every phase can be simulated."""
+        check(config)
+        return None
+
+    def __init__(self, config: RunConfig, run_dir: Path, manifest: ManifestFile) -> None:
+        """``manifest``: the runner's; a simulated phase hands all it writes there back
+        as its ``PhaseRun``."""
         self.config, self.run_dir = config, run_dir
         # Each scenario's load against its servers' capacity, for the capacity check: a
         # fact of the file (a phase's length does not change it), so worked out once.
@@ -224,7 +234,6 @@ class SimulatedTestbed:
         self, phase: Phase, config: RunConfig, attempt: str, progress: RunProgress
     ) -> PhaseRun:
         sim = phase_config(config, phase, self.run_dir.name)
-        progress.start_phase(phase.label, config.warmup + config.duration)
         result = simulate(sim)
         offered = self.offered[phase.scenario]
         facts = write_phase(self.run_dir, phase.key, result, _window(config, result), offered)
@@ -239,6 +248,12 @@ class SimulatedTestbed:
 
     def collect(self, phases: Sequence[Phase], before: float, force: bool = False) -> None:
         """Nothing to collect: a phase's parts and checks are written as it ends."""
+
+    def recollect(self, phases: Sequence[Phase]) -> None:
+        raise ConfigError(
+            f"--collect: {self.run_dir} is a simulated run; its phases wrote their tables "
+            "as they ran, and no other host holds records of it"
+        )
 
     def recover(self) -> None:
         """Nothing to recover: a simulated phase leaves nothing running."""

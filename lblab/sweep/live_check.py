@@ -48,8 +48,8 @@ import pyarrow.parquet as pq
 
 from lblab.analysis.load import ResultsError, parquet_errors
 from lblab.analysis.sweep_map import metric_column, winners
+from lblab.experiment.toml_writer import dumps_toml
 from lblab.files import make_folder, write_bytes_atomically
-from lblab.loadtests.toml_writer import dumps_toml
 from lblab.manifest import load
 from lblab.procs import dies_with_this_process, lblab_command
 from lblab.results import MANIFEST, SWEEP_LIVE_TABLE, write_table_atomically

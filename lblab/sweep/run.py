@@ -39,8 +39,8 @@ from rich.progress import (
 from lblab.analysis.load import ResultsError, parquet_errors
 from lblab.config import load_json_object
 from lblab.errors import ConfigError
+from lblab.experiment.progress import bar_columns
 from lblab.files import AppendLog, make_folder, write_bytes_atomically
-from lblab.loadtests.progress import bar_columns
 from lblab.results import SWEEP_META, SWEEP_TABLE, write_table_atomically
 from lblab.strategy.sources import RECORD_KEY, sources_of, write_copies
 from lblab.sweep.grid import Point, Sweep, canonical

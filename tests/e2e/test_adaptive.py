@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lblab.loadtests.plan import plan
-from lblab.loadtests.runconfig import resolve
+from lblab.experiment.plan import plan
+from lblab.experiment.runconfig import resolve
 from tests.run_fixture import PACED_LOAD, run_lblab
 
 pytestmark = pytest.mark.slow

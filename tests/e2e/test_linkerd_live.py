@@ -15,7 +15,7 @@ import pytest
 from rsocket.payload import Payload as RPayload
 
 from lblab.errors import ConfigError
-from lblab.loadtests.runconfig import RunConfig, resolve
+from lblab.experiment.runconfig import RunConfig, resolve
 from lblab.servers.slowdown import Slowdown, control_path, request_slowdown
 from tests.e2e.test_run import assert_complete, manifest
 from tests.integration.test_server import body, rsocket_client, running_server, work

@@ -13,7 +13,7 @@ import pytest
 
 from lblab.analysis.load import open_results
 from lblab.analysis.metrics import summarize
-from lblab.loadtests.summary import summary_rows
+from lblab.experiment.summary import summary_rows
 from lblab.windows import AFTER, BEFORE, INSIDE, LABELS
 
 pytestmark = pytest.mark.slow

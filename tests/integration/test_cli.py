@@ -81,7 +81,7 @@ def test_run_takes_strategies_in_every_spelling(spelling: tuple[str, ...]) -> No
 
 
 def test_run_help_names_every_preset() -> None:
-    from lblab.loadtests.presets import preset_names
+    from lblab.experiment.presets import preset_names
 
     out = lblab("run", "--help")
     assert out.returncode == 0

@@ -155,7 +155,7 @@ OPTIONS: dict[str, Opt] = {
     "testbed up --loaders": o(("testbed", "up", "--root", "{tmp}/tb", "--loaders", "{v}"), "--loaders", ("1", "3"), "4"),
 }  # fmt: skip
 
-# Numeric keys of the TOML configs: `lblab run --config` (loadtests/runconfig.py) and
+# Numeric keys of the TOML configs: `lblab run --config` (experiment/runconfig.py) and
 # `lblab simulate --config` (simulator/config.py). "{v}" is written as a TOML value.
 SERVER_TABLE = '[[servers]]\nid = "s1"\n{body}\n[weights]\ns1 = 1\n'
 TOML_RUN: dict[str, tuple[str, str, tuple[str, ...]]] = {

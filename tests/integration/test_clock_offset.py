@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from lblab.experiment.runconfig import LoadConfig
 from lblab.loadtests import loadgen
 from lblab.loadtests.clocks import read_clocks
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.records import LOADER_ENV
-from lblab.loadtests.runconfig import LoadConfig
 from lblab.scenarios import builtin_scenario
 from tests.integration.test_locust_hub import balancer  # noqa: F401 (the fixture)
 

@@ -22,10 +22,10 @@ import pytest
 from balancer_testbed import tell
 
 from lblab.errors import ApplicationError
+from lblab.experiment.plan import plan
+from lblab.experiment.runconfig import resolve
 from lblab.failures import SERVER_FAULT_PREFIX
-from lblab.loadtests.plan import plan
 from lblab.loadtests.rsocket_client import RSocketClient
-from lblab.loadtests.runconfig import resolve
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.servers.behaviour import ColdStart, Failing, RateLimit
 from lblab.servers.cpulimit import CGROUP_CPU_ROOT, cgroup_available

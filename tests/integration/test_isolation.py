@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lblab.loadtests import runconfig
+from lblab.experiment import runconfig
 from lblab.loadtests.isolation import CPUSET_V1, cpuset_version
-from lblab.loadtests.local_testbed import LocalTestbed
+from lblab.loadtests.local_testbed import LocalProcesses
 from tests.run_fixture import run_lblab
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="isolation needs 2 CPUs")
@@ -55,7 +55,7 @@ def test_each_server_runs_in_the_server_set_and_the_harness_in_the_other(
         {},
     )
     before = os.sched_getaffinity(0)
-    testbed = LocalTestbed(config, tmp_path)
+    testbed = LocalProcesses(config, tmp_path)
     layout = testbed.layout
     assert layout.method.startswith(method)
     assert layout.quota_scale == pytest.approx(1 / 1.5)  # 1.5 CPUs of quotas into one

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from balancer_testbed import balancer_over_servers
 
+from lblab.experiment.runconfig import LoadConfig
 from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.record_table import read_records
-from lblab.loadtests.runconfig import LoadConfig
 from lblab.scenarios import builtin_scenario
 
 pytestmark = pytest.mark.slow

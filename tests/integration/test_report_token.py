@@ -30,9 +30,9 @@ from balancer_testbed import (
     wait_for,
 )
 
+from lblab.experiment import runconfig
 from lblab.loadreport import REPORT_TOKEN_ENV, LoadReport, ReportSource
-from lblab.loadtests import runconfig
-from lblab.loadtests.local_testbed import LocalTestbed
+from lblab.loadtests.local_testbed import LocalProcesses
 from lblab.procs import Child, lblab_command, spawn
 from lblab.wire.auth import bearer_metadata
 from lblab.wire.codes import ErrorCode
@@ -233,8 +233,8 @@ def test_the_local_testbed_gives_each_run_a_fresh_token_in_the_environment_only(
         },
         {},
     )
-    testbed = LocalTestbed(config, tmp_path)
-    assert LocalTestbed(config, tmp_path / "next").report_token != testbed.report_token
+    testbed = LocalProcesses(config, tmp_path)
+    assert LocalProcesses(config, tmp_path / "next").report_token != testbed.report_token
     try:
         testbed.start("dwrr")
         for node in testbed.nodes:

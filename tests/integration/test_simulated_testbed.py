@@ -20,9 +20,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from lblab.loadtests import runconfig
-from lblab.loadtests.plan import plan
-from lblab.loadtests.presets import load_preset
+from lblab.experiment import runconfig
+from lblab.experiment.plan import plan
+from lblab.experiment.presets import load_preset
 from lblab.procs import lblab_command
 from lblab.results import TABLES, missing_columns
 from lblab.simulator.config import EPOCH

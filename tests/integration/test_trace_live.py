@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from lblab.experiment.runconfig import LoadConfig
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.record_table import read_records
-from lblab.loadtests.runconfig import LoadConfig
 from lblab.procs import Child, lblab_command, spawn, stop
 from lblab.scenarios import Scenario
 from lblab.traces import TraceWindow, schedule

@@ -13,8 +13,8 @@ from types import ModuleType
 import pyarrow as pa
 import pytest
 
-from lblab.loadtests.presets import load_preset
-from lblab.loadtests.runconfig import resolve
+from lblab.experiment.presets import load_preset
+from lblab.experiment.runconfig import resolve
 from lblab.stamp import Stamp
 from tests.benchmark_scripts import bench
 

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from lblab.loadtests.presets import load_preset
+from lblab.experiment.presets import load_preset
+from lblab.experiment.runconfig import resolve
+from lblab.experiment.validity import phase_checks
 from lblab.loadtests.probe import (
     Jiffies,
     ProcessSamples,
@@ -15,8 +17,6 @@ from lblab.loadtests.probe import (
     own_cpu,
     parse_proc_stat,
 )
-from lblab.loadtests.runconfig import resolve
-from lblab.loadtests.validity import phase_checks
 from lblab.manifest import PhaseEntry
 from lblab.windows import Window
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from lblab.errors import ConfigError
-from lblab.loadtests.runconfig import RunConfig, resolve
-from lblab.loadtests.spikes import Spike, TimeWarp
-from lblab.loadtests.timeline import undo
+from lblab.experiment.runconfig import RunConfig, resolve
+from lblab.experiment.spikes import Spike, TimeWarp
+from lblab.experiment.timeline import undo
 from lblab.servers.behaviour import ColdStart, Failing, RateLimit, TokenBucket
 from lblab.servers.slowdown import Control, Slowdown
 

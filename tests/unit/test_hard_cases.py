@@ -16,7 +16,7 @@ from lblab.analysis.hard_cases import (
     load_deviation,
     recovery_s,
 )
-from lblab.loadtests.runconfig import ServerSpec
+from lblab.experiment.runconfig import ServerSpec
 from lblab.simulator.capacity import Capacity, server_capacity
 
 RATE = 200  # requests/s: bins of 1 s hold 200

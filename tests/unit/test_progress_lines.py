@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from lblab.loadtests.progress import RunProgress
+from lblab.experiment.progress import RunProgress
 
 
 @pytest.mark.parametrize("terminal", [True, False])

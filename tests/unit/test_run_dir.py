@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from lblab.errors import ConfigError
-from lblab.loadtests import run_folders, runconfig
-from lblab.loadtests.presets import load_preset
+from lblab.experiment import run_folders, runconfig
+from lblab.experiment.presets import load_preset
 
 
 def _config(out: str) -> runconfig.RunConfig:

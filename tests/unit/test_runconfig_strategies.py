@@ -9,8 +9,8 @@ import pytest
 from lblab.analysis.ordering import order_scenarios, order_strategies
 from lblab.balancer.strategies.registry import strategy_names
 from lblab.errors import ConfigError
-from lblab.loadtests import config_layers, runconfig
-from lblab.loadtests.presets import load_preset
+from lblab.experiment import config_layers, runconfig
+from lblab.experiment.presets import load_preset
 from lblab.scenarios import BUILTIN_SCENARIOS, CELLS
 from lblab.strategy_names import STRATEGY_NAMES, THESIS_FIVE
 

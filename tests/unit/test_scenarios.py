@@ -11,12 +11,12 @@ import tomllib
 import pytest
 
 from lblab.errors import ConfigError
-from lblab.loadtests import config_layers, runconfig
+from lblab.experiment import config_layers, runconfig
+from lblab.experiment.plan import plan, plan_block
+from lblab.experiment.presets import load_preset, preset_names
+from lblab.experiment.runner import CHECKABLE_OK, lengthened
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.openloop import due_times
-from lblab.loadtests.plan import plan, plan_block
-from lblab.loadtests.presets import load_preset, preset_names
-from lblab.loadtests.runner import CHECKABLE_OK, lengthened
 from lblab.scenarios import CELLS, builtin_scenario, request_body
 
 

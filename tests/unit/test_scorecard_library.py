@@ -12,8 +12,8 @@ import pytest
 from lblab.analysis.metrics import METRICS
 from lblab.config import load_toml
 from lblab.errors import ConfigError
-from lblab.loadtests import runconfig
-from lblab.loadtests.presets import load_preset
+from lblab.experiment import runconfig
+from lblab.experiment.presets import load_preset
 from lblab.scorecard.library import LIBRARY, ORDER, library, read_case, select
 from lblab.simulator.simulated_testbed import check, unsimulated
 

@@ -15,9 +15,9 @@ import pytest
 from lblab.balancer.health import HealthConfig, slow_start_factor
 from lblab.balancer.health_options import DEFAULTS, health_config
 from lblab.errors import ConfigError
-from lblab.loadtests.plan import plan
-from lblab.loadtests.presets import load_preset
-from lblab.loadtests.runconfig import resolve
+from lblab.experiment.plan import plan
+from lblab.experiment.presets import load_preset
+from lblab.experiment.runconfig import resolve
 from lblab.simulator.run import simulate
 from lblab.simulator.simulated_testbed import phase_config
 

@@ -139,8 +139,8 @@ def test_a_cell_becomes_an_experiment_of_its_servers_and_load() -> None:
 
 
 def test_an_experiment_is_a_valid_run_config() -> None:
-    from lblab.loadtests import runconfig
-    from lblab.loadtests.presets import load_preset
+    from lblab.experiment import runconfig
+    from lblab.experiment.presets import load_preset
 
     sweep = sweep_of(GRID)
     cell = cells(rows(sweep, P99), sweep, "p99")[0]

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from lblab.errors import ConfigError
-from lblab.loadtests import loadgen, runconfig
+from lblab.experiment import runconfig
+from lblab.experiment.presets import load_preset
+from lblab.loadtests import loadgen
 from lblab.loadtests.loadspec import LoadSpec
-from lblab.loadtests.presets import load_preset
 from lblab.scenarios import TRACE_SCENARIOS, Scenario, builtin_scenario
 from lblab.simulator.config import config_from_mapping
 from lblab.simulator.run import simulate

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from lblab.loadtests.plan import Phase, phase_entry, plan
-from lblab.loadtests.runconfig import resolve
+from lblab.experiment.plan import Phase, phase_entry, plan
+from lblab.experiment.runconfig import resolve
 from lblab.manifest import Manifest
 from lblab.simulator.simulated_testbed import phase_config
 from lblab.simulator.twin.measured_service import MeasuredService, fit_service

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from lblab.loadtests.runconfig import resolve
+from lblab.experiment.runconfig import resolve
 from lblab.manifest import Manifest
 from lblab.simulator.twin.model import (
     U_MAX,

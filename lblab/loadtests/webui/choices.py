@@ -17,9 +17,7 @@ from typing import Any
 from lblab.balancer.strategies.registry import strategy_names
 from lblab.config import parse_assignments, parse_float, parse_int
 from lblab.errors import ConfigError
-from lblab.loadtests.loadspec import MODELS
-from lblab.loadtests.openloop import ARRIVALS
-from lblab.loadtests.runconfig import MAX_RATE, MAX_USERS, LoadConfig
+from lblab.experiment.runconfig import ARRIVALS, MAX_RATE, MAX_USERS, MODELS, LoadConfig
 from lblab.loadtests.webui.protocol import USER_STRATEGIES_ENV
 from lblab.scenarios import CELLS, VARIATION
 

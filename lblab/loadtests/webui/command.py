@@ -15,8 +15,8 @@ def ui_config(preset: str | None, config: str | None, warmup: str | None, out: s
     """The session's config: a preset (default quick) <- the file <- the flags; the UI
     offers every built-in scenario, so each gets a load."""
     from lblab.config import load_toml
-    from lblab.loadtests import config_layers, runconfig
-    from lblab.loadtests.presets import load_preset
+    from lblab.experiment import config_layers, runconfig
+    from lblab.experiment.presets import load_preset
     from lblab.loadtests.webui.choices import UI_SCENARIOS
 
     file_layer = load_toml(Path(config)) if config else None
@@ -28,7 +28,7 @@ def ui_config(preset: str | None, config: str | None, warmup: str | None, out: s
     if out is not None:
         run["out"] = out
     cfg = runconfig.resolve(base, file_layer, {"run": run})
-    if cfg.testbed.kind != "local":
+    if cfg.testbed.kind != runconfig.TestbedKind.LOCAL:
         raise ConfigError("lblab ui starts its own local testbed; remove [testbed] kind = external")
     if cfg.timeline:
         raise ConfigError("lblab ui runs no [[timeline]]; use lblab run for timed events")
@@ -80,8 +80,8 @@ def register(app: typer.Typer) -> None:
         """
         from rich.console import Console
 
-        from lblab.loadtests import run_folders, summary
-        from lblab.loadtests.runner import new_manifest
+        from lblab.experiment import run_folders, summary
+        from lblab.experiment.runner import new_manifest
         from lblab.loadtests.webui.session import serve
 
         console = Console(stderr=True)

@@ -35,14 +35,14 @@ from locust import events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, STATE_STOPPING
 
 from lblab.errors import ConfigError
+from lblab.experiment.plan import Phase
+from lblab.experiment.run_folders import new_attempt, phase_folder
+from lblab.experiment.runconfig import LoadConfig
 from lblab.loadtests import rsocket_user
 from lblab.loadtests.admin_client import AdminClient, AdminError
 from lblab.loadtests.loadspec import LoadSpec
 from lblab.loadtests.locustfile import new_records
-from lblab.loadtests.plan import Phase
-from lblab.loadtests.records import new_attempt, phase_folder
 from lblab.loadtests.rsocket_user import LocustRSocketClient
-from lblab.loadtests.runconfig import LoadConfig
 from lblab.loadtests.webui import banner, choices
 from lblab.loadtests.webui.choices import Swarm
 from lblab.loadtests.webui.protocol import UiSession, phase_notes

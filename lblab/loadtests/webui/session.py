@@ -1,6 +1,6 @@
 """The ``lblab ui`` process: the testbed, Locust's web UI on it, each swarm a phase.
 
-It starts the local testbed (``LocalTestbed``) and one Locust process with its web UI on
+It starts the local testbed (``LocalProcesses``) and one Locust process with its web UI on
 ``loadtests/webui/locustfile.py``, bound to 127.0.0.1. That process writes a note per
 phase (``raw/ui/phase-NNN.json``: what was chosen, start, end); ``UiPhases`` reads them
 on every tick, adds each phase to the manifest and, once its answers and samples are in
@@ -26,16 +26,17 @@ import pyarrow.compute as pc
 from rich.console import Console
 
 from lblab.errors import EXIT_OK, EXIT_PHASE_FAILED
+from lblab.experiment.plan import Phase
+from lblab.experiment.run_folders import phase_folder
+from lblab.experiment.runconfig import LoadConfig, RunConfig
+from lblab.experiment.runner import _ignoring_interrupts, _raise_interrupt
 from lblab.loadtests import loadgen
-from lblab.loadtests.local_testbed import LocalTestbed
+from lblab.loadtests.local_testbed import LocalProcesses
 from lblab.loadtests.locust_testbed import FLUSH_GRACE_S, TICK_S
 from lblab.loadtests.phase_recorder import PhaseRecorder
-from lblab.loadtests.plan import Phase
 from lblab.loadtests.probe import CpuProbe
 from lblab.loadtests.record_table import read_records
-from lblab.loadtests.records import FLUSH_S, phase_folder
-from lblab.loadtests.runconfig import LoadConfig, RunConfig
-from lblab.loadtests.runner import _ignoring_interrupts, _raise_interrupt
+from lblab.loadtests.records import FLUSH_S
 from lblab.loadtests.webui.banner import describe_load
 from lblab.loadtests.webui.protocol import USER_STRATEGIES_ENV, UiSession, phase_notes
 from lblab.manifest import ManifestFile, PhaseEntry
@@ -56,7 +57,7 @@ class UiPhases:
 
     def __init__(self, config: RunConfig, run_dir: Path, manifest: ManifestFile) -> None:
         self.config, self.run_dir, self.manifest = config, run_dir, manifest
-        self.testbed = LocalTestbed(config, run_dir)
+        self.testbed = LocalProcesses(config, run_dir)
         self.recorder = PhaseRecorder(
             run_dir, manifest, self.phase_config, self.testbed.harness_cores
         )

@@ -36,10 +36,10 @@ VERDICT_STYLE = {"supported": "green", "contradicted": "red", "inconclusive": "y
 def _deadline(preset: str, config: Path | None) -> float:
     """Seconds the run may take: every phase's own deadline (the runner's) plus start-up."""
     from lblab.config import load_toml
-    from lblab.loadtests import runconfig
-    from lblab.loadtests.locust_testbed import PHASE_SLACK_S
-    from lblab.loadtests.plan import plan
-    from lblab.loadtests.presets import load_preset
+    from lblab.experiment import runconfig
+    from lblab.experiment.plan import plan
+    from lblab.experiment.presets import load_preset
+    from lblab.experiment.testbed import PHASE_SLACK_S
 
     cfg = runconfig.resolve(load_preset(preset), load_toml(config) if config else None, {})
     per_phase = cfg.warmup + cfg.duration + cfg.request_timeout + PHASE_SLACK_S

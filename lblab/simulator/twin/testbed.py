@@ -24,8 +24,8 @@ from lblab.servers.cpulimit import quota_for
 from lblab.simulator.workload import Cell
 
 if TYPE_CHECKING:
-    from lblab.loadtests.plan import Phase
-    from lblab.loadtests.runconfig import RunConfig
+    from lblab.experiment.plan import Phase
+    from lblab.experiment.runconfig import RunConfig
     from lblab.simulator.config import SimConfig
 
 
@@ -109,8 +109,8 @@ class Testbed:
 def file_testbed(manifest: Manifest) -> Testbed:
     """The testbed of a run whose manifest holds its experiment file: the file, with the
     quotas and workers a live run's servers ran with, and the phases the run did."""
-    from lblab.loadtests.plan import Phase, phase_config
-    from lblab.loadtests.runconfig import build
+    from lblab.experiment.plan import Phase, phase_config
+    from lblab.experiment.runconfig import build
 
     config = build(dict(manifest.config))
     facts = manifest.testbed.get("servers", {})

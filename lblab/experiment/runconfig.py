@@ -9,7 +9,7 @@ builds every strategy it names through the balancer's registry, so a misspelt st
 option stops the run at load. ``to_toml`` prints the resolved config in the same shape,
 so ``--print-config > my.toml`` gives a file that ``--config my.toml`` reproduces exactly.
 
-Shape (every key optional; ``loadtests/presets/*.toml`` are examples)::
+Shape (every key optional; ``experiment/presets/*.toml`` are examples)::
 
     preset = "quick"                       # start from a preset (a config file may say it)
     [run]      name, strategies, scenarios, duration, warmup, replications, seed,
@@ -54,6 +54,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +75,9 @@ from lblab.config import (
     split_commas,
 )
 from lblab.errors import ConfigError
-from lblab.loadtests.config_layers import DEFAULTS, SIMULATED, check_keys, merge
-from lblab.loadtests.isolation import ISOLATION_METHODS
-from lblab.loadtests.loadspec import MODELS
-from lblab.loadtests.openloop import ARRIVALS
-from lblab.loadtests.spikes import MAX_SPIKE_FACTOR, Spike, check_spikes
-from lblab.loadtests.toml_writer import dumps_toml
+from lblab.experiment.config_layers import DEFAULTS, SIMULATED, check_keys, merge
+from lblab.experiment.spikes import MAX_SPIKE_FACTOR, Spike, check_spikes
+from lblab.experiment.toml_writer import dumps_toml
 from lblab.scenarios import (
     CELLS,
     TRACE_SCENARIOS,
@@ -101,7 +99,26 @@ from lblab.servers.work import MAX_WORK_BYTES
 from lblab.traces import BUILTIN_TRACES, TraceWindow, schedule
 from lblab.wire.codes import MAX_FRAME_LENGTH
 
-TESTBEDS = ("local", "external", "simulated")
+
+class TestbedKind(StrEnum):
+    """What runs a run's phases (``[testbed] kind``; the composition root,
+    ``lblab/app/testbeds.py``, makes the driver for it)."""
+
+    LOCAL = "local"
+    """Processes started here, a headless Locust per phase (``loadtests/``)."""
+    EXTERNAL = "external"
+    """A balancer someone else runs (the ansible roles'), a headless Locust per phase."""
+    SIMULATED = "simulated"
+    """A simulation per phase (``simulator/``)."""
+
+
+TESTBEDS = tuple(kind.value for kind in TestbedKind)
+ISOLATION_METHODS = ("auto", "cpuset", "affinity", "off")
+"""How a local testbed keeps servers and harness on their own CPUs (``testbed.isolation``)."""
+MODELS = ("closed", "open", "trace")
+"""The load models (``load.model``): Locust users, open-loop arrivals, a trace's arrivals."""
+ARRIVALS = ("constant", "poisson")
+"""The open model's inter-arrival times (``load.arrival``)."""
 DEFAULT_SIMULATED_SERVICE = "json:a=0ms,b=6.73e-8,c=2.65e-9"
 """What a simulated server's request costs unless ``[testbed] service`` says: the JSON
 cost model ``lblab calibrate`` fitted (service_ms of every ok request in the window) to
@@ -442,7 +459,7 @@ MAX_BALANCERS = 16
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TestbedConfig:
-    kind: str = "local"
+    kind: TestbedKind = TestbedKind.LOCAL
     balancer: tuple[str, int] | None = None
     admin: tuple[str, int] | None = None
     agent_interval: float = 0.25
@@ -461,15 +478,16 @@ class TestbedConfig:
 
     def __post_init__(self) -> None:
         _one_of("testbed.kind", self.kind, TESTBEDS)
+        object.__setattr__(self, "kind", TestbedKind(self.kind))
         _one_of("testbed.isolation", self.isolation, ISOLATION_METHODS)
-        if self.kind == "external" and self.balancer is None:
+        if self.kind == TestbedKind.EXTERNAL and self.balancer is None:
             raise ConfigError(
                 "testbed.kind = external needs testbed.balancer = HOST:PORT (or --balancer)"
             )
         # The agent's own bounds (servers/agent.py, --interval).
         check_range("testbed.agent_interval", self.agent_interval, minimum=0.01, maximum=60)
         check_range("testbed.balancers", self.balancers, minimum=1, maximum=MAX_BALANCERS)
-        if self.kind == "external" and self.balancers != 1:
+        if self.kind == TestbedKind.EXTERNAL and self.balancers != 1:
             raise ConfigError(
                 "testbed.balancers: an external testbed is the balancer someone else runs; "
                 "start several with testbed.kind = local, or drop testbed.balancers"
@@ -614,19 +632,19 @@ class RunConfig:
 
     def _check_testbed(self) -> None:
         kind = self.testbed.kind
-        if kind == "external" and self.testbed.admin is None and len(self.strategies) > 1:
+        if kind == TestbedKind.EXTERNAL and self.testbed.admin is None and len(self.strategies) > 1:
             raise ConfigError(
                 "an external testbed without testbed.admin (--admin HOST:PORT) cannot switch "
                 "strategies: give the admin address or run one strategy"
             )
-        if kind in ("local", "simulated") and not self.servers:
+        if kind in (TestbedKind.LOCAL, TestbedKind.SIMULATED) and not self.servers:
             raise ConfigError(f"the {kind} testbed needs at least one [[servers]] entry")
-        if kind == "local":
+        if kind == TestbedKind.LOCAL:
             for each in self.servers:
                 each.check_here()
 
     def _check_health(self) -> None:
-        if self.testbed.kind == "external" and self.health_flags():
+        if self.testbed.kind == TestbedKind.EXTERNAL and self.health_flags():
             raise ConfigError(
                 "health: an external testbed's balancer has its own health flags (`lblab "
                 "balancer --slow-start-window ...`; the ansible role's balancer_extra_args); "
@@ -634,7 +652,7 @@ class RunConfig:
             )
 
     def _check_timeline(self) -> None:
-        if self.timeline and self.testbed.kind == "external":
+        if self.timeline and self.testbed.kind == TestbedKind.EXTERNAL:
             raise ConfigError(
                 "timeline events need the local testbed (the runner owns those processes)"
             )
@@ -658,7 +676,7 @@ class RunConfig:
                     f"timeline[{i}].server: capacity changes a CPU quota, and {event.server} "
                     "has none; give it a cpu_quota in [[servers]]"
                 )
-            if event.action == "capacity" and self.testbed.kind == "local":
+            if event.action == "capacity" and self.testbed.kind == TestbedKind.LOCAL:
                 check_range(
                     f"timeline[{i}].cpu_quota", event.cpu_quota or 0, maximum=os.cpu_count() or 1
                 )
@@ -666,7 +684,7 @@ class RunConfig:
             given = self.spikes(scenario.name)
             check_spikes(given, f"timeline (scenario {scenario.name})")
             closed = self.loads[scenario.name].model == "closed"
-            live = self.testbed.kind != "simulated"
+            live = self.testbed.kind != TestbedKind.SIMULATED
             if given and closed and live and (self.locust_workers or self.expect_workers):
                 raise ConfigError(
                     f"timeline: a spike of the closed model (scenario {scenario.name}) "
@@ -704,7 +722,7 @@ class RunConfig:
         return tuple(known.values())
 
     def spikes(self, scenario: str) -> tuple[Spike, ...]:
-        """The ``spike`` events of ``scenario``'s phases (``loadtests/spikes.py``)."""
+        """The ``spike`` events of ``scenario``'s phases (``experiment/spikes.py``)."""
         return tuple(
             s for e in self.timeline if e.applies_to(scenario) and (s := e.spike()) is not None
         )
@@ -1051,7 +1069,7 @@ def resolve(
         return raw
 
     raw = merged(False)
-    if raw["testbed"].get("kind") == "simulated":
+    if raw["testbed"].get("kind") == TestbedKind.SIMULATED:
         raw = merged(True)
     return build(raw)
 

@@ -1,4 +1,4 @@
-"""Named bundles of run parameters: the TOML files in ``loadtests/presets/``.
+"""Named bundles of run parameters: the TOML files in ``experiment/presets/``.
 
 ``quick`` (an adaptive first answer in minutes), ``thesis`` (the published design),
 ``tiny`` (CI), ``thesis-claims`` (what ``lblab reproduce thesis`` runs), and ``ingram``,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lblab.loadtests.runconfig import LoadConfig, RunConfig
+from lblab.experiment.runconfig import LoadConfig, RunConfig, TestbedKind
 from lblab.manifest import PhaseEntry
 from lblab.validity import judge, phase_facts
 
@@ -41,7 +41,9 @@ def phase_checks(
     generators = max(1, config.locust_workers + config.expect_workers)
     # What else ran where the servers did (``loadtests.probe``); an external testbed's
     # servers are elsewhere, so this machine's CPUs say nothing of theirs.
-    disturbance = (harness.get("disturbance") if config.testbed.kind == "local" else None) or {}
+    disturbance = (
+        harness.get("disturbance") if config.testbed.kind == TestbedKind.LOCAL else None
+    ) or {}
     servers_cpu = disturbance.get("servers") or {}
     harness_cpu = disturbance.get("harness") or {}
     facts = phase_facts(

@@ -9,7 +9,7 @@ strategies within blocks (``analysis/answer.py``); an adaptive run
 (``run.max_replications``) adds blocks until it is in (``Runner.next_block``), within
 its ``budget``, and lengthens a scenario whose phases held too few successes.
 
-The phases run on a testbed (``loadtests/testbed.py``), whatever it is: live processes
+The phases run on a testbed (``experiment/testbed.py``), whatever it is: live processes
 driven by a headless Locust per phase (``locust_testbed.LocustTestbed``: the testbed
 starts once, the strategy is switched between phases, a timeline that altered the pool
 is undone first) or the simulator (``simulator/simulated_testbed.SimulatedTestbed``).
@@ -19,7 +19,7 @@ testbed, a little later, once flushed, or at the end of the run); ``manifest.jso
 rewritten atomically at every step, with each phase's status (pending, running, done,
 failed, interrupted). Ctrl-C stops the testbed by process group, keeps what was
 measured, marks the running phase interrupted, and exits 130; ``--resume`` reruns from
-the first phase that is not done, in a folder of its own (``records.new_attempt``).
+the first phase that is not done, in a folder of its own (``run_folders.new_attempt``).
 
 Measured window (``lblab/windows.py``): each phase's window, from its first request plus
 ``warmup`` to the end of its load, is in the manifest (``window``), and every row of the
@@ -59,13 +59,12 @@ from lblab.analysis.answer import (
     untrusted,
 )
 from lblab.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PHASE_FAILED, WriteFailed
+from lblab.experiment.plan import Phase, phase_config, phase_entry, phase_seconds, plan, plan_block
+from lblab.experiment.progress import RunProgress
+from lblab.experiment.run_folders import new_attempt, phase_folder
+from lblab.experiment.runconfig import RunConfig, TestbedKind
+from lblab.experiment.testbed import Testbed
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes
-from lblab.loadtests.locust_testbed import LocustTestbed
-from lblab.loadtests.plan import Phase, phase_config, phase_entry, plan, plan_block
-from lblab.loadtests.progress import RunProgress
-from lblab.loadtests.records import new_attempt, phase_folder
-from lblab.loadtests.runconfig import RunConfig
-from lblab.loadtests.testbed import Testbed
 from lblab.manifest import Manifest, ManifestFile, PhaseEntry, ScenarioEntry
 from lblab.results import MANIFEST, consolidate, drop_consolidated
 from lblab.strategy.sources import RECORD_KEY, sources_of, write_copies
@@ -92,7 +91,7 @@ def lengthened(duration: float, ok_in_window: Sequence[int], most: float) -> flo
 def new_manifest(run_dir: Path, config: RunConfig, given: dict[str, Any]) -> ManifestFile:
     manifest = Manifest(
         run_id=run_dir.name,
-        simulated=config.testbed.kind == "simulated",
+        simulated=config.testbed.kind == TestbedKind.SIMULATED,
         status="running",
         config_given=given,
         config=config.raw,
@@ -191,17 +190,16 @@ class Runner:
         config: RunConfig,
         run_dir: Path,
         manifest: ManifestFile,
-        testbed: Testbed | None = None,
+        testbed: Testbed,
     ) -> None:
-        """``testbed``: what runs the phases (by default the live one the config names,
-        ``LocustTestbed``)."""
+        """``testbed``: what runs the phases (``app/testbeds.make_testbed``)."""
         self.config, self.run_dir, self.manifest = config, run_dir, manifest
         # The manifest is the plan: an adaptive run appends blocks to it as it goes.
         self.phases = [
             Phase(i, p.scenario, p.strategy, p.replication)
             for i, p in enumerate(manifest.manifest.phases)
         ]
-        self.testbed = testbed or LocustTestbed(config, run_dir, manifest)
+        self.testbed = testbed
 
     # ------------------------------------------------------------ the run
 
@@ -444,7 +442,9 @@ class Runner:
         m.update_phase(
             phase.index, status="running", attempt=attempt, start=time.time(), end=None, error=None
         )
-        ran = self.testbed.run_phase(phase, self.phase_config(phase), attempt, progress)
+        config = self.phase_config(phase)
+        progress.start_phase(phase.label, phase_seconds(config, phase))
+        ran = self.testbed.run_phase(phase, config, attempt, progress)
         m.update_phase(phase.index, status=ran.status, error=ran.error, end=ran.ended, **ran.facts)
         if ran.simulated_config is not None:
             self._keep_simulated_config(phase, ran.simulated_config)
@@ -480,7 +480,6 @@ class Runner:
         """``lblab run --collect``: rebuild every finished phase's requests, picks and cpu
         parts from ``raw/`` (now holding what other hosts wrote) and the tables."""
         m = self.manifest
-        assert isinstance(self.testbed, LocustTestbed)  # a simulated run has no raw/ records
         self.testbed.recollect(self.phases)
         consolidate(self.run_dir)
         failed = any(m.phase(p.index).status == "failed" for p in self.phases)

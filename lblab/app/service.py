@@ -3,14 +3,15 @@
 ``lblab run`` parses its flags and calls this; nothing else decides what a run does.
 
 - ``new``: the config from its layers (built-in defaults <- preset <- file <- flags,
-  ``loadtests/runconfig.py``), checked before anything is written; the local testbed's
-  CPU layout (the preflight); a new run folder and the manifest of its plan.
+  ``experiment/runconfig.py``), checked before anything is written; the driver's
+  preflight (``app/testbeds.py``: a local testbed's CPU layout, the simulator's checks);
+  a new run folder and the manifest of its plan.
 - ``reopen``: a run folder ``lblab run`` wrote, to resume (run what is not done) or to
   collect (rebuild the tables from ``raw/`` with other hosts' records), with its own
   config.
-- ``run``: the plan through the runner (``loadtests/runner.py``: blocks, adaptive
+- ``run``: the plan through the runner (``experiment/runner.py``: blocks, adaptive
   replications, the budget, resume, the answer), each phase with a progress bar, on the
-  config's testbed (``loadtests/testbed.py``): ``local`` (processes here) and
+  config's testbed (``experiment/testbed.py``, made by ``app/testbeds.py``): ``local`` (processes here) and
   ``external`` (a balancer someone else runs, such as the ansible roles) with a Locust
   per phase (``loadtests/locust_testbed.py``), ``simulated`` with a simulation per phase
   (``simulator/simulated_testbed.py``).
@@ -28,8 +29,8 @@ from typing import Any, Literal
 from rich.console import Console
 
 from lblab.errors import EXIT_INTERRUPTED, EXIT_PHASE_FAILED, ConfigError
-from lblab.loadtests import run_folders, runconfig
-from lblab.loadtests.runconfig import RunConfig
+from lblab.experiment import run_folders, runconfig
+from lblab.experiment.runconfig import RunConfig, TestbedKind
 from lblab.manifest import ManifestFile
 
 
@@ -49,7 +50,7 @@ class Experiment:
     ) -> RunConfig:
         """The checked config of ``preset`` <- ``config_file`` <- ``flags``."""
         from lblab.config import load_toml
-        from lblab.loadtests.presets import load_preset
+        from lblab.experiment.presets import load_preset
 
         file_layer = load_toml(Path(config_file)) if config_file else None
         preset_name = preset or (file_layer or {}).get("preset") or "quick"
@@ -58,23 +59,17 @@ class Experiment:
     @classmethod
     def new(cls, config: RunConfig, given: dict[str, Any], console: Console) -> Experiment:
         """A new run folder for ``config``; everything is checked before it is made."""
-        if config.testbed.kind == "simulated":
-            from lblab.simulator.simulated_testbed import check
+        from lblab.app.testbeds import preflight
 
-            check(config)  # every phase can be simulated, before the folder is made
-        layout = None
-        if config.testbed.kind == "local":  # the preflight, before anything is written
-            from lblab.loadtests.local_testbed import cpu_layout
-
-            layout = cpu_layout(config)
+        layout = preflight(config)  # the driver's own checks, before anything is written
         config = run_folders.with_new_run_dir(
             config,
             config.name,
             "continue it with --resume --out {run_dir} or choose another --out",
         )
         if layout is not None:
-            console.print(layout.describe())
-        from lblab.loadtests.runner import new_manifest
+            console.print(layout)
+        from lblab.experiment.runner import new_manifest
         from lblab.simulator.capacity import capacities
 
         found = capacities(config)
@@ -135,22 +130,19 @@ class Experiment:
 
     @property
     def simulated(self) -> bool:
-        return self.config.testbed.kind == "simulated"
+        return self.config.testbed.kind == TestbedKind.SIMULATED
 
     def run(self, collect: bool = False) -> int:
         """Run what is not done (``collect``: rebuild the tables instead); the exit code."""
-        from lblab.loadtests.runner import Runner
+        from lblab.app.testbeds import make_testbed
+        from lblab.experiment.runner import Runner
         from lblab.procs import ProcessFailed
 
         assert self.manifest is not None  # from new() or reopen()
-        testbed = None
-        where = ""
-        if self.simulated:
-            from lblab.simulator.simulated_testbed import SimulatedTestbed
-
-            testbed, where = SimulatedTestbed(self.config, self.run_dir), " (simulated testbed)"
+        where = " (simulated testbed)" if self.simulated else ""
         self.console.print(f"run directory: {self.run_dir}{where}")
         try:
+            testbed = make_testbed(self.config, self.run_dir, self.manifest)
             runner = Runner(self.config, self.run_dir, self.manifest, testbed)
             return runner.collect() if collect else runner.execute()
         except ProcessFailed as exc:
@@ -182,7 +174,7 @@ class Experiment:
 
     def finish(self, code: int, report: bool) -> None:
         """What every run ends with: the report and the summary (or how to continue)."""
-        from lblab.loadtests import summary
+        from lblab.experiment import summary
 
         if code == EXIT_INTERRUPTED:
             self.console.print(

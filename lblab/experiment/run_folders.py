@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from lblab.errors import ConfigError
-from lblab.loadtests.config_layers import merge
-from lblab.loadtests.runconfig import RunConfig
+from lblab.experiment.config_layers import merge
+from lblab.experiment.runconfig import RunConfig
 
 log = logging.getLogger(__name__)
 RESULTS_DIR = "results"
@@ -55,3 +56,15 @@ def point_latest(run_dir: Path) -> None:
         os.replace(tmp, link)
     except OSError as exc:  # a convenience: the run goes on without it
         log.warning("could not point %s at %s: %s", link, run_dir, exc)
+
+
+def phase_folder(run_dir: Path, phase_key: str, attempt: str) -> Path:
+    """Where one attempt at a phase writes its records, inside its run directory."""
+    return run_dir / "raw" / "phases" / phase_key / attempt
+
+
+def new_attempt(number: int) -> str:
+    """A name for an attempt at a phase that no earlier attempt had: ``a<number>-<hex>``
+    (the number says which run attempt made it; the random part keeps two apart even
+    where a killed attempt never recorded its number)."""
+    return f"a{number}-{secrets.token_hex(3)}"

@@ -20,7 +20,7 @@ times eased from ``factor`` to normal over ``duration``) and ``capacity`` (a new
 quota) reach the server as ``slow`` does (``servers/slowdown.py``: ``Control``); ``fail``
 and ``reject`` with a ``duration`` undo themselves as ``slow`` does. ``spike`` changes
 nothing here: the phase's load generator has it in its schedule (``LoadSpec.spikes``,
-``loadtests/spikes.py``); it is logged like any event, so the manifest and the report
+``experiment/spikes.py``); it is logged like any event, so the manifest and the report
 show it.
 """
 
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from lblab.loadtests.runconfig import ServerSpec, TimelineEvent
+from lblab.experiment.runconfig import ServerSpec, TimelineEvent
 from lblab.servers.slowdown import Control
 
 

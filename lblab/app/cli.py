@@ -9,7 +9,8 @@ import typer
 
 from lblab.config import parse_names
 from lblab.errors import EXIT_INTERRUPTED, ConfigError
-from lblab.loadtests.presets import preset_names
+from lblab.experiment.presets import preset_names
+from lblab.experiment.runconfig import TestbedKind
 
 
 def flags_layer(**flags: Any) -> dict[str, Any]:
@@ -125,7 +126,7 @@ def register(app: typer.Typer) -> None:
         """
         from rich.console import Console
 
-        from lblab.experiment.service import Experiment
+        from lblab.app.service import Experiment
 
         console = Console(stderr=True)
         flags = flags_layer(
@@ -143,7 +144,7 @@ def register(app: typer.Typer) -> None:
             if print_config:
                 sys.stdout.write(cfg.to_toml())
                 return
-            if twin and cfg.testbed.kind == "simulated":
+            if twin and cfg.testbed.kind == TestbedKind.SIMULATED:
                 raise ConfigError(
                     "--twin simulates a measured run's testbed; this run is simulated "
                     "already: drop --twin"

@@ -1,7 +1,7 @@
 """The plan of a run: its phases, in blocks (replications) of every scenario x strategy.
 
 A block runs every scenario, and within it every strategy once, back to back, in an
-order drawn from the run's seed (``plan_block``). The live runner (``loadtests/runner.py``)
+order drawn from the run's seed (``plan_block``). The live runner (``experiment/runner.py``)
 runs the plan; the simulated testbed (``simulator/simulated_testbed.py``) simulates it; an
 adaptive run appends blocks (``Runner.next_block``). Phase ``k`` is seeded ``seed + k``.
 """
@@ -13,8 +13,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lblab.loadtests.runconfig import RunConfig
+from lblab.experiment.runconfig import RunConfig
 from lblab.manifest import PhaseEntry
+from lblab.traces import TraceWindow, schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +83,25 @@ def phase_config(config: RunConfig, entry: PhaseEntry) -> RunConfig:
     if duration is None or duration == config.duration:
         return config
     return replace(config, duration=duration)
+
+
+def load_seconds(
+    duration: float, trace: TraceWindow | None, rate: float, model: str, count: int
+) -> float:
+    """How long a phase's load lasts (warm-up included), answers excluded: ``duration``,
+    or less when a trace (replayed at ``rate``) or an open model's ``count`` of requests
+    ends first."""
+    if trace is not None:  # until its last send: the trace may end first
+        replay = schedule(trace, rate)
+        return replay.due(replay.count(None if count else duration, count or None) - 1)
+    if model == "open" and count:
+        return count / rate
+    return duration
+
+
+def phase_seconds(config: RunConfig, phase: Phase) -> float:
+    """``load_seconds`` of ``phase`` run with ``config``: its progress line's length."""
+    load = config.loads[phase.scenario]
+    scenario = next(s for s in config.scenarios if s.name == phase.scenario)
+    duration = config.warmup + config.duration
+    return load_seconds(duration, scenario.trace, load.rate, load.model, load.count)
