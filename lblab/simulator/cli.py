@@ -223,13 +223,21 @@ def calibrate(
         str, typer.Option(help="Column with the server's service time (falls back to latency_ms).")
     ] = "service_ms",
 ) -> None:
-    """Fit the JSON-work cost model service = a + b*work_bytes + c*package_bytes."""
+    """Fit the JSON-work cost model service = a + b*work_bytes + c*package_bytes.
+
+    A run whose servers sleep (``delay_ms`` in its ``[[servers]]``) has each server's
+    mean sleep taken out of its service times first: the fit is of what the slot spends
+    besides the sleep (the work, and on a busy machine the sleep's overshoot and the
+    hand-off to the work thread, which ``a`` then holds), so a simulated run of the same
+    file adds its own sleeps to it.
+    """
     from lblab.analysis.load import open_results
-    from lblab.simulator.service import fit_cost_model
+    from lblab.simulator.service import fit_cost_model, sleeps_ms
 
     # The analysis reader checks the directory and its files (and drops warm-up rows).
-    columns = ["ok", "work_bytes", "package_bytes", "latency_ms", column]
-    table = open_results(run_dir).table("requests", columns)
+    results = open_results(run_dir)
+    columns = ["ok", "server", "work_bytes", "package_bytes", "latency_ms", column]
+    table = results.table("requests", columns)
     table = table[table["ok"]]
     if table.empty:
         raise ConfigError(f"{run_dir} has no successful requests to fit; give a measured run")
@@ -239,7 +247,12 @@ def calibrate(
             err=True,
         )
         column = "latency_ms"
-    fit = fit_cost_model(table["work_bytes"], table["package_bytes"], table[column])
+    sleeps = sleeps_ms(results.runs[0].manifest.config.get("servers"))
+    slept = table["server"].astype(str).map(sleeps).fillna(0.0)
+    if sleeps:
+        said = ", ".join(f"{sid} {ms:g} ms" for sid, ms in sleeps.items())
+        typer.secho(f"note: each server's mean sleep taken out first ({said})", err=True)
+    fit = fit_cost_model(table["work_bytes"], table["package_bytes"], table[column] - slept)
     typer.echo(f"{fit.model.spec()}    # R^2 {fit.r2:.3f} over {fit.samples} requests")
 
 

@@ -8,7 +8,9 @@ server gets 50/s: utilisation 0.53 for one worker, queueing that depends on the 
 The file runs once live (``lblab run``: real servers, agents, balancer and Locust on
 loopback, one 30 s phase) and once in the simulated testbed (the same file with
 ``--testbed simulated`` and a 300 s phase, so the simulation's quantiles are the
-model's, not one draw's).
+model's, not one draw's), its servers' cost per request besides their sleeps
+calibrated on the live run (``lblab calibrate``: the work, and what the machine adds to
+a sleep), as a user calibrates their own machine.
 
 Compared per key, over the ok requests of the measured window (about 3,000 live per
 key; 30,000 simulated):
@@ -87,8 +89,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[pd.DataFra
     live = run_lblab(["run", "--config", str(config), "--out", str(folder / "live"),
                       "--no-report"], timeout=180)  # fmt: skip
     assert live.returncode == 0, live.stderr[-3000:]
+    # This machine's cost of a request's slot besides its sleep, fitted to the live run as
+    # a user calibrates theirs; the default cost model is the one VM's it was fitted on.
+    calibrated = run_lblab(["calibrate", str(folder / "live")], timeout=60)
+    assert calibrated.returncode == 0, calibrated.stderr[-3000:]
+    assert "mean sleep taken out" in calibrated.stderr, calibrated.stderr
+    service = calibrated.stdout.split("#")[0].strip()
+    twin = folder / "keys-simulated.toml"
+    twin.write_text(f'{_file()}\n[testbed]\nservice = "{service}"\n')
     simulated = run_lblab(
-        ["run", "--config", str(config), "--testbed", "simulated", "--duration",
+        ["run", "--config", str(twin), "--testbed", "simulated", "--duration",
          f"{SIMULATED_S}s", "--out", str(folder / "simulated"), "--no-report"],
         timeout=120,
     )  # fmt: skip
