@@ -15,6 +15,11 @@ Registered in ``mkdocs.yml`` (``hooks:``). ``on_files`` adds, as generated files
 - ``reference/checks.md``: the validity checks (``lblab.validity``'s docstring and thresholds);
 - ``reference/strategies.md``: the registry, each strategy's options and docstring.
 
+``on_page_markdown`` fills the generated parts of ``architecture.md`` (the floors, the
+ports between them, the contracts: ``docs/architecture_gen.py``, from the import graph)
+and checks that its hand-written flows name only files and names that exist (a
+problem fails the build).
+
 Docstrings are reStructuredText-ish; ``rst_to_md`` turns what lblab's use (double
 backticks, ``::`` literal blocks, simple tables) into Markdown.
 """
@@ -31,7 +36,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import architecture_gen  # docs/, on sys.path while mkdocs loads this hook
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
 
 log = logging.getLogger("mkdocs.hooks.lblab")
 
@@ -728,3 +736,15 @@ def on_files(files: Files, config: Any) -> Files:
     for name, make in PAGES.items():
         files.append(File.generated(config, name, content=make()))
     return files
+
+
+def on_page_markdown(markdown: str, page: Page, config: Any, files: Files) -> str:
+    if page.file.src_uri != "architecture.md":
+        return markdown
+    problems = architecture_gen.prose_problems(markdown)
+    if problems:  # an error: the build stops at once, with or without --strict
+        raise PluginError("architecture.md names what does not exist: " + "; ".join(problems))
+    try:
+        return architecture_gen.fill(markdown)
+    except ValueError as exc:
+        raise PluginError(str(exc)) from exc
