@@ -28,10 +28,10 @@ from lblab.errors import ConfigError, WriteFailed
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lblab.servers.cli": ("server", "agent"),
     "lblab.balancer.cli": ("strategies", "balancer"),
-    "lblab.app.cli": ("run",),
+    "lblab.app.cli": ("run", "simulate"),
     "lblab.loadtests.cli": ("locust-workers",),
     "lblab.loadtests.webui.command": ("ui",),
-    "lblab.simulator.cli": ("simulate", "validate", "calibrate", "twin", "reproduce"),
+    "lblab.simulator.cli": ("validate", "calibrate", "twin", "reproduce"),
     "lblab.analysis.cli": ("report", "notebooks", "compare"),
     "lblab.infra.cli": ("testbed",),
     "lblab.strategy.cli": ("strategy",),

@@ -1,4 +1,5 @@
-"""The ``lblab run`` command: an experiment's flags, then ``experiment.service``."""
+"""The ``lblab run`` and ``lblab simulate`` commands: an experiment's flags, then the
+``Experiment`` service (``app/service.py``)."""
 
 from __future__ import annotations
 
@@ -124,11 +125,6 @@ def register(app: typer.Typer) -> None:
         written (a full disk: make room, then --resume), 130 interrupted (Ctrl-C;
         continue with --resume --out DIR).
         """
-        from rich.console import Console
-
-        from lblab.app.service import Experiment
-
-        console = Console(stderr=True)
         flags = flags_layer(
             strategies=strategy, scenarios=scenarios, duration=duration, warmup=warmup,
             replications=replications, seed=seed, locust_workers=locust_workers, out=out,
@@ -137,22 +133,52 @@ def register(app: typer.Typer) -> None:
         )  # fmt: skip
         if resume and collect:
             raise ConfigError("--resume and --collect exclude each other; give one")
-        if resume or collect:
-            experiment = Experiment.reopen(out, "resume" if resume else "collect", console)
-        else:
-            cfg = Experiment.resolve(preset, config, flags)
-            if print_config:
-                sys.stdout.write(cfg.to_toml())
-                return
-            if twin and cfg.testbed.kind == TestbedKind.SIMULATED:
-                raise ConfigError(
-                    "--twin simulates a measured run's testbed; this run is simulated "
-                    "already: drop --twin"
-                )
-            given = {"preset": preset, "config_file": config, "flags": flags}
-            experiment = Experiment.new(cfg, given, console)
-        code = experiment.run(collect=collect)
-        if twin and code != EXIT_INTERRUPTED:
-            experiment.twin(twin_scale or [])
-        experiment.finish(code, report=not no_report)
-        raise typer.Exit(code)
+        run_experiment(
+            preset, config, flags, out=out, resume=resume, collect=collect,
+            print_config=print_config, twin=twin, twin_scale=twin_scale, no_report=no_report,
+        )  # fmt: skip
+
+    from lblab.app.simulate import simulate
+
+    app.command("simulate")(simulate)
+
+
+def run_experiment(
+    preset: str | None,
+    config: str | None,
+    flags: dict[str, Any],
+    *,
+    out: str | None = None,
+    resume: bool = False,
+    collect: bool = False,
+    print_config: bool = False,
+    twin: bool = False,
+    twin_scale: list[int] | None = None,
+    no_report: bool = False,
+) -> None:
+    """What ``lblab run`` does with its flags (``flags_layer``): a new run, or the run in
+    ``out`` resumed or collected; exits with the run's code (``typer.Exit``)."""
+    from rich.console import Console
+
+    from lblab.app.service import Experiment
+
+    console = Console(stderr=True)
+    if resume or collect:
+        experiment = Experiment.reopen(out, "resume" if resume else "collect", console)
+    else:
+        cfg = Experiment.resolve(preset, config, flags)
+        if print_config:
+            sys.stdout.write(cfg.to_toml())
+            return
+        if twin and cfg.testbed.kind == TestbedKind.SIMULATED:
+            raise ConfigError(
+                "--twin simulates a measured run's testbed; this run is simulated "
+                "already: drop --twin"
+            )
+        given = {"preset": preset, "config_file": config, "flags": flags}
+        experiment = Experiment.new(cfg, given, console)
+    code = experiment.run(collect=collect)
+    if twin and code != EXIT_INTERRUPTED:
+        experiment.twin(twin_scale or [])
+    experiment.finish(code, report=not no_report)
+    raise typer.Exit(code)

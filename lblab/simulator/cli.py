@@ -124,10 +124,17 @@ def simulate(
     ] = False,
     seed: Annotated[int | None, typer.Option(help="Random seed [1].")] = None,
     replications: Annotated[
-        int, typer.Option(min=1, max=1000, help="Replications (seed, seed+1, ...).")
-    ] = 1,
+        int | None, typer.Option(min=1, max=1000, help="Replications (seed, seed+1, ...) [1].")
+    ] = None,
     config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML file with the same settings.")
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="An experiment file (what `lblab run --print-config` prints), run on the "
+            "simulated testbed as `lblab run` runs it; or a file of this command's own "
+            "settings (the simulator's older dialect, still read).",
+        ),
     ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Write results/<run> here (tables, manifest).")
@@ -206,7 +213,7 @@ def simulate(
             seed=base.seed + rep - 1,
         )
         for name, options in chosen.items()
-        for rep in range(1, replications + 1)
+        for rep in range(1, (replications or 1) + 1)
     ]
     results = [run_one(cfg) for cfg in configs]
     print_summary(results)
@@ -336,7 +343,6 @@ def register(app: typer.Typer) -> None:
     from lblab.simulator.reproduce.commands import register_reproductions
     from lblab.simulator.validate import validate
 
-    app.command("simulate")(simulate)
     app.command("validate")(validate)
     app.command("calibrate")(calibrate)
     app.command("twin")(twin)

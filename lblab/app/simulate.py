@@ -1,0 +1,99 @@
+"""``lblab simulate``: an experiment file on the simulated testbed, or the simulator's own
+settings.
+
+Given an experiment file (what ``lblab run --print-config`` prints: ``[run]``,
+``[load]``, ``[[servers]]`` with ids, ``[testbed]``, a timeline ...), it runs that file
+as ``lblab run --config FILE --testbed simulated`` does, to the same tables; the flags
+that say the same as a key of the file (``SHORTHANDS``) override it, and the
+simulator's other flags are refused with the key to set instead. Any other file, or
+none, is the simulator's own settings (``simulator/config.py``: a pool of server groups
+with ``count``, ``speed`` and ``capacity``, link delays, apertures), read as before, with
+a note on the experiment file when a file was given.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from lblab.config import load_toml, parse_names
+from lblab.errors import ConfigError
+from lblab.experiment.config_layers import KNOWN_KEYS as EXPERIMENT_KEYS
+from lblab.experiment.runconfig import TestbedKind
+from lblab.simulator.cli import simulate as simulate_pool
+from lblab.simulator.config import KNOWN_KEYS as SIMULATOR_KEYS
+
+EXPERIMENT_ONLY = frozenset(EXPERIMENT_KEYS) - SIMULATOR_KEYS
+"""The top-level keys only an experiment file has (``[run]``, ``[load]``, ...)."""
+
+SHORTHANDS = {
+    "strategy": ("run", "strategies"),
+    "duration": ("run", "duration"),
+    "seed": ("run", "seed"),
+    "replications": ("run", "replications"),
+    "out": ("run", "out"),
+    "users": ("load", "users"),
+}
+"""The flags of ``lblab simulate`` that override an experiment file's key (section, key)."""
+
+OLD_DIALECT_NOTE = (
+    "note: {file} holds the simulator's own settings, still read; an experiment file says "
+    "the same for `lblab run` and `lblab simulate` alike ([run], [load], [[servers]] with "
+    'ids, [testbed] kind = "simulated"): start from `lblab run --print-config`, and see '
+    "the experiment-file guide"
+)
+
+
+def is_experiment_file(raw: dict[str, Any]) -> bool:
+    """True when ``raw`` (a parsed TOML file) is an experiment file: it has a section only
+    that dialect has, or servers with ids (the simulator's groups have none)."""
+    if EXPERIMENT_ONLY & set(raw):
+        return True
+    servers = raw.get("servers")
+    return isinstance(servers, list) and any(isinstance(s, dict) and "id" in s for s in servers)
+
+
+@functools.wraps(simulate_pool, assigned=("__module__", "__name__", "__qualname__"))
+def simulate(**given: Any) -> None:
+    """Simulate an experiment file, or a pool from this command's flags.
+
+    With --config FILE, an experiment file (`lblab run --print-config`) runs
+    on the simulated testbed as `lblab run --testbed simulated` runs it: the
+    same plan, tables, checks and report. -s, --duration, --seed,
+    --replications, --users and --out override its keys. Without one (or with
+    a file of this command's own settings), the flags describe a pool and its
+    load, and it prints requests per wall second.
+    """
+    config: Path | None = given.get("config")
+    raw = load_toml(config) if config is not None else None
+    if raw is None or not is_experiment_file(raw):
+        simulate_pool(**given)
+        if config is not None:  # after: a file it refuses gets its one error line alone
+            typer.secho(OLD_DIALECT_NOTE.format(file=config), err=True)
+        return
+    from lblab.app.cli import run_experiment
+
+    refused = [
+        name
+        for name, value in given.items()
+        if name not in SHORTHANDS and name != "config" and value not in (None, False)
+    ]
+    if refused:
+        named = ", ".join("--" + name.replace("_", "-") for name in sorted(refused))
+        raise ConfigError(
+            f"{named}: not a shorthand for a key of the experiment file {config}; set it in "
+            f"the file, or drop it (with an experiment file `lblab simulate` takes "
+            f"{', '.join('--' + n for n in SHORTHANDS)})"
+        )
+    flags: dict[str, Any] = {"testbed": {"kind": TestbedKind.SIMULATED.value}}
+    for name, (section, key) in SHORTHANDS.items():
+        value = given.get(name)
+        if name == "strategy":  # repeated or a comma list, as `lblab run -s` takes it
+            value = parse_names(value) or None
+        if value is not None:
+            flags.setdefault(section, {})[key] = str(value) if name == "out" else value
+    out = given.get("out")
+    run_experiment(None, str(config), flags, out=None if out is None else str(out))

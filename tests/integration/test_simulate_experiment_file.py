@@ -1,0 +1,109 @@
+"""``lblab simulate --config FILE`` takes the experiment file ``lblab run`` takes.
+
+The file ``lblab run --print-config`` prints, with ``[testbed] kind = "simulated"``,
+given to ``lblab simulate --config`` and to ``lblab run --config``: the same tables,
+row for row (every column but ``run_id``, which is each run folder's name). The
+simulator's own older settings still read, with a note on the experiment file; a flag
+of the simulator's own dialect beside an experiment file is refused with what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.run_fixture import run_lblab
+
+TABLES = ("requests", "picks", "cpu")
+
+
+@pytest.fixture(scope="module")
+def experiment_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("simulate-file")
+    printed = run_lblab(
+        ["run", "--preset", "quick", "-s", "rr", "-s", "lc", "--duration", "4s",
+         "--print-config"],
+        timeout=60,
+    )  # fmt: skip
+    assert printed.returncode == 0, printed.stderr
+    text = re.sub(r'(?m)^kind = "local"$', 'kind = "simulated"', printed.stdout)
+    assert 'kind = "simulated"' in text
+    path = folder / "quick.toml"
+    path.write_text(text)
+    return path
+
+
+def _rows(run_dir: Path, table: str) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / f"{table}.parquet").drop(columns="run_id")
+
+
+def test_simulate_and_run_give_the_same_tables(experiment_file: Path) -> None:
+    folder = experiment_file.parent
+    simulated = run_lblab(
+        ["simulate", "--config", str(experiment_file), "--out", str(folder / "by-simulate")],
+        timeout=120,
+    )
+    assert simulated.returncode == 0, simulated.stderr[-3000:]
+    ran = run_lblab(
+        ["run", "--config", str(experiment_file), "--out", str(folder / "by-run"),
+         "--no-report"],
+        timeout=120,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    for table in TABLES:
+        mine, theirs = _rows(folder / "by-simulate", table), _rows(folder / "by-run", table)
+        assert len(mine) > 0, table
+        pd.testing.assert_frame_equal(mine, theirs, obj=table)
+    assert (folder / "by-simulate" / "summary.csv").read_bytes() == (
+        folder / "by-run" / "summary.csv"
+    ).read_bytes()
+    manifest = json.loads((folder / "by-simulate" / "manifest.json").read_text())
+    assert manifest["simulated"] is True and manifest["config"]["testbed"]["kind"] == "simulated"
+
+
+def test_the_shorthand_flags_override_the_files_keys(experiment_file: Path) -> None:
+    out = experiment_file.parent / "shorthand"
+    done = run_lblab(
+        ["simulate", "--config", str(experiment_file), "-s", "rr", "--duration", "2s",
+         "--seed", "7", "--out", str(out)],
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((out / "manifest.json").read_text())["config"]["run"]
+    assert (run["strategies"], run["duration"], run["seed"]) == (["rr"], "2s", 7)
+    assert set(pd.read_parquet(out / "requests.parquet")["strategy"]) == {"rr"}
+
+
+def test_a_flag_of_the_simulators_own_dialect_is_refused_with_what_to_do(
+    experiment_file: Path,
+) -> None:
+    done = run_lblab(
+        ["simulate", "--config", str(experiment_file), "--rate", "100", "--client-delay",
+         "1ms"],
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--client-delay, --rate: not a shorthand for a key of the experiment file" in (
+        done.stderr
+    )
+    assert "set it in the file" in done.stderr
+
+
+def test_the_simulators_own_settings_still_read_with_a_note(tmp_path: Path) -> None:
+    old = tmp_path / "pool.toml"
+    old.write_text('strategy = "rr"\nrequests = 200\nrate = 500\n[[servers]]\ncount = 2\n')
+    done = run_lblab(["simulate", "--config", str(old), "--out", str(tmp_path / "out")], 60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"note: {old} holds the simulator's own settings, still read" in done.stderr
+    assert "lblab run --print-config" in done.stderr
+    assert len(pd.read_parquet(tmp_path / "out" / "requests.parquet")) == 200
+
+
+def test_flags_alone_simulate_a_pool_without_a_note(tmp_path: Path) -> None:
+    done = run_lblab(["simulate", "--requests", "100", "--out", str(tmp_path / "out")], 60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "note:" not in done.stderr
