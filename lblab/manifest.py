@@ -37,6 +37,19 @@ from typing import TYPE_CHECKING, Any
 from lblab.config import load_json_object
 from lblab.errors import ConfigError, ManifestError
 from lblab.files import write_bytes_atomically
+from lblab.json_fields import (
+    Fields,
+    MalformedJson,
+    an_object,
+    choice,
+    flag,
+    number,
+    read_json,
+    text,
+    to_plain,
+    tuple_of,
+    whole,
+)
 from lblab.scenarios import Cell
 from lblab.validity import Check, request_facts
 from lblab.windows import Window, throughput
@@ -138,7 +151,7 @@ class ScenarioEntry:
                 for c in self.cells
             ]
         if self.load:
-            out["load"] = _plain(self.load)
+            out["load"] = to_plain(self.load)
         return out
 
 
@@ -222,22 +235,8 @@ def _json_fields(value: PhaseEntry | Manifest) -> dict[str, Any]:
     for f in fields(value):
         v = getattr(value, f.name)
         if f.name != "extra" and v is not None and v != () and v != {}:
-            out[f.name] = _plain(v)
+            out[f.name] = to_plain(v)
     return {**out, **value.extra}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Window):
-        return value.to_dict()
-    if isinstance(value, PhaseEntry | ScenarioEntry):
-        return value.to_json()
-    if isinstance(value, Check):
-        return value.to_dict()
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
 
 
 # ------------------------------------------------------------------ reading
@@ -262,9 +261,9 @@ def from_json(data: Mapping[str, Any], source: str = "manifest") -> Manifest:
     if version == FIRST_VERSION:
         body = _from_v1(body)
     try:
-        return _manifest(body)
-    except _Malformed as exc:
-        raise ManifestError(f"{source}: {exc}; {_NOT_A_MANIFEST}") from None
+        return read_json(body, _manifest, source=source, remedy=_NOT_A_MANIFEST)
+    except MalformedJson as exc:
+        raise ManifestError(str(exc)) from None
 
 
 def load(path: Path) -> Manifest:
@@ -294,184 +293,122 @@ def _from_v1(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-class _Malformed(ValueError):
-    """What is wrong with a field; ``from_json`` names the file and the remedy."""
+def _fields(value: Any, where: str) -> Fields:
+    """``value``'s fields, a null one read as left out (the writers leave out what is
+    None or empty, and ``updated`` may set a field to None)."""
+    return Fields(value, where, null_is_missing=True)
 
 
-def _manifest(body: Mapping[str, Any]) -> Manifest:
-    if isinstance(body.get("config"), list):
-        body = {**body, "phase_configs": body["config"], "config": None}
-    warmup = _object(body, "warmup", "")
-    rest = {k: v for k, v in body.items() if k not in _MANIFEST_FIELDS and k != "warmup"}
-    phases = _list(body, "phases", "")
+def _real(value: Any, where: str) -> float:
+    """A number, as a float (a time or a duration written as ``100`` reads as ``100.0``)."""
+    return float(number(value, where))
+
+
+def _as_text(value: Any, where: str) -> str:
+    """Any value, as its text (the strategies' names, whatever a writer gave)."""
+    return str(value)
+
+
+def _manifest(value: Any, where: str) -> Manifest:
+    if isinstance(value.get("config"), list):  # a simulation's: ``phase_configs``
+        value = {**value, "phase_configs": value["config"], "config": None}
+    f = _fields(value, where)
+    objects = tuple_of(an_object)
     return Manifest(
-        run_id=_text(body, "run_id", "", required=True),
-        simulated=_flag(body, "simulated", ""),
-        status=_choice(body, "status", RUN_STATUSES, ""),
-        config_given=_object(body, "config_given", ""),
-        config=_object(body, "config", ""),
-        phase_configs=tuple(_objects(body, "phase_configs", "")),
-        scenarios=tuple(
-            _scenario(s, f"scenarios[{i}].") for i, s in enumerate(_list(body, "scenarios", ""))
-        ),
-        strategies=tuple(str(s) for s in _list(body, "strategies", "")),
-        warmup_s=_number(warmup, "seconds", "warmup."),
-        software=_object(body, "software", ""),
-        host=_object(body, "host", ""),
-        testbed=_object(body, "testbed", ""),
-        cpu_limit_method=_text(body, "cpu_limit_method", ""),
-        started=_number(body, "started", ""),
-        ended=_number(body, "ended", ""),
-        collected=_number(body, "collected", ""),
-        attempts=tuple(_objects(body, "attempts", "")),
-        adaptive=_object(body, "adaptive", "") if body.get("adaptive") is not None else None,
-        phases=tuple(_phase(p, f"phases[{i}]") for i, p in enumerate(phases)),
-        extra=rest,
+        run_id=f("run_id", text),
+        simulated=f("simulated", flag, False),
+        status=f("status", choice(RUN_STATUSES), None),
+        config_given=f("config_given", an_object, {}),
+        config=f("config", an_object, {}),
+        phase_configs=f("phase_configs", objects, ()),
+        scenarios=f("scenarios", tuple_of(_scenario), ()),
+        strategies=f("strategies", tuple_of(_as_text), ()),
+        warmup_s=f("warmup", _warmup_seconds, None),
+        software=f("software", an_object, {}),
+        host=f("host", an_object, {}),
+        testbed=f("testbed", an_object, {}),
+        cpu_limit_method=f("cpu_limit_method", text, None),
+        started=f("started", _real, None),
+        ended=f("ended", _real, None),
+        collected=f("collected", _real, None),
+        attempts=f("attempts", objects, ()),
+        adaptive=f("adaptive", an_object, None),
+        phases=f("phases", tuple_of(_phase), ()),
+        extra=f.rest((*_MANIFEST_FIELDS, "warmup")),
     )
 
 
-def _phase(entry: Any, where: str) -> PhaseEntry:
-    if not isinstance(entry, Mapping):
-        raise _Malformed(f"{where} is a {type(entry).__name__}, not an object")
-    at = f"{where}."
-    rest = {k: v for k, v in entry.items() if k not in _PHASE_FIELDS}
-    window = entry.get("window")
-    if window is not None and not isinstance(window, Window):
-        window = Window.from_dict(window)
-        if window is None:
-            raise _Malformed(f"{at}window is {entry['window']!r}, not a start and an end")
+def _warmup_seconds(value: Any, where: str) -> float | None:
+    return _fields(value, where)("seconds", _real, None)
+
+
+def _phase(value: Any, where: str) -> PhaseEntry:
+    f = _fields(value, where)
     return PhaseEntry(
-        key=_text(entry, "key", at, required=True),
-        scenario=_text(entry, "scenario", at, required=True),
-        strategy=_text(entry, "strategy", at, required=True),
-        replication=_whole(entry, "replication", at, required=True),
-        status=_choice(entry, "status", PHASE_STATUSES, at) or "pending",
-        seed=_whole(entry, "seed", at),
-        duration_s=_number(entry, "duration_s", at),
-        attempt=_text(entry, "attempt", at),
-        start=_number(entry, "start", at),
-        end=_number(entry, "end", at),
-        error=_text(entry, "error", at),
-        window=window,
-        requests=_whole(entry, "requests", at),
-        failures=_whole(entry, "failures", at),
-        requests_in_window=_whole(entry, "requests_in_window", at),
-        ok_in_window=_whole(entry, "ok_in_window", at),
-        ok_per_s_window=_number(entry, "ok_per_s_window", at),
-        measured=_object(entry, "measured", at),
-        harness_cpu=_object(entry, "harness_cpu", at),
-        loaders=_object(entry, "loaders", at),
-        clocks=_object(entry, "clocks", at) if entry.get("clocks") is not None else None,
-        unaccounted=_whole(entry, "unaccounted", at),
-        verdicts=tuple(
-            _check(c, f"{at}verdicts[{i}].") for i, c in enumerate(_list(entry, "verdicts", at))
-        ),
-        verdict=_text(entry, "verdict", at),
-        extra=rest,
+        key=f("key", text),
+        scenario=f("scenario", text),
+        strategy=f("strategy", text),
+        replication=f("replication", whole),
+        status=f("status", choice(PHASE_STATUSES), "pending"),
+        seed=f("seed", whole, None),
+        duration_s=f("duration_s", _real, None),
+        attempt=f("attempt", text, None),
+        start=f("start", _real, None),
+        end=f("end", _real, None),
+        error=f("error", text, None),
+        window=f("window", _window, None),
+        requests=f("requests", whole, None),
+        failures=f("failures", whole, None),
+        requests_in_window=f("requests_in_window", whole, None),
+        ok_in_window=f("ok_in_window", whole, None),
+        ok_per_s_window=f("ok_per_s_window", _real, None),
+        measured=f("measured", an_object, {}),
+        harness_cpu=f("harness_cpu", an_object, {}),
+        loaders=f("loaders", an_object, {}),
+        clocks=f("clocks", an_object, None),
+        unaccounted=f("unaccounted", whole, None),
+        verdicts=f("verdicts", tuple_of(_check), ()),
+        verdict=f("verdict", text, None),
+        extra=f.rest(_PHASE_FIELDS),
     )
 
 
-def _scenario(item: Any, at: str) -> ScenarioEntry:
-    if isinstance(item, ScenarioEntry):
-        return item
-    if not isinstance(item, Mapping):
-        raise _Malformed(f"{at[:-1]} is a {type(item).__name__}, not an object")
-    cells = []
-    for j, c in enumerate(_objects(item, "cells", at)):
-        where = f"{at}cells[{j}]."
-        sizes = (_whole(c, "package_bytes", where, True), _whole(c, "work_bytes", where, True))
-        try:
-            cells.append(Cell(_text(c, "name", where, required=True), *sizes))
-        except ConfigError as exc:
-            raise _Malformed(f"{where[:-1]}: {exc}") from None
-    load = _object(item, "load", at)
-    return ScenarioEntry(name=_text(item, "name", at, required=True), cells=tuple(cells), load=load)
+def _window(value: Any, where: str) -> Window:
+    window = value if isinstance(value, Window) else Window.from_dict(value)
+    if window is None:
+        raise MalformedJson(where, f"is {value!r}, not a start and an end")
+    return window
 
 
-def _check(item: Any, at: str) -> Check:
-    if isinstance(item, Check):
-        return item
-    if not isinstance(item, Mapping):
-        raise _Malformed(f"{at[:-1]} is a {type(item).__name__}, not an object")
-    return Check(*(_text(item, name, at, required=True) for name in _CHECK_FIELDS))
+def _scenario(value: Any, where: str) -> ScenarioEntry:
+    if isinstance(value, ScenarioEntry):
+        return value
+    f = _fields(value, where)
+    cells = f("cells", tuple_of(_cell), ())
+    load = f("load", an_object, {})
+    return ScenarioEntry(name=f("name", text), cells=cells, load=load)
+
+
+def _cell(value: Any, where: str) -> Cell:
+    f = _fields(value, where)
+    sizes = (f("package_bytes", whole), f("work_bytes", whole))
+    name = f("name", text)
+    try:
+        return Cell(name, *sizes)
+    except ConfigError as exc:
+        raise MalformedJson.refused(where, exc) from None
+
+
+def _check(value: Any, where: str) -> Check:
+    if isinstance(value, Check):
+        return value
+    f = _fields(value, where)
+    return Check(*(f(name, text) for name in _CHECK_FIELDS))
 
 
 _CHECK_FIELDS = tuple(f.name for f in fields(Check))
 _PHASE_FIELDS = frozenset(f.name for f in fields(PhaseEntry)) - {"extra"}
 _MANIFEST_FIELDS = frozenset(f.name for f in fields(Manifest)) - {"extra", "warmup_s"}
-
-
-def _present(data: Mapping[str, Any], name: str, at: str, required: bool) -> Any:
-    value = data.get(name)
-    if value is None and required:
-        raise _Malformed(f"{at}{name} is missing")
-    return value
-
-
-def _text(data: Mapping[str, Any], name: str, at: str, required: bool = False) -> Any:
-    value = _present(data, name, at, required)
-    if value is not None and not isinstance(value, str):
-        raise _Malformed(f"{at}{name} is {value!r}, not text")
-    return value
-
-
-def _choice(data: Mapping[str, Any], name: str, allowed: Sequence[str], at: str) -> str | None:
-    value = _text(data, name, at)
-    if value is not None and value not in allowed:
-        raise _Malformed(f"{at}{name} is {value!r}, not one of {', '.join(allowed)}")
-    return value
-
-
-def _flag(data: Mapping[str, Any], name: str, at: str) -> bool:
-    value = data.get(name, False)
-    if not isinstance(value, bool):
-        raise _Malformed(f"{at}{name} is {value!r}, not true or false")
-    return value
-
-
-def _number(data: Mapping[str, Any], name: str, at: str) -> float | None:
-    value = data.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Malformed(f"{at}{name} is {value!r}, not a number")
-    return float(value)
-
-
-def _whole(data: Mapping[str, Any], name: str, at: str, required: bool = False) -> Any:
-    value = _present(data, name, at, required)
-    if value is None:
-        return None
-    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if isinstance(value, bool) or not whole:
-        raise _Malformed(f"{at}{name} is {value!r}, not a whole number")
-    return int(value)
-
-
-def _object(data: Mapping[str, Any], name: str, at: str) -> Mapping[str, Any]:
-    value = data.get(name)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _Malformed(f"{at}{name} is a {type(value).__name__}, not an object")
-    return value
-
-
-def _list(data: Mapping[str, Any], name: str, at: str) -> Sequence[Any]:
-    value = data.get(name)
-    if value is None:
-        return ()
-    if not isinstance(value, list | tuple):
-        raise _Malformed(f"{at}{name} is a {type(value).__name__}, not a list")
-    return value
-
-
-def _objects(data: Mapping[str, Any], name: str, at: str) -> list[Mapping[str, Any]]:
-    items = _list(data, name, at)
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise _Malformed(f"{at}{name}[{i}] is a {type(item).__name__}, not an object")
-    return list(items)
 
 
 # ------------------------------------------------------------------ writing

@@ -54,6 +54,17 @@ from lblab.analysis.summary_csv import write_summary_csv
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.files import write_bytes_atomically
+from lblab.json_fields import (
+    Fields,
+    an_object,
+    checked,
+    choice,
+    optional,
+    read_json,
+    text,
+    to_plain,
+    tuple_of,
+)
 from lblab.manifest import Manifest
 
 WINNERS_FILE = "winners.json"
@@ -383,7 +394,7 @@ def build_answer(run_dir: Path, units: pd.DataFrame | None = None) -> list[dict[
 
 def write_answer(run_dir: Path, cells: Sequence[Cell], equivalence: float) -> list[dict[str, Any]]:
     """Write ``winners.json`` (atomically); returns its cells as written."""
-    written: list[dict[str, Any]] = [json_safe(c.to_dict()) for c in cells]
+    written: list[dict[str, Any]] = [to_plain(c, finite=True) for c in cells]
     data = {
         "schema_version": SCHEMA_VERSION,
         "method": {
@@ -404,7 +415,9 @@ def write_answer(run_dir: Path, cells: Sequence[Cell], equivalence: float) -> li
 
 
 def read_answer(run_dir: Path) -> list[dict[str, Any]] | None:
-    """The cells of ``winners.json``, or None when the run has none yet."""
+    """The cells of ``winners.json``, or None when the run has none yet; a file that is
+    not JSON, of another version or with a cell its readers cannot take is a
+    ``ConfigError`` naming it (and the field)."""
     path = run_dir / WINNERS_FILE
     if not path.exists():
         return None
@@ -417,15 +430,21 @@ def read_answer(run_dir: Path) -> list[dict[str, Any]] | None:
             f"{path} has schema_version {data.get('schema_version') if isinstance(data, dict) else None!r}, "
             f"this lblab reads {SCHEMA_VERSION}; rebuild it: lblab report {run_dir}"
         )
-    return list(data.get("cells") or [])
+    return read_json(data, _winners, source=str(path), remedy=f"rebuild it: lblab report {run_dir}")
 
 
-def json_safe(value: Any) -> Any:
-    """JSON has no NaN: a missing figure is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
+def _winners(value: Any, where: str) -> list[dict[str, Any]]:
+    cells = Fields(value, where, null_is_missing=True)("cells", tuple_of(_written_cell), ())
+    return list(cells)
+
+
+_written_cell = checked(
+    {
+        "scenario": text,
+        "metric": text,
+        "verdict": choice((WINNER, TIE, UNRESOLVED)),
+        "strategies": tuple_of(text),
+    },
+    {"runner_up": optional(text), "difference": optional(an_object)},
+)
+"""A cell as ``write_answer`` wrote it, once the fields its readers take are of their type."""

@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from lblab.analysis.compare import Change, Comparison, Difference, Report, RunSide
 from lblab.analysis.metrics import METRICS
+from lblab.json_fields import to_plain
 
 COMPARE_JSON = "compare.json"
 
@@ -25,22 +25,9 @@ COMPARE_JSON = "compare.json"
 # ------------------------------------------------------------------ compare.json
 
 
-def _plain(value: Any) -> Any:
-    """JSON-ready: NaN becomes null, paths text."""
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
 def to_json(report: Report) -> dict[str, Any]:
-    """The report as plain data (``compare.json``)."""
-    return _plain(
+    """The report as plain data (``compare.json``): NaN as null, paths as text."""
+    return to_plain(
         {
             "level": report.level,
             "baseline": report.runs[0].label,
@@ -67,7 +54,8 @@ def to_json(report: Report) -> dict[str, Any]:
                 }
                 for c in report.comparisons
             ],
-        }
+        },
+        finite=True,
     )
 
 

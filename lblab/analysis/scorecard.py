@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.answer import json_safe, run_answer
+from lblab.analysis.answer import run_answer
 from lblab.analysis.metrics import METRICS, pool
 from lblab.analysis.ordering import order_strategies
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.files import write_bytes_atomically
+from lblab.json_fields import checked, optional, read_json, text, to_plain, tuple_of, whole
 from lblab.results import ERROR_KINDS
 
 SCORECARD_FILE = "scorecard.json"
@@ -135,7 +136,7 @@ def build_scorecard(cases: Sequence[Case], meta: Mapping[str, Any]) -> dict[str,
         cells += more_cells
         winners += more_winners
         scenarios.setdefault(case.name, case.about())
-    return json_safe(
+    return to_plain(
         {
             "schema_version": SCHEMA_VERSION,
             **meta,
@@ -145,7 +146,8 @@ def build_scorecard(cases: Sequence[Case], meta: Mapping[str, Any]) -> dict[str,
             ],
             "cells": cells,
             "winners": winners,
-        }
+        },
+        finite=True,
     )
 
 
@@ -156,7 +158,8 @@ def write_scorecard(out: Path, card: Mapping[str, Any]) -> Path:
 
 
 def read_scorecard(path: Path) -> dict[str, Any]:
-    """A ``scorecard.json`` (a file, or the folder holding it)."""
+    """A ``scorecard.json`` (a file, or the folder holding it), as it is once the fields
+    the page and the tables take are of their type."""
     if path.is_dir():
         path = path / SCORECARD_FILE
     try:
@@ -170,4 +173,27 @@ def read_scorecard(path: Path) -> dict[str, Any]:
             f"{path}: schema_version {data.get('schema_version') if isinstance(data, dict) else None!r}; "
             f"this lblab reads {SCHEMA_VERSION}"
         )
-    return data
+    return read_json(data, _scorecard, source=str(path), remedy="make one with lblab scorecard")
+
+
+_texts = tuple_of(text)
+_scorecard = checked(
+    {},
+    {
+        "testbeds": optional(_texts),
+        "scenarios": tuple_of(
+            checked(dict.fromkeys(("scenario", "title", "source", "tests", "headline"), text))
+        ),
+        "cells": tuple_of(
+            checked(
+                dict.fromkeys(("scenario", "strategy", "testbed"), text), {"rank": optional(whole)}
+            )
+        ),
+        "winners": tuple_of(
+            checked(
+                dict.fromkeys(("scenario", "testbed", "metric", "verdict"), text),
+                {"strategies": optional(_texts)},
+            )
+        ),
+    },
+)

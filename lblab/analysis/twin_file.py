@@ -24,13 +24,27 @@ do.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import Field, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from lblab.errors import ConfigError
 from lblab.files import write_bytes_atomically
+from lblab.json_fields import (
+    Fields,
+    MalformedJson,
+    Reader,
+    flag,
+    map_of,
+    number,
+    optional,
+    plain_fields,
+    read_json,
+    text,
+    tuple_of,
+    whole,
+)
 
 TWIN_JSON = Path("twin") / "twin.json"
 TWIN_SCHEMA_VERSION = 2
@@ -50,17 +64,7 @@ class _Part:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, _Part):
-        return value.to_json()
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
+        return plain_fields(self)
 
 
 # ------------------------------------------------------------------ the compared cells
@@ -319,12 +323,14 @@ def from_json(data: Any, source: str = "twin report") -> TwinReport:
         raise ConfigError(f"{source}: not a twin report (no cells); {_REBUILD}")
     if version == FIRST_VERSION:
         data = _from_v1(data)
-    try:
-        return _report(data, "")
-    except _Malformed as exc:
-        raise ConfigError(
-            f"{source}: not a twin report as lblab writes it: {exc}; {_REBUILD}"
-        ) from None
+    return read_json(
+        data,
+        _report,
+        source=source,
+        remedy=_REBUILD,
+        lead="not a twin report as lblab writes it: ",
+        show_values=False,
+    )
 
 
 def _from_v1(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -338,250 +344,169 @@ def _from_v1(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**data, "cells": cells}
 
 
-class _Malformed(ValueError):
-    """What is wrong where; ``from_json`` names the file and the remedy."""
-
-
-T = TypeVar("T")
-Reader = Callable[[Any, str], T]
-"""Reads one JSON value found at the path it is given (for errors) as a ``T``."""
-_MISSING: Any = object()
-
-
-class _Fields:
-    """One JSON object, its fields read by name: a missing one without a default, or
-    one its reader refuses, is ``_Malformed`` naming its path."""
-
-    __slots__ = ("data", "where")
-
-    def __init__(self, value: Any, where: str) -> None:
-        if not isinstance(value, Mapping):
-            raise _Malformed(f"{where or 'the file'} is {_kind(value)}, not an object")
-        self.data: Mapping[str, Any] = value
-        self.where = where
-
-    def __call__(self, name: str, read: Reader[T], default: Any = _MISSING) -> T:
-        where = f"{self.where}.{name}" if self.where else name
-        if name not in self.data:
-            if default is _MISSING:
-                raise _Malformed(f"{where} is missing")
-            return default
-        return read(self.data[name], where)
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else f"a {type(value).__name__}"
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise _Malformed(f"{where} is {_kind(value)}, not text")
-    return value
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Malformed(f"{where} is {_kind(value)}, not a number")
-    return value
-
-
-def _whole(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Malformed(f"{where} is {_kind(value)}, not a whole number")
-    return value
-
-
-def _flag(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise _Malformed(f"{where} is {_kind(value)}, not true or false")
-    return value
-
-
-def _maybe(read: Reader[T]) -> Reader[T | None]:
-    """``read``, or None for JSON's null."""
-    return lambda value, where: None if value is None else read(value, where)
-
-
-def _tuple(read: Reader[T]) -> Reader[tuple[T, ...]]:
-    def each(value: Any, where: str) -> tuple[T, ...]:
-        if not isinstance(value, list | tuple):
-            raise _Malformed(f"{where} is {_kind(value)}, not a list")
-        return tuple(read(item, f"{where}[{i}]") for i, item in enumerate(value))
-
-    return each
-
-
-def _map(read: Reader[T]) -> Reader[dict[str, T]]:
-    def each(value: Any, where: str) -> dict[str, T]:
-        if not isinstance(value, Mapping):
-            raise _Malformed(f"{where} is {_kind(value)}, not an object")
-        return {str(k): read(v, f"{where}.{k}") for k, v in value.items()}
-
-    return each
-
-
-_texts = _tuple(_text)
-_figures = _map(_maybe(_number))
+_texts = tuple_of(text)
+_figures = map_of(optional(number))
 
 
 def _interval(value: Any, where: str) -> tuple[float | None, float | None]:
-    ends = _tuple(_maybe(_number))(value, where)
+    ends = tuple_of(optional(number))(value, where)
     if len(ends) != 2:
-        raise _Malformed(f"{where} has {len(ends)} ends, not a low and a high")
+        raise MalformedJson(where, f"has {len(ends)} ends, not a low and a high")
     return ends[0], ends[1]
 
 
 def _cell(value: Any, where: str) -> TwinCell:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return TwinCell(
-        strategy=f("strategy", _text),
-        scenario=f("scenario", _text),
+        strategy=f("strategy", text),
+        scenario=f("scenario", text),
         measured=f("measured", _figures),
-        measured_ci95=f("measured_ci95", _map(_interval), {}),
+        measured_ci95=f("measured_ci95", map_of(_interval), {}),
         simulated=f("simulated", _figures),
         error=f("error", _figures),
-        inside_measured_ci=f("inside_measured_ci", _map(_maybe(_flag)), {}),
-        validity=f("validity", _maybe(_texts), None),
+        inside_measured_ci=f("inside_measured_ci", map_of(optional(flag)), {}),
+        validity=f("validity", optional(_texts), None),
     )
 
 
 def _rank(value: Any, where: str) -> TwinRank:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return TwinRank(
         measured=f("measured", _texts),
         simulated=f("simulated", _texts),
-        tau=f("tau", _maybe(_number)),
-        resolved_pairs=f("resolved_pairs", _maybe(_whole), None),
+        tau=f("tau", optional(number)),
+        resolved_pairs=f("resolved_pairs", optional(whole), None),
         contradicted_pairs=f("contradicted_pairs", _texts, ()),
     )
 
 
 def _scaled_rank(value: Any, where: str) -> ScaledRank:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return ScaledRank(
         simulated=f("simulated", _texts),
-        tau_vs_twin=f("tau_vs_twin", _maybe(_number)),
-        tau_vs_measured=f("tau_vs_measured", _maybe(_number)),
+        tau_vs_twin=f("tau_vs_twin", optional(number)),
+        tau_vs_measured=f("tau_vs_measured", optional(number)),
     )
 
 
 def _ranked(read: Reader[R]) -> Reader[Ranked[R]]:
     def both(value: Any, where: str) -> Ranked[R]:
-        f = _Fields(value, where)
+        f = Fields(value, where)
         return Ranked(throughput=f("throughput", read), latency_mean=f("latency_mean", read))
 
     return both
 
 
 def _too_short(value: Any, where: str) -> TooShort:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return TooShort(
-        window_s=f("window_s", _number),
+        window_s=f("window_s", number),
         strategies=f("strategies", _texts),
-        agent_periods=f("agent_periods", _number),
+        agent_periods=f("agent_periods", number),
     )
 
 
 def _scaled_figures(value: Any, where: str) -> ScaledFigures:
-    f = _Fields(value, where)
-    names = {"strategy", "scenario"}
-    rest = {k: v for k, v in f.data.items() if k not in names}
+    f = Fields(value, where)
+    rest = f.rest(("strategy", "scenario"))
     return ScaledFigures(
-        strategy=f("strategy", _text), scenario=f("scenario", _text), figures=_figures(rest, where)
+        strategy=f("strategy", text), scenario=f("scenario", text), figures=_figures(rest, where)
     )
 
 
 def _scale(value: Any, where: str) -> TwinScale:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return TwinScale(
-        servers=f("servers", _whole),
-        dir=f("dir", _text),
-        replications=f("replications", _whole),
-        requests_per_phase=f("requests_per_phase", _map(_whole)),
-        too_short_for_agent_reports=f("too_short_for_agent_reports", _map(_too_short), {}),
-        figures=f("figures", _tuple(_scaled_figures)),
-        rank=f("rank", _map(_ranked(_scaled_rank))),
+        servers=f("servers", whole),
+        dir=f("dir", text),
+        replications=f("replications", whole),
+        requests_per_phase=f("requests_per_phase", map_of(whole)),
+        too_short_for_agent_reports=f("too_short_for_agent_reports", map_of(_too_short), {}),
+        figures=f("figures", tuple_of(_scaled_figures)),
+        rank=f("rank", map_of(_ranked(_scaled_rank))),
     )
 
 
 def _server(value: Any, where: str) -> ModelServer:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return ModelServer(
-        id=f("id", _text),
-        weight=f("weight", _number),
-        workers=f("workers", _whole),
-        capacity=f("capacity", _maybe(_whole)),
-        cpu_quota=f("cpu_quota", _maybe(_number)),
-        quota_period_s=f("quota_period_s", _maybe(_number), None),
-        fit=f("fit", _text),
-        fit_r2=f("fit_r2", _number),
-        service_ms_mean=f("service_ms_mean", _map(_number)),
-        samples=f("samples", _whole),
+        id=f("id", text),
+        weight=f("weight", number),
+        workers=f("workers", whole),
+        capacity=f("capacity", optional(whole)),
+        cpu_quota=f("cpu_quota", optional(number)),
+        quota_period_s=f("quota_period_s", optional(number), None),
+        fit=f("fit", text),
+        fit_r2=f("fit_r2", number),
+        service_ms_mean=f("service_ms_mean", map_of(number)),
+        samples=f("samples", whole),
     )
 
 
 def _front(value: Any, where: str) -> ModelFront:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return ModelFront(
-        client_ms=f("client_ms", _number),
-        slope_ms=f("slope_ms", _number),
-        server_ms=f("server_ms", _map(_map(_number)), {}),
+        client_ms=f("client_ms", number),
+        slope_ms=f("slope_ms", number),
+        server_ms=f("server_ms", map_of(map_of(number)), {}),
     )
 
 
 def _scenario(value: Any, where: str) -> ModelScenario:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return ModelScenario(
         front=f("front", _front),
-        think_ms=f("think_ms", _number),
-        demand_scale=f("demand_scale", _map(_number), {}),
-        quota_binds=f("quota_binds", _map(_flag), {}),
+        think_ms=f("think_ms", number),
+        demand_scale=f("demand_scale", map_of(number), {}),
+        quota_binds=f("quota_binds", map_of(flag), {}),
         quota_bound_work_from=f("quota_bound_work_from", _texts, ()),
-        requests_per_phase=f("requests_per_phase", _whole),
+        requests_per_phase=f("requests_per_phase", whole),
     )
 
 
 def _model(value: Any, where: str) -> TwinModel:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return TwinModel(
-        servers=f("servers", _tuple(_server)),
-        scenarios=f("scenarios", _map(_scenario)),
-        deadline_s=f("deadline_s", _maybe(_number)),
-        replications=f("replications", _whole),
+        servers=f("servers", tuple_of(_server)),
+        scenarios=f("scenarios", map_of(_scenario)),
+        deadline_s=f("deadline_s", optional(number)),
+        replications=f("replications", whole),
         notes=f("notes", _texts, ()),
-        repeats=f("repeats", _maybe(_whole), None),
+        repeats=f("repeats", optional(whole), None),
     )
 
 
 def _summary(value: Any, where: str) -> TwinSummary:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return TwinSummary(
-        max_abs_throughput_error=f("max_abs_throughput_error", _maybe(_number)),
+        max_abs_throughput_error=f("max_abs_throughput_error", optional(number)),
         throughput_misses=f("throughput_misses", _texts),
-        throughput_misses_outside_ci=f("throughput_misses_outside_ci", _maybe(_texts), None),
+        throughput_misses_outside_ci=f("throughput_misses_outside_ci", optional(_texts), None),
         throughput_misses_where_the_harness_held=f(
-            "throughput_misses_where_the_harness_held", _maybe(_texts), None
+            "throughput_misses_where_the_harness_held", optional(_texts), None
         ),
-        median_measured_ci_halfwidth=f("median_measured_ci_halfwidth", _maybe(_number), None),
+        median_measured_ci_halfwidth=f("median_measured_ci_halfwidth", optional(number), None),
         tau_below_target=f("tau_below_target", _texts),
         tau_undefined=f("tau_undefined", _texts, ()),
-        resolved_pairs_contradicted=f("resolved_pairs_contradicted", _maybe(_map(_texts)), None),
-        miss_threshold=f("miss_threshold", _number),
-        tau_target=f("tau_target", _number),
+        resolved_pairs_contradicted=f(
+            "resolved_pairs_contradicted", optional(map_of(_texts)), None
+        ),
+        miss_threshold=f("miss_threshold", number),
+        tau_target=f("tau_target", number),
     )
 
 
 def _report(value: Any, where: str) -> TwinReport:
-    f = _Fields(value, where)
+    f = Fields(value, where)
     return TwinReport(
-        run=f("run", _text),
-        run_id=f("run_id", _text),
-        simulated_input=f("simulated_input", _flag),
-        created=f("created", _number),
-        wall_seconds=f("wall_seconds", _maybe(_number), None),
+        run=f("run", text),
+        run_id=f("run_id", text),
+        simulated_input=f("simulated_input", flag),
+        created=f("created", number),
+        wall_seconds=f("wall_seconds", optional(number), None),
         model=f("model", _model),
-        cells=f("cells", _tuple(_cell)),
-        rank=f("rank", _map(_ranked(_rank))),
-        scales=f("scales", _tuple(_scale), ()),
+        cells=f("cells", tuple_of(_cell)),
+        rank=f("rank", map_of(_ranked(_rank))),
+        scales=f("scales", tuple_of(_scale), ()),
         summary=f("summary", _summary),
     )

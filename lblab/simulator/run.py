@@ -80,6 +80,7 @@ from lblab.balancer.strategies.registry import make_strategy
 from lblab.balancer_names import balancer_names
 from lblab.errors import ConfigError
 from lblab.experiment.spikes import Spike, TimeWarp
+from lblab.json_fields import to_plain
 from lblab.loadreport import LoadReport, ProbeAnswer, RifLatency
 from lblab.simulator.balancer import Answer, SimBalancer, SimRequest
 from lblab.simulator.clock import GRID, LATE, at, run_events
@@ -736,7 +737,7 @@ class Simulation:
             sim_seconds=env.now,  # the last answer's time (the run stops there)
             wall_seconds=wall,
             events=events,
-            counters=_plain(_summed([pool.counters for pool in self.pools])),
+            counters=to_plain(_summed([pool.counters for pool in self.pools])),
             subsets=self._largest_windows() if self.windows else self.subsets,
             bands=tuple(
                 {"mean": round(w.mean_size(env.now), 3), "largest": w.largest, "last": w.size}
@@ -789,17 +790,6 @@ def _summed(counters: Sequence[dict[str, BackendCounters]]) -> dict[str, Backend
         )
         for backend in backends
     }
-
-
-def _plain(value: Any) -> Any:
-    """Counters as JSON-able data, whatever shape the pool keeps them in."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if hasattr(value, "__dataclass_fields__"):
-        return {k: _plain(getattr(value, k)) for k in value.__dataclass_fields__}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value if isinstance(value, int | float | str | bool | type(None)) else str(value)
 
 
 def simulate(config: SimConfig) -> SimResult:
