@@ -27,10 +27,10 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
+from lblab.interrupts import raise_interrupt
 from lblab.procs import Child, _log_tail
 from lblab.procs import stop as stop_child
 
@@ -137,7 +137,7 @@ def _answers(base_url: str, token: str) -> bool:
 def serve(notebook_dir: Path, log_path: Path, on_ready: Callable[[NotebookServer], None]) -> None:
     """Start JupyterLab, call ``on_ready``, serve until Ctrl-C, SIGTERM or its own shutdown
     (File > Shut Down), then stop it. An interrupt while it starts stops it too."""
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
     server = None
     try:
         server = start(notebook_dir, log_path)
@@ -179,7 +179,3 @@ def descendants(pid: int) -> list[psutil.Process]:
         return list(psutil.Process(pid).children(recursive=True))
     except psutil.NoSuchProcess:
         return []
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt

@@ -24,6 +24,9 @@ class Phase:
     scenario: str
     strategy: str
     replication: int
+    duration_s: float | None = None
+    """Its measured length when the plan gave it its own (an adaptive run lengthens a
+    scenario's later blocks); None: the run's ``duration``."""
 
     @property
     def key(self) -> str:
@@ -63,7 +66,15 @@ def plan_block(
     return phases
 
 
-def phase_entry(config: RunConfig, p: Phase, duration: float | None = None) -> PhaseEntry:
+def planned(entries: Sequence[PhaseEntry]) -> list[Phase]:
+    """The phases a manifest plans, in its order (a phase's index is its place), each
+    with the length the plan gave it: how a resumed run or a twin takes up the plan."""
+    return [
+        Phase(i, e.scenario, e.strategy, e.replication, e.duration_s) for i, e in enumerate(entries)
+    ]
+
+
+def phase_entry(config: RunConfig, p: Phase) -> PhaseEntry:
     """A phase as the manifest plans it, before it runs (``duration_s``: its measured
     length, the run's unless an adaptive run lengthened its scenario)."""
     return PhaseEntry(
@@ -72,14 +83,14 @@ def phase_entry(config: RunConfig, p: Phase, duration: float | None = None) -> P
         strategy=p.strategy,
         replication=p.replication,
         seed=config.seed + p.index,
-        duration_s=config.duration if duration is None else duration,
+        duration_s=config.duration if p.duration_s is None else p.duration_s,
     )
 
 
-def phase_config(config: RunConfig, entry: PhaseEntry) -> RunConfig:
-    """The config a phase ran with: the run's, with the phase's own length (an adaptive
+def phase_config(config: RunConfig, phase: Phase) -> RunConfig:
+    """The config a phase runs with: the run's, with the phase's own length (an adaptive
     run may lengthen a scenario)."""
-    duration = entry.duration_s
+    duration = phase.duration_s
     if duration is None or duration == config.duration:
         return config
     return replace(config, duration=duration)

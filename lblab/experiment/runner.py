@@ -37,7 +37,6 @@ are all there (``unaccounted`` in the manifest: requests a writer counted but no
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import os
 import platform
@@ -47,6 +46,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +59,21 @@ from lblab.analysis.answer import (
     untrusted,
 )
 from lblab.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PHASE_FAILED, WriteFailed
-from lblab.experiment.plan import Phase, phase_config, phase_entry, phase_seconds, plan, plan_block
+from lblab.experiment.plan import (
+    Phase,
+    phase_config,
+    phase_entry,
+    phase_seconds,
+    plan,
+    plan_block,
+    planned,
+)
 from lblab.experiment.progress import RunProgress
 from lblab.experiment.run_folders import new_attempt, phase_folder
 from lblab.experiment.runconfig import RunConfig, TestbedKind
 from lblab.experiment.testbed import Testbed
 from lblab.files import Reserve, folder_bytes, free_bytes, human_bytes
+from lblab.interrupts import ignoring_interrupts, raise_interrupt
 from lblab.manifest import Manifest, ManifestFile, PhaseEntry, ScenarioEntry
 from lblab.results import MANIFEST, consolidate, drop_consolidated
 from lblab.strategy.sources import RECORD_KEY, sources_of, write_copies
@@ -195,10 +204,7 @@ class Runner:
         """``testbed``: what runs the phases (``app/testbeds.make_testbed``)."""
         self.config, self.run_dir, self.manifest = config, run_dir, manifest
         # The manifest is the plan: an adaptive run appends blocks to it as it goes.
-        self.phases = [
-            Phase(i, p.scenario, p.strategy, p.replication)
-            for i, p in enumerate(manifest.manifest.phases)
-        ]
+        self.phases = planned(manifest.manifest.phases)
         self.testbed = testbed
 
     # ------------------------------------------------------------ the run
@@ -219,7 +225,7 @@ class Runner:
         m.save()
         code = EXIT_OK
         current: Phase | None = None
-        previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        previous_sigterm = signal.signal(signal.SIGTERM, raise_interrupt)
         progress = RunProgress(len(self.phases))
         try:
             with progress:
@@ -252,7 +258,7 @@ class Runner:
             code = EXIT_PHASE_FAILED  # e.g. the testbed did not start; the caller reports it
             raise
         finally:
-            with _ignoring_interrupts():
+            with ignoring_interrupts():
                 self.testbed.stop()
                 try:
                     self.collect_all()
@@ -324,10 +330,13 @@ class Runner:
             why += f", {without_value} cells with a strategy whose every phase failed a check"
         progress.note(f"after block {blocks}: {why}; {decision}")
         adding = decision.startswith("add a block")
-        block = plan_block(cfg, blocks + 1, len(self.phases), scenarios) if adding else []
+        block = [
+            replace(p, duration_s=lengths[p.scenario])
+            for p in (plan_block(cfg, blocks + 1, len(self.phases), scenarios) if adding else [])
+        ]
         if adding:
             made["phase_lengths_s"] = {s: lengths[s] for s in scenarios}
-            m.add_phases([phase_entry(cfg, p, lengths[p.scenario]) for p in block])
+            m.add_phases([phase_entry(cfg, p) for p in block])
         m.set(adaptive={**adaptive, "decisions": [*adaptive["decisions"], made]})
         m.save()
         if not adding:
@@ -473,8 +482,8 @@ class Runner:
         self.manifest.set(phase_configs=tuple(configs))
 
     def phase_config(self, phase: Phase) -> RunConfig:
-        """The config a phase ran with (``plan.phase_config``)."""
-        return phase_config(self.config, self.manifest.phase(phase.index))
+        """The config a phase runs with (``plan.phase_config``)."""
+        return phase_config(self.config, phase)
 
     def collect(self) -> int:
         """``lblab run --collect``: rebuild every finished phase's requests, picks and cpu
@@ -497,19 +506,3 @@ class Runner:
 
     def collect_all(self) -> None:
         self.testbed.collect(self.phases, float("inf"))
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _ignoring_interrupts() -> Any:
-    """Cleanup must finish: a second Ctrl-C during it is ignored, not half-obeyed."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGTERM, previous_term)

@@ -60,7 +60,7 @@ class LocustTestbed:
         self.recorder = PhaseRecorder(
             run_dir,
             manifest,
-            lambda phase: phase_config(config, manifest.phase(phase.index)),
+            lambda phase: phase_config(config, phase),
             self.processes.harness_cores,
         )
         self.locust: loadgen.LocustRun | None = None

@@ -29,7 +29,7 @@ from lblab.errors import EXIT_OK, EXIT_PHASE_FAILED
 from lblab.experiment.plan import Phase
 from lblab.experiment.run_folders import phase_folder
 from lblab.experiment.runconfig import LoadConfig, RunConfig
-from lblab.experiment.runner import _ignoring_interrupts, _raise_interrupt
+from lblab.interrupts import ignoring_interrupts, raise_interrupt
 from lblab.loadtests import loadgen
 from lblab.loadtests.local_testbed import LocalProcesses
 from lblab.loadtests.locust_testbed import FLUSH_GRACE_S, TICK_S
@@ -200,7 +200,7 @@ def serve(
     code = EXIT_OK
     url = f"http://127.0.0.1:{port}/"
     manifest.add_attempt(started=time.time(), phases_to_run=None)
-    previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous_sigterm = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         console.print("starting the testbed (servers, agents, balancer) ...")
         testbed.start(config.strategies[0])
@@ -248,7 +248,7 @@ def serve(
         console.print(f"error: {exc}", style="red")
         code = EXIT_PHASE_FAILED
     finally:
-        with _ignoring_interrupts():
+        with ignoring_interrupts():
             if runner.locust is not None:
                 runner.locust.stop(timeout=config.request_timeout + STOP_SLACK_S)
             for line in runner.poll(final=True):

@@ -109,7 +109,7 @@ class Testbed:
 def file_testbed(manifest: Manifest) -> Testbed:
     """The testbed of a run whose manifest holds its experiment file: the file, with the
     quotas and workers a live run's servers ran with, and the phases the run did."""
-    from lblab.experiment.plan import Phase, phase_config
+    from lblab.experiment.plan import phase_config, planned
     from lblab.experiment.runconfig import build
 
     config = build(dict(manifest.config))
@@ -147,9 +147,9 @@ def file_testbed(manifest: Manifest) -> Testbed:
                 )
             )
     phases = tuple(
-        RunPhase(Phase(i, p.scenario, p.strategy, p.replication), phase_config(config, p))
-        for i, p in enumerate(manifest.phases)  # a phase's index is its place in the plan
-        if p.status == "done"
+        RunPhase(p, phase_config(config, p))
+        for p in planned(manifest.phases)
+        if manifest.phases[p.index].status == "done"
     )
     unscaled = []
     if config.timeline:
