@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
 
 from lblab.config import parse_names
-from lblab.errors import EXIT_INTERRUPTED, ConfigError
+from lblab.errors import ConfigError
 from lblab.experiment.presets import preset_names
-from lblab.experiment.runconfig import TestbedKind
 
 
 def flags_layer(**flags: Any) -> dict[str, Any]:
@@ -133,52 +131,14 @@ def register(app: typer.Typer) -> None:
         )  # fmt: skip
         if resume and collect:
             raise ConfigError("--resume and --collect exclude each other; give one")
-        run_experiment(
+        from lblab.app.service import run_experiment
+
+        code = run_experiment(
             preset, config, flags, out=out, resume=resume, collect=collect,
             print_config=print_config, twin=twin, twin_scale=twin_scale, no_report=no_report,
         )  # fmt: skip
+        raise typer.Exit(code)
 
     from lblab.app.simulate import simulate
 
     app.command("simulate")(simulate)
-
-
-def run_experiment(
-    preset: str | None,
-    config: str | None,
-    flags: dict[str, Any],
-    *,
-    out: str | None = None,
-    resume: bool = False,
-    collect: bool = False,
-    print_config: bool = False,
-    twin: bool = False,
-    twin_scale: list[int] | None = None,
-    no_report: bool = False,
-) -> None:
-    """What ``lblab run`` does with its flags (``flags_layer``): a new run, or the run in
-    ``out`` resumed or collected; exits with the run's code (``typer.Exit``)."""
-    from rich.console import Console
-
-    from lblab.app.service import Experiment
-
-    console = Console(stderr=True)
-    if resume or collect:
-        experiment = Experiment.reopen(out, "resume" if resume else "collect", console)
-    else:
-        cfg = Experiment.resolve(preset, config, flags)
-        if print_config:
-            sys.stdout.write(cfg.to_toml())
-            return
-        if twin and cfg.testbed.kind == TestbedKind.SIMULATED:
-            raise ConfigError(
-                "--twin simulates a measured run's testbed; this run is simulated "
-                "already: drop --twin"
-            )
-        given = {"preset": preset, "config_file": config, "flags": flags}
-        experiment = Experiment.new(cfg, given, console)
-    code = experiment.run(collect=collect)
-    if twin and code != EXIT_INTERRUPTED:
-        experiment.twin(twin_scale or [])
-    experiment.finish(code, report=not no_report)
-    raise typer.Exit(code)

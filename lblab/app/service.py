@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -184,3 +185,40 @@ class Experiment:
             summary.finish(self.run_dir, self.console)
         else:
             summary.print_all(self.run_dir, self.console)
+
+
+def run_experiment(
+    preset: str | None,
+    config: str | None,
+    flags: dict[str, Any],
+    *,
+    out: str | None = None,
+    resume: bool = False,
+    collect: bool = False,
+    print_config: bool = False,
+    twin: bool = False,
+    twin_scale: list[int] | None = None,
+    no_report: bool = False,
+) -> int:
+    """What ``lblab run`` does with its flags (``app.cli.flags_layer``): a new run, or the
+    run in ``out`` resumed or collected; returns the run's exit code."""
+    console = Console(stderr=True)
+    if resume or collect:
+        experiment = Experiment.reopen(out, "resume" if resume else "collect", console)
+    else:
+        cfg = Experiment.resolve(preset, config, flags)
+        if print_config:
+            sys.stdout.write(cfg.to_toml())
+            return 0
+        if twin and cfg.testbed.kind == TestbedKind.SIMULATED:
+            raise ConfigError(
+                "--twin simulates a measured run's testbed; this run is simulated "
+                "already: drop --twin"
+            )
+        given = {"preset": preset, "config_file": config, "flags": flags}
+        experiment = Experiment.new(cfg, given, console)
+    code = experiment.run(collect=collect)
+    if twin and code != EXIT_INTERRUPTED:
+        experiment.twin(twin_scale or [])
+    experiment.finish(code, report=not no_report)
+    return code

@@ -74,8 +74,6 @@ def simulate(**given: Any) -> None:
         if config is not None:  # after: a file it refuses gets its one error line alone
             typer.secho(OLD_DIALECT_NOTE.format(file=config), err=True)
         return
-    from lblab.app.cli import run_experiment
-
     refused = [
         name
         for name, value in given.items()
@@ -95,5 +93,9 @@ def simulate(**given: Any) -> None:
             value = parse_names(value) or None
         if value is not None:
             flags.setdefault(section, {})[key] = str(value) if name == "out" else value
+    from lblab.app.service import run_experiment  # the run's imports, only for a run
+
     out = given.get("out")
-    run_experiment(None, str(config), flags, out=None if out is None else str(out))
+    raise typer.Exit(
+        run_experiment(None, str(config), flags, out=None if out is None else str(out))
+    )
