@@ -11,7 +11,7 @@ import contextlib
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import orjson
@@ -144,9 +144,11 @@ class WireClient:
                 return frame
             assert isinstance(frame, Lease | MetadataPush), f"unexpected {frame}"
 
-    async def probe(self, sid: int) -> dict[str, object]:
-        """Round-trip a tiny request; everything the server sent before it comes first."""
-        self.send(RequestResponse(stream_id=sid, data=work(0)))
+    async def probe(self, sid: int, after: Sequence[Frame] = ()) -> dict[str, object]:
+        """Round-trip a tiny request; everything the server sent before it comes first.
+        ``after``: frames sent ahead of it in the same write, so the server reads them
+        and the probe together, however long this process is off its CPU."""
+        self.send(*after, RequestResponse(stream_id=sid, data=work(0)))
         frame = await self.next_where(lambda f: not isinstance(f, Lease | MetadataPush))
         assert isinstance(frame, Payload) and frame.stream_id == sid, f"before the probe: {frame}"
         return json.loads(frame.data)
@@ -254,14 +256,18 @@ def test_request_stream_honours_request_n_and_cancel(server: Child) -> None:
 def test_fire_and_forget_does_the_work_without_an_answer(server: Child) -> None:
     async def scenario() -> dict[str, object]:
         client = await WireClient.connect(server.ready["port"])
-        client.send(RequestFnf(stream_id=1, data=b"{bad json"))  # dropped, logged at most
-        client.send(RequestFnf(stream_id=3, data=work(1_000_000)))
-        reply = await client.probe(5)
+        fnf = (
+            RequestFnf(stream_id=1, data=b"{bad json"),  # dropped, logged at most
+            RequestFnf(stream_id=3, data=work(1_000_000)),
+        )
+        reply = await client.probe(5, after=fnf)
         await client.close()
         return reply
 
     reply = asyncio.run(scenario())
     # The probe queued behind the 1 MB of work (~30 ms on a free core) on the one worker.
+    # All three frames go in one write: sent one by one, a busy machine could hold this
+    # process off its CPU between them until the work was nearly done.
     assert reply["queue_ms"] > 5
 
 
