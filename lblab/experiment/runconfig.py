@@ -26,8 +26,9 @@ Shape (every key optional; ``experiment/presets/*.toml`` are examples)::
                balancers (local, simulated: independent balancer nodes, 1..16),
                service (simulated: the servers' service model, e.g. "json:a=0ms,b=7e-8,c=3e-9"
                from `lblab calibrate`; "" : this machine's, DEFAULT_SIMULATED_SERVICE)
-    [[servers]]           id, cpu_quota, workers, delay_ms, delay_dist, max_inflight
-    [weights]             s1 = 1, ...
+    [[servers]]           id, cpu_quota, workers, delay_ms, delay_dist, max_inflight;
+                          count = N: N such servers <id>1 .. <id>N
+    [weights]             s1 = 1, ... (a group's id weighs each of its members)
     [health]              the balancers' health policy: eject_after, eject_base, eject_max,
                           panic_threshold, success_rate_*, slow_start_window,
                           slow_start_aggression, slow_start_min_weight (HEALTH_OPTIONS in
@@ -294,6 +295,9 @@ def _bool(value: Any, where: str) -> bool:
 
 SERVER_KEYS = ("cpu_quota", "workers", "delay_ms", "delay_dist", "max_inflight")
 """What a [[servers]] entry (or a timeline ``add``) may give besides its id."""
+MAX_GROUP = 100_000
+"""Most servers one ``count`` makes (the simulator's most servers; a local testbed
+refuses more than its CPUs can hold before it starts any)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -787,7 +791,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
     Each table becomes its dataclass, which checks itself; ``RunConfig`` then checks the
     rules across tables (weights name servers, the strategies and their options build).
     """
-    raw = _named_strategies(raw)
+    raw = _counted_servers(_named_strategies(raw))
     run = _table("run", raw["run"])
     scenarios, loads = _scenarios(run["scenarios"], raw)
     servers = tuple(
@@ -890,6 +894,45 @@ def _not_traced(name: str, load: LoadConfig, where: str) -> None:
             f"request's shape from the trace; run a trace scenario ({', '.join(TRACE_SCENARIOS)}, "
             "or [scenario_defs.NAME] with trace = FILE and no cells)"
         )
+
+
+def _counted_servers(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``count = N`` in a [[servers]] entry: N servers ``<id>1`` .. ``<id>N``, each with the
+    entry's other keys; a [weights] entry of the group's id weighs each member (one a
+    member names itself wins). The resolved config (``raw``, the manifest's, what
+    ``--print-config`` prints) holds the members, so every reader sees one server per id."""
+    servers = raw.get("servers")
+    if not isinstance(servers, list) or not any(
+        isinstance(s, Mapping) and "count" in s for s in servers
+    ):
+        return raw
+    members: dict[str, list[str]] = {}
+    out: list[Any] = []
+    for i, entry in enumerate(servers):
+        if not isinstance(entry, Mapping) or "count" not in entry:
+            out.append(entry)
+            continue
+        where = f"servers[{i}]"
+        if "id" not in entry:
+            raise ConfigError(
+                f'{where}: a group of servers needs an id, its members\' prefix: {{id = "s", '
+                "count = 3}} makes s1, s2 and s3"
+            )
+        prefix = check_id(str(entry["id"]), f"{where}.id")
+        count = parse_int(entry["count"], f"{where}.count", minimum=1, maximum=MAX_GROUP)
+        ids = [f"{prefix}{n}" for n in range(1, count + 1)]
+        members[prefix] = ids
+        keys = {k: v for k, v in entry.items() if k not in ("id", "count")}
+        out += [{"id": sid, **keys} for sid in ids]
+    weights = raw.get("weights")
+    if not isinstance(weights, Mapping):
+        return {**raw, "servers": out}
+    weighed: dict[str, Any] = {}
+    for sid, weight in weights.items():
+        for member in members.get(sid, [sid]):
+            if member == sid or member not in weights:
+                weighed[member] = weight
+    return {**raw, "servers": out, "weights": weighed}
 
 
 def _weights(raw: Any) -> dict[str, float]:
