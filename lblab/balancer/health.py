@@ -80,6 +80,14 @@ class HealthConfig:
     success_rate_min_requests: int = 100
     """Outcomes the window must hold before the rate can eject (Envoy's
     ``success_rate_request_volume``)."""
+    success_rate_stdev_factor: float = 0.0
+    """Envoy's statistical success-rate ejection: at the end of each interval of
+    ``success_rate_window_s``, a backend whose share of successes in it is below the mean
+    of the backends' shares less this many standard deviations of them is ejected
+    (Envoy's ``success_rate_stdev_factor`` 1900, i.e. 1.9); 0 turns it off."""
+    success_rate_minimum_hosts: int = 5
+    """Backends with ``success_rate_min_requests`` outcomes in an interval needed for the
+    statistical ejection to judge it (Envoy's ``success_rate_minimum_hosts``)."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, field: str, rule: str) -> None:
@@ -125,6 +133,17 @@ class HealthConfig:
             1 <= self.success_rate_min_requests <= 1_000_000,
             "success_rate_min_requests",
             "must be 1 to 1000000 outcomes",
+        )
+        need(
+            math.isfinite(self.success_rate_stdev_factor)
+            and 0 <= self.success_rate_stdev_factor <= 100,
+            "success_rate_stdev_factor",
+            "must be 0 (off) to 100 standard deviations",
+        )
+        need(
+            1 <= self.success_rate_minimum_hosts <= 1_000_000,
+            "success_rate_minimum_hosts",
+            "must be 1 to 1000000 backends",
         )
 
 

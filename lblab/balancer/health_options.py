@@ -48,6 +48,19 @@ HEALTH_OPTIONS: Final[dict[str, tuple[Any, Kind, str]]] = {
         "count",
         "Outcomes the window must hold before the success rate can eject (1..1000000).",
     ),
+    "success_rate_stdev_factor": (
+        0.0,
+        "number",
+        "Envoy's statistical success-rate ejection: at the end of each success-rate window, "
+        "eject a backend whose success rate in it is below the backends' mean less this "
+        "many standard deviations (Envoy's 1900, i.e. 1.9); 0: off.",
+    ),
+    "success_rate_minimum_hosts": (
+        5,
+        "count",
+        "Backends with --success-rate-min-requests outcomes in a window needed for the "
+        "statistical ejection to judge it (1..1000000).",
+    ),
     "slow_start_window": (
         "10s",
         "duration",
@@ -93,12 +106,16 @@ def health_config(values: Mapping[str, Any], *, flags: bool = False) -> HealthCo
         raw = values.get(name, default)
         match kind:
             case "count":
-                least = 1 if name == "success_rate_min_requests" else 0
+                least = (
+                    1 if name in ("success_rate_min_requests", "success_rate_minimum_hosts") else 0
+                )
                 value: float = parse_int(raw, where, minimum=least, maximum=1_000_000)
             case "duration":
                 value = parse_duration(raw, where)
             case "percent":
                 value = parse_float(raw, where, minimum=0, maximum=100) / 100.0
+            case "number" if name == "success_rate_stdev_factor":  # 0 is off
+                value = parse_float(raw, where, minimum=0, maximum=100)
             case "number":
                 value = parse_float(raw, where, above=0, maximum=1000)
         parsed[name] = value
@@ -121,6 +138,8 @@ def _build(parsed: Mapping[str, float]) -> HealthConfig:
         success_rate_threshold=parsed["success_rate_threshold"],
         success_rate_window_s=parsed["success_rate_window"],
         success_rate_min_requests=int(parsed["success_rate_min_requests"]),
+        success_rate_stdev_factor=parsed["success_rate_stdev_factor"],
+        success_rate_minimum_hosts=int(parsed["success_rate_minimum_hosts"]),
         slow_start_window_s=parsed["slow_start_window"],
         slow_start_aggression=parsed["slow_start_aggression"],
         slow_start_min_weight=parsed["slow_start_min_weight"],

@@ -101,6 +101,10 @@ class BackendCounters:
     success_rate_ejections: int = _counter(
         "Passive ejections for a success rate below the threshold (counted in ejections too)."
     )
+    outlier_ejections: int = _counter(
+        "Passive ejections for a success rate below the backends' mean less "
+        "success_rate_stdev_factor standard deviations (counted in ejections too)."
+    )
     ties: int = _counter("Picks where candidates tied on load.")
     panic_picks: int = _counter(
         "Picks made while the pool was in panic (ejection ignored: too few un-ejected)."
@@ -172,6 +176,10 @@ class Pool:
         """Ejections are ignored: too few connected backends are un-ejected."""
         self._slow_stepped = -math.inf
         self._next_tick = math.inf
+        self._tallies: dict[str, list[int]] = {}
+        """Backend id -> [successes, outcomes] in the current interval of the statistical
+        success-rate ejection (``_outliers``)."""
+        self._interval_start = now
         for spec in specs:
             self._insert(spec)
         strategy.on_pool_change(self.views, now)
@@ -266,8 +274,18 @@ class Pool:
         else:  # an answer that is not the backend's fault: it is alive
             view.consecutive_failures = 0
             self.counters[view.id].errors += 1
+        success = outcome.ok or not outcome.backend_fault
         if self.health.success_rate_threshold > 0.0 and not ejected:
-            ejected = self._success_rate(view, record, outcome.ok or not outcome.backend_fault, now)
+            ejected = self._success_rate(view, record, success, now)
+        if self.health.success_rate_stdev_factor > 0.0:
+            if record.ejected_until is None:
+                tally = self._tallies.get(view.id)
+                if tally is None:
+                    tally = self._tallies[view.id] = [0, 0]
+                tally[0] += int(success)
+                tally[1] += 1
+            if now - self._interval_start >= self.health.success_rate_window_s:
+                ejected = self._outliers(now) or ejected
         self.strategy.on_complete(view, request, outcome, now)
         if ejected:
             self.strategy.on_pool_change(self.views, now)
@@ -293,6 +311,39 @@ class Pool:
         self.counters[view.id].success_rate_ejections += 1
         self._eject(view, record, now)
         return True
+
+    def _outliers(self, now: float) -> bool:
+        """The end of an interval of Envoy's statistical success-rate ejection
+        (``balancer/health.py``): over the backends still in the pool, un-ejected, with
+        ``success_rate_min_requests`` outcomes in it, if there are
+        ``success_rate_minimum_hosts`` of them, eject each whose success rate is below
+        their mean less ``success_rate_stdev_factor`` population standard deviations
+        (Envoy's ``successRateEjectionThreshold``). A new interval starts. True if it
+        ejected any."""
+        health = self.health
+        tallies, self._tallies, self._interval_start = self._tallies, {}, now
+        rates: dict[str, float] = {}
+        for backend_id, (successes, outcomes) in tallies.items():
+            record = self._health.get(backend_id)
+            if (
+                record is not None
+                and backend_id in self._by_id
+                and record.ejected_until is None
+                and outcomes >= health.success_rate_min_requests
+            ):
+                rates[backend_id] = successes / outcomes
+        if len(rates) < health.success_rate_minimum_hosts:
+            return False
+        mean = sum(rates.values()) / len(rates)
+        spread = math.sqrt(sum((rate - mean) ** 2 for rate in rates.values()) / len(rates))
+        floor = mean - health.success_rate_stdev_factor * spread
+        ejected = False
+        for backend_id, rate in rates.items():
+            if rate < floor:
+                self.counters[backend_id].outlier_ejections += 1
+                self._eject(self._by_id[backend_id], self._health[backend_id], now)
+                ejected = True
+        return ejected
 
     def _observe_latency(
         self, view: BackendView, record: _Health, latency_ms: float, now: float
