@@ -150,3 +150,30 @@ def test_a_rate_limited_servers_retry_after_keeps_it_out_live(tmp_path: Path) ->
     # Ignored, a refusal costs s1 1 ms, under s2's 2 ms: it keeps being drawn and
     # refused. Honoured, each refusal costs up to its 500 ms wait: s1 is left alone.
     assert seen[300] <= 10 and seen[0] >= 40, seen
+
+
+@pytest.fixture
+def six_servers(tmp_path: Path) -> Iterator[Child]:
+    servers = [start_server(f"s{n}", tmp_path, "--delay-ms", "10") for n in range(1, 7)]
+    with processes(*servers) as kids:
+        tell(servers[0], Control(fail=Failing(0.5, delay_ms=1.0)))
+        balancer = start_balancer(
+            servers, tmp_path, "--strategy", "rr", "--eject-after", "0", "--eject-base",
+            "30s", "--success-rate-stdev-factor", "1.9", "--success-rate-window", "0.5s",
+            "--success-rate-min-requests", "10",
+        )  # fmt: skip
+        kids.append(balancer)
+        yield balancer
+
+
+def test_a_server_far_below_the_others_success_rate_is_ejected_live(six_servers) -> None:
+    failed = send_all(six_servers, 480, CLIENTS)
+    rows = {row["id"]: row for row in status_of(six_servers)["backends"]}
+    # rr gives each of the six a sixth; within a 0.5 s interval (4 clients, 10 ms a
+    # request: about 200 requests) s1's rate (about 0.5) is far below the others' 1.0
+    # (mean 0.92, sd 0.19, floor 0.56): it is ejected for 30 s, and only it.
+    assert (rows["s1"]["outlier_ejections"], rows["s1"]["ejections"]) == (1, 1), rows["s1"]
+    assert rows["s1"]["state"] == "ejected", rows["s1"]
+    assert all(rows[f"s{n}"]["ejections"] == 0 for n in range(2, 7)), rows
+    assert rows["s1"]["picks"] < 480 // 6, rows["s1"]
+    assert 1 <= len(failed) < 480 // 12, len(failed)
