@@ -107,3 +107,22 @@ def test_flags_alone_simulate_a_pool_without_a_note(tmp_path: Path) -> None:
     done = run_lblab(["simulate", "--requests", "100", "--out", str(tmp_path / "out")], 60)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "note:" not in done.stderr
+
+
+def test_an_experiment_files_timeline_runs_in_lblab_simulate(tmp_path: Path) -> None:
+    file = tmp_path / "timeline.toml"
+    file.write_text(
+        '[run]\nname = "timeline"\nstrategies = ["rr"]\nscenarios = ["sp+sr"]\n'
+        'duration = "4s"\nwarmup = "1s"\nreplications = 1\nmax_replications = 0\n'
+        '[load]\nmodel = "open"\nrate = 300\n'
+        '[testbed]\nkind = "simulated"\n'
+        '[[servers]]\nid = "s"\ncount = 3\n'
+        '[[timeline]]\nat = "2s"\naction = "kill"\nserver = "s2"\n'
+    )
+    done = run_lblab(["simulate", "--config", str(file), "--out", str(tmp_path / "out")], 120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    requests = pd.read_parquet(tmp_path / "out" / "requests.parquet")
+    assert set(requests["server"].dropna()) == {"s1", "s2", "s3"}  # the group's members
+    late = requests[requests["t_sent"] > requests["t_sent"].min() + 2.5]
+    assert len(late) > 100, len(late)
+    assert "s2" not in set(late["server"].dropna()), late["server"].value_counts()
