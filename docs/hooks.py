@@ -570,7 +570,8 @@ def presets_page() -> str:
 
 def results_page() -> str:
     from lblab import failures, results, windows
-    from lblab.analysis import answer, metrics
+    from lblab.analysis import metrics
+    from lblab.analysis.run import decide
     from lblab.loadtests import record_table, records
 
     out = [
@@ -629,17 +630,17 @@ def results_page() -> str:
         "|---|---|---|",
         *(f"| `{name}` | {_cell(m.label)} | {m.better} |" for name, m in metrics.METRICS.items()),
         "",
-        f"## `{answer.WINNERS_FILE}` (`lblab.analysis.answer`)",
+        f"## `{decide.WINNERS_FILE}` (`lblab.analysis.run.decide`)",
         "",
-        rst_to_md(answer.__doc__),
+        rst_to_md(decide.__doc__),
         "Each entry of its `cells` list:",
         "",
         "| field | what |",
         "|---|---|",
     ]
-    docs = field_docs(answer.Cell)
+    docs = field_docs(decide.Cell)
     out += [
-        f"| `{f.name}` | {_cell(docs.get(f.name, ''))} |" for f in dataclasses.fields(answer.Cell)
+        f"| `{f.name}` | {_cell(docs.get(f.name, ''))} |" for f in dataclasses.fields(decide.Cell)
     ]
     out.append("")
     return "\n".join(out)

@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         offered = notebooks_for(results_dir)
         names = pick_notebooks(offered, only)
         if offered == SWEEP_NOTEBOOKS:
-            from lblab.analysis.sweep_map import read_sweep
+            from lblab.analysis.sweep import read_sweep
 
             read_sweep(results_dir)  # a clear error before any kernel starts
             folder = results_dir
@@ -175,9 +175,7 @@ def register(app: typer.Typer) -> None:
         """
         from rich.console import Console
 
-        from lblab.analysis.compare import compare, default_out
-        from lblab.analysis.compare_report import write_report
-        from lblab.analysis.compare_terminal import print_report
+        from lblab.analysis.compare import compare, default_out, print_report, write_report
 
         report = compare(runs, metric or [])
         page = write_report(report, out or default_out(report))

@@ -12,7 +12,7 @@ there is no interval (one seed). A run without the figures a claim needs (a stra
 a point left out with ``--algorithms`` and the like) gives **n/a**, saying what is
 missing.
 
-Bounds follow the thesis's rule (``analysis.thesis_claims``): where the paper gives a
+Bounds follow the thesis's rule (``analysis.thesis.claims``): where the paper gives a
 size, the claim holds when at least half of that effect is measured (``halfway``: a
 published ratio of 0.6 gives the bound 0.8, a factor of 10 the bound 5.5); where it
 gives only a direction, the bound is 1 (or 0) and says so.

@@ -37,7 +37,7 @@ def verdict_table(manifest: Manifest) -> pd.DataFrame:
 
 def failed_phases(manifest: Manifest) -> list[tuple[str, str, int, str]]:
     """(scenario, strategy, replication, why) of every phase that failed a check; the
-    answer (``analysis/answer.py``) leaves them out of its pairs."""
+    answer (``analysis/run/decide.py``) leaves them out of its pairs."""
     return [
         (
             *p.cell,

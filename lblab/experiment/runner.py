@@ -5,7 +5,7 @@ every scenario, and within it every strategy once, back to back (so the strategi
 compared on one cell run seconds apart, not an hour), in an order drawn from the run's
 seed (``plan_block``: no strategy always goes first, right after a warm cache or a heavy
 cell, and a drift of the machine cannot line up with one strategy). The answer pairs the
-strategies within blocks (``analysis/answer.py``); an adaptive run
+strategies within blocks (``analysis/run/decide.py``); an adaptive run
 (``run.max_replications``) adds blocks until it is in (``Runner.next_block``), within
 its ``budget``, and lengthens a scenario whose phases held too few successes.
 
@@ -50,7 +50,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.answer import (
+from lblab.analysis.run import (
     Cell,
     build_answer,
     run_answer,
@@ -142,7 +142,7 @@ def _adaptive_facts(config: RunConfig) -> dict[str, Any] | None:
         "budget_s": config.budget or None,
         "equivalence": config.equivalence,
         "rule": "add a block until every pair of strategies is resolved or equivalent on "
-        "every headline metric (analysis/answer.py), the budget or max_blocks is reached; "
+        "every headline metric (analysis/run/decide.py), the budget or max_blocks is reached; "
         "a block runs the scenarios with a cell undecided, or when all are decided those "
         "with a pair open; "
         f"a scenario whose phases held fewer than {CHECKABLE_OK} successes gets longer "
@@ -385,7 +385,7 @@ class Runner:
         return total
 
     def current_answer(self) -> list[Cell]:
-        """The answer from the phases done so far (``analysis/answer.py``)."""
+        """The answer from the phases done so far (``analysis/run/decide.py``)."""
         return run_answer(self.run_dir).cells
 
     def _phase_seconds(self) -> float:

@@ -98,8 +98,7 @@ def print_checks(run_dir: Path, console: Console) -> None:
 
 def print_answer(run_dir: Path, console: Console) -> None:
     """The run's answer (``winners.json``) in plain words, when it has one."""
-    from lblab.analysis.answer import read_answer
-    from lblab.analysis.winners import verdict
+    from lblab.analysis.run import read_answer, verdict
 
     try:
         cells = read_answer(run_dir)

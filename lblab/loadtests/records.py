@@ -72,7 +72,7 @@ COLUMNS = (
 )
 """The contract's per-request columns (labels like run_id are added when a phase is
 written) plus ``cell``, ``loader``, ``service_ms``, ``queue_ms``, ``server_ms`` (the
-server's whole time for it, arrival to answer: ``analysis/instrument.py``) and
+server's whole time for it, arrival to answer: ``analysis/report/instrument.py``) and
 ``send_lag_ms`` (open model: how late each send was against its due time), and
 ``balancer``, the node
 the request went through (``b1`` .. ``bK``); their types are

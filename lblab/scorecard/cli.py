@@ -17,8 +17,7 @@ from lblab.stamp import take
 def show(out: Path, fmt: str, opening: str) -> None:
     """The scorecard in ``out`` on standard output: a table a testbed, its JSON, or the
     page of docs/results/ (``opening``: its stamp)."""
-    from lblab.analysis.scorecard import read_scorecard
-    from lblab.analysis.scorecard_page import SHORT, markdown_page, overview_rows
+    from lblab.analysis.scorecard import SHORT, markdown_page, overview_rows, read_scorecard
 
     card = read_scorecard(out)
     if fmt == "json":

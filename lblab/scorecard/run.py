@@ -64,8 +64,7 @@ def run_scorecard(plan: Plan, console: Console) -> int:
     """Every case on every testbed of ``plan``; the scorecard written after each. The
     exit code: 0, 1 when a phase failed (its case still counts what passed), 130
     interrupted."""
-    from lblab.analysis.scorecard import Case, build_scorecard, write_scorecard
-    from lblab.analysis.scorecard_page import write_page
+    from lblab.analysis.scorecard import Case, build_scorecard, write_page, write_scorecard
 
     plan.out.mkdir(parents=True, exist_ok=True)
     started = time.time()

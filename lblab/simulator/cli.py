@@ -299,7 +299,7 @@ def twin(
     table: progress and a one-line summary; json: twin.json; markdown: the section of
     docs/results/twin.md (stamped). Besides table, progress goes to stderr.
     """
-    from lblab.analysis.twin_report import twin_markdown
+    from lblab.analysis.twin import twin_markdown
     from lblab.simulator.twin import MISS, TAU_TARGET, make_twin
     from lblab.stamp import take
 
@@ -317,7 +317,7 @@ def twin(
         repeats=repeats,
         echo=say,
     )
-    from lblab.analysis.twin_file import load_twin
+    from lblab.analysis.twin import load_twin
 
     report = load_twin(path)
     summary = report.summary

@@ -96,7 +96,8 @@ class RequestRows:
             "attempts": i[:, 3].copy(),
             "queue_ms": f[:, 2].copy(),
             "service_ms": f[:, 3].copy(),
-            # A simulated server has no time outside its work slot (``analysis/instrument.py``).
+            # A simulated server has no time outside its work slot
+            # (``analysis/report/instrument.py``).
             "server_ms": f[:, 2] + f[:, 3],
         }
         return to_arrow("requests", cols)

@@ -12,7 +12,7 @@ from typer.core import TyperGroup
 from lblab.errors import ConfigError
 
 METRIC_HELP = "throughput, mean, p50, p95, p99, p99.9, failure_rate, imbalance"
-"""``analysis.sweep_map.METRICS``'s names, written out: the help must not load pandas."""
+"""``analysis.sweep.map.METRICS``'s names, written out: the help must not load pandas."""
 LIVE_SECONDS = 20.0
 
 
@@ -96,7 +96,7 @@ def run(
         raise ConfigError("--tls-dir is for --scheduler tls://HOST:PORT, not a local cluster")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a folder for the sweep")
-    from lblab.analysis.sweep_map import metric_column
+    from lblab.analysis.sweep import metric_column
 
     metric_column(metric)
     sweep = load_sweep(file)
@@ -120,7 +120,7 @@ def run(
 
 def _live_checks(out: Path, sweep: Any, n: int, seconds: float, metric: str) -> bool:
     """Run ``n`` cells live (``sweep/live_check.py``); False if a check failed."""
-    from lblab.analysis.sweep_map import read_sweep
+    from lblab.analysis.sweep import read_sweep
     from lblab.sweep.live_check import LiveCheckFailed, cells, pick, run_checks
 
     chosen, skipped = pick(cells(read_sweep(out)[0], sweep, metric), n)

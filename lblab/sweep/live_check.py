@@ -8,7 +8,7 @@ live run, the same seed) and writes both, measured and simulated, to
 ``DIR/live-check.parquet``; the sweep's report shows them beside the maps.
 
 Which cells. Every cell (one setting of all the axes) gets its best and runner-up on
-the report's metric, over the seeds (``analysis.sweep_map.winners``). Cells that this
+the report's metric, over the seeds (``analysis.sweep.map.winners``). Cells that this
 machine can run live (``live_obstacle``) are ranked: first those on a boundary (a
 neighbour along one axis has another best), then by the smallest lead of the best over
 the runner-up: where the map is least sure, a live run says most.
@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lblab.analysis.load import ResultsError, parquet_errors
-from lblab.analysis.sweep_map import metric_column, winners
+from lblab.analysis.sweep import metric_column, winners
 from lblab.experiment.toml_writer import dumps_toml
 from lblab.files import make_folder, write_bytes_atomically
 from lblab.manifest import load

@@ -1,8 +1,8 @@
 """The winner map of a sweep as a page: ``DIR/report/index.html``.
 
 The maps themselves (which strategy wins each cell, by how much, and whether the seeds
-settle it) are computed and drawn by ``analysis/sweep_map.py``, which the sweep
-notebook uses too. Like the run report (``analysis/report.py``) the page is one file:
+settle it) are computed and drawn by ``analysis/sweep/map.py``, which the sweep
+notebook uses too. Like the run report (``analysis/report/page.py``) the page is one file:
 inline CSS, the maps inlined as PNG, so it opens from disk with no network; each map is
 also written beside it as ``<slug>.png``.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lblab.analysis.sweep_map import (
+from lblab.analysis.sweep import (
     FULL_MARGIN,
     WinnerMap,
     all_maps,

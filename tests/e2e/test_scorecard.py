@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from lblab.analysis.scorecard_page import case_section
+from lblab.analysis.scorecard import case_section
 from lblab.scorecard.library import ORDER
 from tests.e2e.test_user_strategy import LEAST_OF_THREE
 from tests.run_fixture import run_lblab

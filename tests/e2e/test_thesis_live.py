@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lblab.analysis.thesis_claims import CLAIMS
-from lblab.analysis.thesis_judging import INCONCLUSIVE, NA
+from lblab.analysis.thesis import CLAIMS, INCONCLUSIVE, NA
 from tests.run_fixture import run_lblab
 
 pytestmark = pytest.mark.slow

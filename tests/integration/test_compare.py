@@ -14,8 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from lblab.analysis.compare import compare, default_out, verdict_of
-from lblab.analysis.compare_report import write_report
+from lblab.analysis.compare import compare, default_out, verdict_of, write_report
 from lblab.analysis.stats import welch_diff
 from lblab.analysis.synthetic import write_synthetic_run
 from lblab.errors import ConfigError

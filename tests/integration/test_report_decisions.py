@@ -20,10 +20,10 @@ import pandas as pd
 import pytest
 
 from lblab.analysis.report import build_report
+from lblab.analysis.run import margin_words
 from lblab.analysis.stats import t_quantile
 from lblab.analysis.synthetic import write_synthetic_run
 from lblab.analysis.validity import CHECKS_GUIDE
-from lblab.analysis.winners import margin_words
 from lblab.results import MANIFEST
 
 pytestmark = pytest.mark.slow

@@ -21,10 +21,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from lblab.analysis import charts
-from lblab.analysis.report import build_report
+from lblab.analysis.report import FOOTNOTE, build_report, charts
 from lblab.analysis.synthetic import write_synthetic_run
-from lblab.analysis.tables import FOOTNOTE
 from lblab.analysis.validity import CHECKS_GUIDE
 from lblab.results import MANIFEST
 from tests.integration.test_report import chromium, probe_page

@@ -9,8 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lblab.analysis.synthetic import write_synthetic_run
-from lblab.analysis.thesis_claims import CLAIMS
-from lblab.analysis.thesis_judging import NA
+from lblab.analysis.thesis import CLAIMS, NA
 from lblab.cli import app
 from lblab.errors import ConfigError
 

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from lblab.analysis.twin_report import twin_section
+from lblab.analysis.twin import twin_section
 from lblab.pages import GENERATED
 from lblab.simulator.config import EPOCH
 from lblab.simulator.twin import FIGURES, make_twin

@@ -16,8 +16,6 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from lblab.analysis import charts, tables
-from lblab.analysis.answer import answer
 from lblab.analysis.metrics import (
     FAILED_COLUMNS,
     latency_box_stats,
@@ -25,7 +23,8 @@ from lblab.analysis.metrics import (
     pool,
     unit_metrics,
 )
-from lblab.analysis.winners import winner_frame
+from lblab.analysis.report import charts, tables
+from lblab.analysis.run import answer, winner_frame
 
 NAN = math.nan
 NO_FAILED = pd.DataFrame(columns=FAILED_COLUMNS)
@@ -318,7 +317,7 @@ def test_summary_table_marks_the_rows_that_include_a_failed_phase() -> None:
 def test_winner_table_colours_each_cell_by_its_verdict() -> None:
     from matplotlib.colors import to_rgba
 
-    from lblab.analysis.answer import TIE, UNRESOLVED, WINNER
+    from lblab.analysis.run import TIE, UNRESOLVED, WINNER
 
     cells = [
         {"scenario": "sp+sr", "metric": "throughput_rps", "verdict": WINNER, "strategies": ["lc"]},

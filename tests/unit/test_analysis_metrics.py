@@ -15,11 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lblab.analysis.answer import answer
 from lblab.analysis.load import ResultsError, open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import CPU_COLUMNS, REQUEST_COLUMNS, server_metrics, summarize
-from lblab.analysis.winners import verdict
+from lblab.analysis.run import answer, verdict
 from lblab.manifest import from_json
 from lblab.results import consolidate, to_arrow, write_part
 

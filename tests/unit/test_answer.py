@@ -9,19 +9,22 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lblab.analysis.answer import (
+from lblab.analysis.run import (
     TIE,
     UNRESOLVED,
     WINNER,
     answer,
     compare,
+    label,
     read_answer,
     scenarios_to_settle,
     settled,
+    unresolved_reasons,
     untrusted,
+    verdict,
+    winner_frame,
     write_answer,
 )
-from lblab.analysis.winners import label, unresolved_reasons, verdict, winner_frame
 
 
 def units(values: dict[str, list[float]], metric: str = "throughput_rps") -> pd.DataFrame:

@@ -17,10 +17,17 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from lblab.analysis.compare import Report, RunSide, compare, compare_sides, make_side
-from lblab.analysis.compare_report import render_html
-from lblab.analysis.compare_terminal import print_report
-from lblab.analysis.compare_words import headline, what_changed
+from lblab.analysis.compare import (
+    Report,
+    RunSide,
+    compare,
+    compare_sides,
+    headline,
+    make_side,
+    print_report,
+    render_html,
+    what_changed,
+)
 from lblab.analysis.synthetic import write_synthetic_run
 from lblab.manifest import from_json
 

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lblab.analysis.instrument import cell_checks, instrument_rows, instrument_section
+from lblab.analysis.report import cell_checks, instrument_rows, instrument_section
 from lblab.manifest import Manifest, PhaseEntry
 from lblab.validity import FAIL, PASS, WARN, instrument_facts
 

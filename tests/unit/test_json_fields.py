@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lblab.analysis.answer import read_answer
+from lblab.analysis.run import read_answer
 from lblab.analysis.scorecard import read_scorecard, write_scorecard
 from lblab.errors import ConfigError
 from lblab.json_fields import (

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from lblab.analysis.sweep_map import winners
+from lblab.analysis.sweep import winners
 from lblab.errors import ConfigError
 from lblab.sweep.grid import load_sweep, parse_sweep
 from lblab.sweep.point import run_point

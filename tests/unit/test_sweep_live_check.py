@@ -1,6 +1,6 @@
 """The live checks' pure parts (``sweep/live_check.py``): which cells can run live and
 why not, which are picked, the experiment a cell becomes, and measured against simulated
-(``analysis.sweep_map.live_agreement``)."""
+(``analysis.sweep.map.live_agreement``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from lblab.analysis import sweep_map
+from lblab.analysis.sweep import map as sweep_map
 from lblab.sweep import cli, live_check
 from lblab.sweep.grid import Sweep, parse_sweep
 from lblab.sweep.live_check import Cell, cells, experiment, live_obstacle, pick

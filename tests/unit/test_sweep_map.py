@@ -1,5 +1,5 @@
-"""The winner map's pure parts (``analysis/sweep_map.py``), the notebook's view of a sweep
-folder (``analysis/sweep_view.py``) on a hand-written ``sweep.parquet``, and which
+"""The winner map's pure parts (``analysis/sweep/map.py``), the notebook's view of a sweep
+folder (``analysis/sweep/view.py``) on a hand-written ``sweep.parquet``, and which
 notebooks ``lblab notebooks`` offers for which folder (``analysis/nbrun.py``)."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lblab.analysis import nbrun, sweep_map, sweep_view
+from lblab.analysis import nbrun
+from lblab.analysis.sweep import map as sweep_map
+from lblab.analysis.sweep import view as sweep_view
 from lblab.errors import ConfigError
 from lblab.results import SWEEP_LIVE_TABLE, SWEEP_META, SWEEP_TABLE
 

@@ -1,4 +1,4 @@
-"""The thesis's claims (``analysis.thesis_claims``) on small synthetic tables.
+"""The thesis's claims (``analysis.thesis.claims``) on small synthetic tables.
 
 Each unit (strategy x scenario x replication) is a few hundred request rows with chosen
 server shares, latency and failures, and CPU samples at chosen levels; they go through
@@ -17,19 +17,22 @@ import pandas as pd
 import pytest
 
 from lblab.analysis.stats import MeanCI
-from lblab.analysis.thesis_claims import CLAIMS, Claim
-from lblab.analysis.thesis_explanations import why_static_small
-from lblab.analysis.thesis_judging import (
+from lblab.analysis.thesis import (
+    CLAIMS,
     CONTRADICTED,
     INCONCLUSIVE,
     NA,
+    PHASE_COLUMNS,
     SUPPORTED,
+    Claim,
+    RunTables,
     judge,
     judge_all,
     markdown,
+    tables_from_frames,
     verdict_of,
+    why_static_small,
 )
-from lblab.analysis.thesis_tables import PHASE_COLUMNS, RunTables, tables_from_frames
 
 SERVERS = ("s1", "s2", "s3")
 SCENARIOS = ("sp+sr", "sp+lr", "variation", "light")

@@ -1,4 +1,4 @@
-"""twin.json's one writer and one reader (``analysis/twin_file.py``): the typed report
+"""twin.json's one writer and one reader (``analysis/twin/file.py``): the typed report
 round-trips, the version comes first, the old layout reads, and what is not a twin
 report is refused with a ``ConfigError`` naming the file and what to do."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lblab.analysis.twin_file import (
+from lblab.analysis.twin import (
     TWIN_SCHEMA_VERSION,
     ModelFront,
     ModelScenario,

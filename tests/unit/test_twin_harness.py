@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lblab.analysis.twin_file import TwinCell
+from lblab.analysis.twin import TwinCell
 from lblab.manifest import Manifest, from_json
 from lblab.simulator.twin.compare import harness_flags, summary
 from lblab.simulator.twin.scale import too_short

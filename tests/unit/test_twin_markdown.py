@@ -1,4 +1,4 @@
-"""``lblab twin --format markdown`` (``analysis/twin_report.twin_markdown``): the section of
+"""``lblab twin --format markdown`` (``analysis/twin/report.twin_markdown``): the section of
 docs/results/twin.md shows the figures twin.json holds, cell by cell, and the same ones
 the report's HTML shows.
 
@@ -12,14 +12,15 @@ from typing import Any
 
 import pandas as pd
 
-from lblab.analysis.twin_file import ModelServer, TooShort, TwinModel, TwinReport, TwinScale
-from lblab.analysis.twin_report import (
-    _cells_table,
-    _plain_words,
-    _rank_table,
-    _scale_table,
+from lblab.analysis.twin import (
+    ModelServer,
+    TooShort,
+    TwinModel,
+    TwinReport,
+    TwinScale,
     twin_markdown,
 )
+from lblab.analysis.twin.report import _cells_table, _plain_words, _rank_table, _scale_table
 from lblab.simulator.twin.compare import compare, scale_ranks, summary
 from lblab.simulator.twin.measure import FIGURES
 from lblab.simulator.twin.testbed import Testbed as TwinTestbed

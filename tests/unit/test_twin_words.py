@@ -1,10 +1,10 @@
-"""The twin section's plain words (``analysis/twin_report.py``) say what the figures say:
+"""The twin section's plain words (``analysis/twin/report.py``) say what the figures say:
 a low tau is never reported as agreement, and reversed resolved pairs are named."""
 
 from __future__ import annotations
 
-from lblab.analysis.twin_file import TwinCell, TwinModel, TwinReport, TwinSummary
-from lblab.analysis.twin_report import _plain_words
+from lblab.analysis.twin import TwinCell, TwinModel, TwinReport, TwinSummary
+from lblab.analysis.twin.report import _plain_words
 
 
 def _data(low: list[str], contradicted: dict[str, tuple[str, ...]] | None) -> TwinReport:

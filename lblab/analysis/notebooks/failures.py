@@ -17,7 +17,7 @@
 # `lblab simulate`).
 import os
 
-from lblab.analysis import charts, tables, views
+from lblab.analysis.report import charts, tables, views
 
 RESULTS = os.environ.get("LBLAB_RESULTS", "results/latest")
 

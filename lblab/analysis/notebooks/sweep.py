@@ -16,7 +16,7 @@
 # cell; run by hand, set LBLAB_RESULTS (the --out folder of `lblab sweep FILE`).
 import os
 
-from lblab.analysis import sweep_view
+from lblab.analysis.sweep import open_sweep
 
 RESULTS = os.environ.get("LBLAB_RESULTS", "results/sweeps/latest")
 
@@ -29,7 +29,7 @@ RESULTS = os.environ.get("LBLAB_RESULTS", "results/sweeps/latest")
 # First what was swept: the axes and their values, how many points, which seeds.
 
 # %%
-sweep = sweep_view.open_sweep(RESULTS)
+sweep = open_sweep(RESULTS)
 sweep.facts()
 
 # %%

@@ -2,7 +2,7 @@
 
 Runs the ``thesis-claims`` preset through the ordinary runner (``lblab run``, as a child
 process: the same testbed, checks and tables as any run), then judges every claim of
-``analysis.thesis_claims`` on the run's tables. ``--from DIR`` judges an existing run
+``analysis.thesis.claims`` on the run's tables. ``--from DIR`` judges an existing run
 without running anything. Output: a terminal table, or JSON with ``--format json``; in
 both cases ``thesis-claims.md`` and ``thesis-claims.json`` are written into the run dir.
 """
@@ -113,8 +113,7 @@ def thesis(
 ) -> None:
     """The thesis's conclusions, each checked live with a 95 % interval (17 min quiet, ~50 busy, on 2 cores)."""
     from lblab.analysis.load import open_run
-    from lblab.analysis.thesis_judging import judge_all, markdown
-    from lblab.analysis.thesis_tables import load_run
+    from lblab.analysis.thesis import judge_all, load_run, markdown
 
     check_format(fmt)
     stamp = take()

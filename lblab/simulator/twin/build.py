@@ -4,7 +4,7 @@
 and each scenario's model, solves each strategy's front end, simulates the twin (and
 each scaled twin) and writes the simulated phases as a run, with the measured windows
 cut as the live runner cuts them, so ``measure`` reads both sides alike. ``twin.json``
-is a ``TwinReport`` (``analysis/twin_file.py``, which the report reads it with): the
+is a ``TwinReport`` (``analysis/twin/file.py``, which the report reads it with): the
 model as fitted, the compared cells, the rankings, the scaled twins and the summary.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.twin_file import (
+from lblab.analysis.twin import (
     TWIN_JSON,
     ModelFront,
     ModelScenario,

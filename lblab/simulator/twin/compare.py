@@ -6,7 +6,7 @@ scenario and ranked metric (``TwinRank``): both orders of the strategies, Kendal
 between them (strategies within ``TIE`` of each other tie) and the pairs the run
 resolves that the twin reverses. A scaled twin's rankings are compared with the twin's
 and the run's (``scale_ranks``). The types are twin.json's own
-(``analysis/twin_file.py``), which ``build`` writes as they are.
+(``analysis/twin/file.py``), which ``build`` writes as they are.
 
 Each compared cell carries the run's harness checks (generator, balancer, machine) that
 warned or failed in its phases (``harness_flags``): the twin gives the generator and
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from lblab.analysis.stats import beyond, kendall_tau
-from lblab.analysis.twin_file import Ranked, ScaledRank, TwinCell, TwinRank, TwinSummary
+from lblab.analysis.twin import Ranked, ScaledRank, TwinCell, TwinRank, TwinSummary
 from lblab.manifest import Manifest
 from lblab.simulator.twin.measure import FIGURES
 from lblab.simulator.twin.testbed import Testbed

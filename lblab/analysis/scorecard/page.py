@@ -17,7 +17,7 @@ from typing import Any
 
 from lblab.analysis.metrics import metric_info
 from lblab.analysis.numbers import number
-from lblab.analysis.scorecard import FIGURES
+from lblab.analysis.scorecard.figures import FIGURES
 from lblab.files import write_bytes_atomically
 from lblab.pages import table
 

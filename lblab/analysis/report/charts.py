@@ -6,7 +6,7 @@ or global figure state is involved; saving renders with Agg. Every function draw
 a strategy with zero successes, a missing server, a single replication (no whiskers) or
 an empty table must not stop a report.
 
-The charts show every phase, but the answer (``analysis/answer.py``) leaves out the
+The charts show every phase, but the answer (``analysis/run/decide.py``) leaves out the
 phases that failed a validity check, so a bar can stand taller than the winner's for a
 reason the answer rejected. Each chart of per-strategy values takes ``failed``
 (``Summary.failed``: the failed phases) and marks what includes one: bars, boxes and
@@ -25,7 +25,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from lblab.analysis.answer import TIE, UNRESOLVED, WINNER
 from lblab.analysis.metrics import METRICS, metric_info
 from lblab.analysis.numbers import number
 from lblab.analysis.ordering import (
@@ -37,6 +36,7 @@ from lblab.analysis.ordering import (
     order_scenarios,
     order_strategies,
 )
+from lblab.analysis.run import TIE, UNRESOLVED, WINNER
 
 _CMAP_BEST_GREEN = "RdYlGn"
 FAILED_PHASE = "a phase that failed a validity check (left out of the answer)"
@@ -468,7 +468,7 @@ def server_share(
 def winner_table(winners: pd.DataFrame) -> Figure:
     """The answer of each scenario (rows) and metric (columns) as a table figure.
 
-    Labels as ``analysis/winners.py`` makes them ("=" a tie, "?" unresolved), and each
+    Labels as ``analysis/run/winners.py`` makes them ("=" a tie, "?" unresolved), and each
     cell coloured by its verdict (``VERDICT_COLOURS``), so a reader tells a winner from
     a best-so-far at a glance. The answer already leaves out the failed phases.
     """

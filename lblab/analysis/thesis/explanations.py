@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from lblab.analysis.thesis_figures import MissingCells, large_share
-from lblab.analysis.thesis_tables import (
+from lblab.analysis.thesis.figures import MissingCells, large_share
+from lblab.analysis.thesis.tables import (
     CLOSED,
     DYNAMIC,
     LARGE_CELL,

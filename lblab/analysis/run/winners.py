@@ -1,4 +1,4 @@
-"""The answer (``winners.json``, ``analysis/answer.py``) as a table and in plain words.
+"""The answer (``winners.json``, ``analysis/run/decide.py``) as a table and in plain words.
 
 Nothing here decides anything: the cells come from ``winners.json``, so the report,
 the notebooks and ``lblab compare`` say the same. Labels: ``wrr`` a winner (resolved
@@ -14,16 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from lblab.analysis.answer import (
-    ABSOLUTE_MARGINS,
-    LEVEL,
-    MARGIN_UNITS,
-    TIE,
-    UNRESOLVED,
-    WINNER,
-)
 from lblab.analysis.metrics import METRICS
 from lblab.analysis.numbers import bounds, interval, number
+from lblab.analysis.run.decide import ABSOLUTE_MARGINS, LEVEL, MARGIN_UNITS, TIE, UNRESOLVED, WINNER
 
 COLUMNS = ["scenario", "metric", "verdict", "label", "winner", "runner_up", "why"]
 MARK = {WINNER: "", TIE: "=", UNRESOLVED: "?"}
@@ -134,7 +127,7 @@ def margin_words(equivalence: float, metric: str | None = None) -> str:
 
 
 def rule_words(equivalence: float) -> str:
-    """How ``analysis/answer.py`` decides a cell, in words, with the run's margin."""
+    """How ``analysis/run/decide.py`` decides a cell, in words, with the run's margin."""
     level = number(100 * LEVEL, "{:g}")
     return (
         "Each pair of strategies is compared over the blocks where both phases passed "

@@ -1,8 +1,8 @@
 """Run-to-run agreement: do two runs of the same experiment tell the same story?
 
 Counted over the strategy x scenario cells both runs measured under the same
-conditions (``analysis/conditions.py``); a cell whose offered load or capacity differs
-would measure the change of the testbed, not the runs' agreement.
+conditions (``analysis/compare/conditions.py``); a cell whose offered load or capacity
+differs would measure the change of the testbed, not the runs' agreement.
 
 - **Throughput within 10 % (15 %)**: the cells whose mean throughput in the other run
   lies within 10 % (15 %) of the baseline's, relative to the baseline as the change
@@ -10,8 +10,8 @@ would measure the change of the testbed, not the runs' agreement.
   to (``simulator/twin/compare.py``, ``MISS``), 10 % a tighter one.
 - **Reversed pairs**: pairs of strategies on a metric that both runs *resolve* (the
   95 % interval of their difference, paired within blocks with failed phases left out,
-  excludes 0: ``analysis/answer.py``'s ``compare``, the pairs behind each run's winners)
-  in opposite directions. One reversal means one of the two runs' answers is wrong
+  excludes 0: ``analysis/run/decide.py``'s ``compare``, the pairs behind each run's
+  winners) in opposite directions. One reversal means one of the two runs' answers is wrong
   beyond its own interval: the testbed moved between the runs, or a check missed a fault.
 - **Kendall tau-b** per scenario between the runs' rankings of the strategies by mean
   throughput: 1 the same order, -1 the reverse; strategies within 1 % of each other tie,
@@ -31,8 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from lblab.analysis.answer import TIE, UNRESOLVED, WINNER, Pair, compare
 from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.analysis.run import TIE, UNRESOLVED, WINNER, Pair, compare
 from lblab.analysis.stats import kendall_tau
 
 WITHIN = (0.10, 0.15)

@@ -1,6 +1,6 @@
 """The figures that test the thesis's claims: one value per replication of a run.
 
-Each figure reads a run's ``RunTables`` (``analysis.thesis_tables``). A comparison
+Each figure reads a run's ``RunTables`` (``analysis.thesis.tables``). A comparison
 between strategies is computed within each replication (the strategies of one
 replication run back to back on the same cell), so the values are paired. Only
 replications in which every cell a figure needs was measured count; a run with none
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from lblab.analysis.thesis_tables import (
+from lblab.analysis.thesis.tables import (
     CLOSED,
     DYNAMIC,
     LARGE_CELL,

@@ -26,26 +26,33 @@ import pandas as pd
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from lblab.analysis import charts
-from lblab.analysis.answer import build_answer, equivalence_of
-from lblab.analysis.balancers import balancer_split
-from lblab.analysis.instrument import instrument_section
 from lblab.analysis.load import open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import HEADLINE, SERVER_METRICS, Summary, metric_info
 from lblab.analysis.numbers import number
 from lblab.analysis.ordering import order_scenarios, order_strategies
-from lblab.analysis.tables import (
+from lblab.analysis.report import charts
+from lblab.analysis.report.balancers import balancer_split
+from lblab.analysis.report.instrument import instrument_section
+from lblab.analysis.report.tables import (
     FOOTNOTE,
     MARK,
     replication_counts,
     replications_per_cell,
     summary_table,
 )
-from lblab.analysis.twin_report import twin_section
+from lblab.analysis.report.views import open_view
+from lblab.analysis.run import (
+    build_answer,
+    equivalence_of,
+    hover,
+    label,
+    rule_words,
+    unresolved_reasons,
+    verdict,
+)
+from lblab.analysis.twin import twin_section
 from lblab.analysis.validity import validity_section
-from lblab.analysis.views import open_view
-from lblab.analysis.winners import hover, label, rule_words, unresolved_reasons, verdict
 from lblab.files import make_folder, write_bytes_atomically
 from lblab.manifest import Manifest
 
@@ -267,7 +274,7 @@ def _page(
     """The page: the answer, its trust, the matrices, the charts, then tables folded.
 
     ``twin`` is the "measured vs simulated" section when the run has one; ``split`` the
-    load of each balancer (``analysis/balancers.py``) when the run had several.
+    load of each balancer (``analysis/report/balancers.py``) when the run had several.
     """
     esc = html.escape
     equivalence = equivalence_of(manifest)

@@ -3,8 +3,8 @@
 The answer comes first (how many differences are significant, in which direction, how
 many are not comparable, and each significant one in words with both runs' checks),
 then whether the runs agree, then what changed between them, then every difference per
-strategy x scenario beside both runs' checks of its phases. ``analysis/compare.py``
-computes everything and ``analysis/compare_words.py`` words it; this module only lays it
+strategy x scenario beside both runs' checks of its phases. ``analysis/compare/runs.py``
+computes everything and ``analysis/compare/words.py`` words it; this module only lays it
 out.
 """
 
@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.compare import Change, Comparison, Report, RunSide
-from lblab.analysis.compare_words import (
+from lblab.analysis.compare.conditions import Checks
+from lblab.analysis.compare.runs import Change, Comparison, Report, RunSide
+from lblab.analysis.compare.words import (
     COMPARE_JSON,
     agreement_lines,
     fmt_interval,
@@ -29,7 +30,6 @@ from lblab.analysis.compare_words import (
     verdict_text,
     what_changed,
 )
-from lblab.analysis.conditions import Checks
 from lblab.errors import ConfigError
 
 CONFIG_ROWS = 80

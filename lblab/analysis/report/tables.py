@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from lblab.analysis.charts import FAILED, failed_keys
 from lblab.analysis.metrics import HEADLINE, metric_info
 from lblab.analysis.numbers import interval, number
 from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.analysis.report.charts import FAILED, failed_keys
 
 MARK = "\u2020"
 FOOTNOTE = f"{MARK} {FAILED}."

@@ -1,9 +1,9 @@
 """What the notebooks call: one run opened once, and its charts and tables ready to show.
 
 Notebooks hold no logic (docs/STYLE.md, "Smells we avoid"): every cell is a call to this module, to
-``analysis.charts`` or to ``analysis.tables``. Figures are shown as PNG images (not
-through pyplot's global state), so an executed notebook carries its charts as plain
-outputs that any viewer renders.
+``analysis.report.charts`` or to ``analysis.report.tables``. Figures are shown as PNG
+images (not through pyplot's global state), so an executed notebook carries its charts
+as plain outputs that any viewer renders.
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from lblab.analysis import charts, tables
-from lblab.analysis.answer import read_answer, run_answer
 from lblab.analysis.load import open_results
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import METRICS, Summary, summarize
-from lblab.analysis.winners import verdict, winner_frame
+from lblab.analysis.report import charts, tables
+from lblab.analysis.run import read_answer, run_answer, verdict, winner_frame
 from lblab.manifest import Manifest
 
 
@@ -35,7 +34,7 @@ class RunView:
     manifest: Manifest
     summary: Summary
     cells: list[dict[str, Any]]
-    """The answer's cells (``winners.json``, ``analysis/answer.py``)."""
+    """The answer's cells (``winners.json``, ``analysis/run/decide.py``)."""
 
     @property
     def simulated(self) -> bool:

@@ -3,7 +3,7 @@
 For each run against the baseline: what changed (facts, conditions and the first
 ``TERMINAL_CONFIG_ROWS`` config keys), then every difference with its change relative to
 the baseline and its verdict, under each cell's row with the cell's checks in both runs,
-then the headline and the runs' agreement in the words of ``analysis/compare_words.py``.
+then the headline and the runs' agreement in the words of ``analysis/compare/words.py``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lblab.analysis.compare import Comparison, Difference, Report, given_text
-from lblab.analysis.compare_words import agreement_lines, fmt_value, headline, what_changed
-from lblab.analysis.conditions import Checks
+from lblab.analysis.compare.conditions import Checks
+from lblab.analysis.compare.runs import Comparison, Difference, Report, given_text
+from lblab.analysis.compare.words import agreement_lines, fmt_value, headline, what_changed
 from lblab.validity import FAIL, WARN
 
 _VERDICT_STYLE = {"better": "bold green", "worse": "bold red", "not comparable": "dim"}

@@ -1,9 +1,9 @@
 """The thesis's conclusions as checkable claims (papers/002, sections 5.2-5.8 and 6).
 
 Each ``Claim`` carries the thesis's words, the section, the figure that tests it
-(``analysis.thesis_figures``: one value per replication from a run's tables), the bound
+(``analysis.thesis.figures``: one value per replication from a run's tables), the bound
 the figure must meet, and the sentence that says why it did not hold
-(``analysis.thesis_explanations``); ``analysis.thesis_judging`` judges them on a run.
+(``analysis.thesis.explanations``); ``analysis.thesis.judging`` judges them on a run.
 
 Thresholds: where the thesis gives a size ("about 20 %", "16-21 %", "50 %", "more than
 twice"), the claim counts as supported when at least half of that effect is measured;
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lblab.analysis.thesis_explanations import (
+from lblab.analysis.thesis.explanations import (
     why_dwrr_vs_lc,
     why_dynamic_large,
     why_even,
@@ -36,7 +36,7 @@ from lblab.analysis.thesis_explanations import (
     why_wrr_variation,
     why_wrr_vs_dwrr_large,
 )
-from lblab.analysis.thesis_figures import (
+from lblab.analysis.thesis.figures import (
     dynamic_failure_excess,
     even_split,
     failure_spread,
@@ -50,7 +50,7 @@ from lblab.analysis.thesis_figures import (
     throughput_ratio,
     weighted_cpu_spread,
 )
-from lblab.analysis.thesis_tables import (
+from lblab.analysis.thesis.tables import (
     DYNAMIC,
     LARGE_CELL,
     SMALL_CELL,

@@ -5,8 +5,8 @@ Each run after the first is compared to the first (the baseline). For every run 
 manifest gives the facts ``analysis.manifest.run_facts`` shows and its config; the
 comparison lists the facts and config keys that differ, and for every strategy x
 scenario both runs measured, the conditions it ran under that differ
-(``analysis/conditions.py``: the offered load, the capacity, the strategy's options).
-The one sentence on what changed is derived from these same lists.
+(``analysis/compare/conditions.py``: the offered load, the capacity, the strategy's
+options). The one sentence on what changed is derived from these same lists.
 
 Each metric's difference (run minus baseline) gets a 95 % Welch interval over the
 replication values (``analysis.metrics.unit_metrics``, one value per replication) when
@@ -17,18 +17,18 @@ differ is "not comparable", whatever its interval: a throughput that rose with t
 offered rate says nothing about the strategy. Beside every difference stand both runs'
 validity checks of the cell's phases (``phases[].verdicts``).
 
-Then the runs' agreement (``analysis/agreement.py``) over the cells both measured under
-the same conditions: the share of cells whose throughput agrees within 10 % and 15 %,
-the strategy pairs both runs resolve in opposite directions, Kendall tau-b of the
-throughput rankings per scenario, and each run's winners as its ``winners.json`` gives
-them.
+Then the runs' agreement (``analysis/compare/agreement.py``) over the cells both
+measured under the same conditions: the share of cells whose throughput agrees within
+10 % and 15 %, the strategy pairs both runs resolve in opposite directions, Kendall
+tau-b of the throughput rankings per scenario, and each run's winners as its
+``winners.json`` gives them.
 
 Each run is read on its own (not pooled with ``open_results([a, b])``), so a live run and
 a simulated one keep their strategy names and line up cell by cell.
 
-The ``Report`` is put in words by ``analysis/compare_words.py`` (also ``compare.json``),
-shown as terminal tables by ``analysis/compare_terminal.py`` and as a page by
-``analysis/compare_report.py``.
+The ``Report`` is put in words by ``analysis/compare/words.py`` (also ``compare.json``),
+shown as terminal tables by ``analysis/compare/terminal.py`` and as a page by
+``analysis/compare/report.py``.
 """
 
 from __future__ import annotations
@@ -43,16 +43,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lblab.analysis.agreement import RANKED_BY, Agreement, PairKey, agreement, paired
-from lblab.analysis.answer import WINNERS_FILE, Pair, answer, equivalence_of, read_answer
-from lblab.analysis.conditions import NOT_CHECKED, SHARED, Checks, cell_checks, conditions
+from lblab.analysis.compare.agreement import RANKED_BY, Agreement, PairKey, agreement, paired
+from lblab.analysis.compare.conditions import NOT_CHECKED, SHARED, Checks, cell_checks, conditions
 from lblab.analysis.hard_cases import run_conditions
 from lblab.analysis.load import Results, Run, open_run
 from lblab.analysis.manifest import run_facts
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
 from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.analysis.run import WINNERS_FILE, Pair, answer, equivalence_of, read_answer
 from lblab.analysis.stats import welch_diff
-from lblab.analysis.twin_file import TWIN_JSON
+from lblab.analysis.twin import TWIN_JSON
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.manifest import Manifest

@@ -12,7 +12,7 @@ compete.
 
 This module reads results only (no simulator, no Dask), so both the sweep's report
 (``sweep/report.py``, ``DIR/report/index.html``) and the sweep notebook
-(``analysis/sweep_view.py``) draw the same maps from the same rows.
+(``analysis/sweep/view.py``) draw the same maps from the same rows.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 the run folders ``lblab scorecard`` wrote, one per case and testbed.
 
 A case's run judges its strategies on the case's headline metric (``run.metrics``), paired
-within blocks as every run is (``analysis/answer.py``), and the phases that failed a check
-are left out of its figures as out of its answer. ``scorecard.json``:
+within blocks as every run is (``analysis/run/decide.py``), and the phases that failed a
+check are left out of its figures as out of its answer. ``scorecard.json``:
 
 - ``cells``: one per case, strategy and testbed: ``success_rate``, ``p50_ms``,
   ``p99_ms``, ``p999_ms``, ``throughput``, ``recovery_s``, ``load_deviation`` and
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.answer import run_answer
 from lblab.analysis.metrics import METRICS, pool
 from lblab.analysis.ordering import order_strategies
+from lblab.analysis.run import run_answer
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.files import write_bytes_atomically

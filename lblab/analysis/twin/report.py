@@ -6,7 +6,7 @@ words, no scripts, no images), or None when the run has no twin (``lblab twin``
 writes one). ``twin_markdown(report, stamp, command)`` is the same figures and words as
 a stamped section of ``docs/results/twin.md`` (``lblab twin --format markdown``). Both
 take what they show from the helpers below, so the two never differ. This module only
-reads ``twin.json``, as a ``TwinReport`` (``analysis/twin_file.py``);
+reads ``twin.json``, as a ``TwinReport`` (``analysis/twin/file.py``);
 ``simulator/twin/`` computes everything.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lblab.analysis.twin_file import (
+from lblab.analysis.twin.file import (
     TWIN_JSON,
     ModelScenario,
     Ranked,

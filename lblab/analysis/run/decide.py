@@ -49,8 +49,8 @@ from lblab.analysis.load import open_results
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
 from lblab.analysis.numbers import interval
 from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.analysis.run.summary_csv import write_summary_csv
 from lblab.analysis.stats import t_quantile
-from lblab.analysis.summary_csv import write_summary_csv
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.files import write_bytes_atomically

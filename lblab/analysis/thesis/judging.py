@@ -9,7 +9,7 @@ straddles the threshold or there is no interval (one replication). A run without
 cells a claim needs gives ``n/a``.
 
 Where a claim is not supported, ``Judgement.why`` is one sentence built from the run's
-own evidence (``analysis.thesis_explanations``) saying whether lblab's harness or the
+own evidence (``analysis.thesis.explanations``) saying whether lblab's harness or the
 thesis's explains it; ``failed_checks`` names the runner's validity checks that failed in
 the replications behind the figure.
 """
@@ -25,9 +25,9 @@ import pandas as pd
 
 from lblab.analysis import paper_claims
 from lblab.analysis.stats import MeanCI, mean_ci
-from lblab.analysis.thesis_claims import CLAIMS, Claim
-from lblab.analysis.thesis_figures import MissingCells
-from lblab.analysis.thesis_tables import RunTables
+from lblab.analysis.thesis.claims import CLAIMS, Claim
+from lblab.analysis.thesis.figures import MissingCells
+from lblab.analysis.thesis.tables import RunTables
 from lblab.pages import table
 
 SUPPORTED, CONTRADICTED = "supported", "contradicted"

@@ -2,7 +2,7 @@
 
 The sweep notebook (``analysis/notebooks/sweep.py``) holds no logic (docs/STYLE.md): every
 cell calls this module. The maps are the ones of the sweep's report
-(``analysis/sweep_map.py``), drawn from the same ``sweep.parquet``; here a notebook can
+(``analysis/sweep/map.py``), drawn from the same ``sweep.parquet``; here a notebook can
 also ask for another pair of axes or another metric, see each cell's lead over the
 runner-up as bars, and read which seed chose what where the seeds disagree.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
-from lblab.analysis import sweep_map
-from lblab.analysis.sweep_map import WinnerMap
-from lblab.analysis.views import Gallery, Markdown, Png
+from lblab.analysis.report import Gallery, Markdown, Png
+from lblab.analysis.sweep import map as sweep_map
+from lblab.analysis.sweep.map import WinnerMap
 
 Axes = str | Sequence[str] | None
 """A pair of axes as ``--axes`` takes it (``"rate,servers.1.speed"``) or a tuple; None:

@@ -1,10 +1,10 @@
 """The comparison of ``lblab compare`` in words and numbers, the same in every output.
 
-The terminal tables (``analysis/compare_terminal.py``), the HTML page
-(``analysis/compare_report.py``) and ``compare.json`` (``to_json``) say the same things
+The terminal tables (``analysis/compare/terminal.py``), the HTML page
+(``analysis/compare/report.py``) and ``compare.json`` (``to_json``) say the same things
 in the same words: a metric's value in its own format, a difference's interval and
 verdict, one sentence per difference, one on what changed, a headline counting the
-significant differences, and the runs' agreement in sentences. ``analysis/compare.py``
+significant differences, and the runs' agreement in sentences. ``analysis/compare/runs.py``
 computes the ``Report`` they word.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from lblab.analysis.compare import Change, Comparison, Difference, Report, RunSide
+from lblab.analysis.compare.runs import Change, Comparison, Difference, Report, RunSide
 from lblab.analysis.metrics import METRICS
 from lblab.json_fields import to_plain
 
