@@ -200,3 +200,33 @@ def test_one_strategy_has_nothing_to_decide_and_is_settled() -> None:
         units({"rr": [100.0]}), [("sp+sr", "rr", 1, "disturbance fail")], metrics=["throughput_rps"]
     )
     assert untrusted(only(failed)) and not settled(failed)  # no pair, yet no trusted value
+
+
+def test_a_latency_win_the_harness_could_reverse_is_flagged_in_winners_json(
+    tmp_path: Path,
+) -> None:
+    # lc beats rr at p95 by 1 ms a block, while rr's requests spent 1.5 ms more in the
+    # harness (p99) than lc's: the whole win may be the instrument's.
+    lc = [10.0, 12.0, 11.0]
+    cells = answer(
+        units({"lc": lc, "rr": [v + 1.0 for v in lc]}, "latency_p95_ms"), metrics=["latency_p95_ms"]
+    )
+    assert cells[0].verdict == "winner" and cells[0].strategies == ("lc",)
+    rows = [
+        {"scenario": "sp+sr", "strategy": "lc", "harness_p50_ms": 0.4, "harness_p99_ms": 1.0},
+        {"scenario": "sp+sr", "strategy": "rr", "harness_p50_ms": 0.4, "harness_p99_ms": 2.5},
+    ]
+    written = write_answer(tmp_path, cells, 0.05, rows)
+    assert written[0]["instrument"] == {
+        "level": "fail", "figure": "harness_p99_ms", "winner_ms": 1.0, "runner_up_ms": 2.5,
+    }  # fmt: skip
+    read = read_answer(tmp_path)
+    assert read == written
+    assert "The harness's own time could reverse lc over rr on" in verdict(read)
+    # Harness times alike and small beside the difference: it passes, and nothing is said.
+    calm = [dict(r, harness_p99_ms=0.1) for r in rows]
+    passed = write_answer(tmp_path, cells, 0.05, calm)
+    assert passed[0]["instrument"]["level"] == "pass"
+    assert "could reverse" not in verdict(passed)
+    # No harness figures (a simulated run, a run from before): no check at all.
+    assert "instrument" not in write_answer(tmp_path, cells, 0.05)[0]

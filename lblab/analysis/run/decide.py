@@ -49,6 +49,7 @@ from lblab.analysis.load import open_results
 from lblab.analysis.metrics import CPU_COLUMNS, HEADLINE, METRICS, REQUEST_COLUMNS, unit_metrics
 from lblab.analysis.numbers import interval
 from lblab.analysis.ordering import order_scenarios, order_strategies
+from lblab.analysis.run.instrument import cell_checks, instrument_rows
 from lblab.analysis.run.summary_csv import write_summary_csv
 from lblab.analysis.stats import t_quantile
 from lblab.analysis.validity import failed_phases
@@ -384,17 +385,34 @@ def run_answer(run_dir: Path, units: pd.DataFrame | None = None) -> RunAnswer:
     return RunAnswer(cells, units, manifest, equivalence)
 
 
+INSTRUMENT_FIELDS = ("level", "figure", "winner_ms", "runner_up_ms")
+"""What a cell of ``winners.json`` says of its instrument check."""
+
+
 def build_answer(run_dir: Path, units: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """``run_answer``, written: ``winners.json`` and ``summary.csv`` (the units it rests
     on); returns the answer's cells as written."""
     found = run_answer(run_dir, units)
     write_summary_csv(run_dir, found.units, found.manifest)
-    return write_answer(run_dir, found.cells, found.equivalence)
+    return write_answer(run_dir, found.cells, found.equivalence, instrument_rows(found.manifest))
 
 
-def write_answer(run_dir: Path, cells: Sequence[Cell], equivalence: float) -> list[dict[str, Any]]:
-    """Write ``winners.json`` (atomically); returns its cells as written."""
+def write_answer(
+    run_dir: Path,
+    cells: Sequence[Cell],
+    equivalence: float,
+    instrument: Sequence[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """Write ``winners.json`` (atomically); returns its cells as written. A resolved
+    latency cell whose two strategies have harness figures (``instrument``: the run's
+    ``instrument_rows``) carries its ``instrument`` check (``analysis/run/instrument.py``):
+    ``fail`` when the harness could reverse it."""
     written: list[dict[str, Any]] = [to_plain(c, finite=True) for c in cells]
+    checks = {(c["scenario"], c["metric"]): c for c in cell_checks(written, instrument)}
+    for cell in written:
+        check = checks.get((cell["scenario"], cell["metric"]))
+        if check is not None:
+            cell["instrument"] = {k: check[k] for k in INSTRUMENT_FIELDS}
     data = {
         "schema_version": SCHEMA_VERSION,
         "method": {
@@ -407,6 +425,12 @@ def write_answer(run_dir: Path, cells: Sequence[Cell], equivalence: float) -> li
                 "recovery: +-0.5 s; load deviation: +-0.02)"
             ),
             "equivalence": equivalence,
+            "instrument": (
+                "a resolved latency cell fails when its two strategies' harness times "
+                "differ by at least the difference it calls (the harness could reverse it), "
+                "warns when either's is half that difference or more; the harness's p50 "
+                "for the mean and median, its p99 for the tails"
+            ),
         },
         "cells": written,
     }
@@ -445,6 +469,10 @@ _written_cell = checked(
         "verdict": choice((WINNER, TIE, UNRESOLVED)),
         "strategies": tuple_of(text),
     },
-    {"runner_up": optional(text), "difference": optional(an_object)},
+    {
+        "runner_up": optional(text),
+        "difference": optional(an_object),
+        "instrument": optional(an_object),
+    },
 )
 """A cell as ``write_answer`` wrote it, once the fields its readers take are of their type."""

@@ -86,6 +86,18 @@ def verdict(cells: Sequence[Mapping[str, Any]]) -> str:
             "With one block there is no interval: run more replications "
             "(or an adaptive run, run.max_replications) before calling a winner."
         )
+    bent = [c for c in cells if (c.get("instrument") or {}).get("level") == "fail"]
+    if bent:
+        sentences.append(
+            "The harness's own time could reverse "
+            + ", ".join(
+                f"{c['strategies'][0]} over {c.get('runner_up')} on "
+                f"{METRICS[c['metric']].label} in {c['scenario']}"
+                for c in bent
+            )
+            + ": the two differ in what Locust, the balancer and loopback added by as much "
+            "as the difference called (see 'What the instrument adds')."
+        )
     return " ".join(sentences)
 
 
