@@ -3,37 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from lblab.config import parse_names
+from lblab.app.flags import flags_layer
 from lblab.errors import ConfigError
 from lblab.experiment.presets import preset_names
-
-
-def flags_layer(**flags: Any) -> dict[str, Any]:
-    """The config layer the command-line flags make (only the flags that were given)."""
-    layer: dict[str, Any] = {}
-
-    def put(section: str, key: str, value: Any) -> None:
-        if value is not None:
-            layer.setdefault(section, {})[key] = value
-
-    for key in ("strategies", "scenarios"):
-        names = parse_names(flags[key])
-        if names:
-            put("run", key, names)
-    for key in (
-        "duration", "warmup", "replications", "seed", "locust_workers", "locust_master_bind",
-        "expect_workers", "out",
-    ):  # fmt: skip
-        put("run", key, flags[key])
-    put("load", "users", flags["users"])
-    put("testbed", "kind", flags["testbed"])
-    put("testbed", "balancer", flags["balancer"])
-    put("testbed", "admin", flags["admin"])
-    return layer
 
 
 def register(app: typer.Typer) -> None:

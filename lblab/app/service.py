@@ -200,7 +200,7 @@ def run_experiment(
     twin_scale: list[int] | None = None,
     no_report: bool = False,
 ) -> int:
-    """What ``lblab run`` does with its flags (``app.cli.flags_layer``): a new run, or the
+    """What ``lblab run`` does with its flags (``app.flags.flags_layer``): a new run, or the
     run in ``out`` resumed or collected; returns the run's exit code."""
     console = Console(stderr=True)
     if resume or collect:

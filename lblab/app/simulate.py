@@ -19,7 +19,8 @@ from typing import Any
 
 import typer
 
-from lblab.config import load_toml, parse_names
+from lblab.app.flags import flags_layer
+from lblab.config import load_toml
 from lblab.errors import ConfigError
 from lblab.experiment.config_layers import KNOWN_KEYS as EXPERIMENT_KEYS
 from lblab.experiment.runconfig import TestbedKind
@@ -30,14 +31,15 @@ EXPERIMENT_ONLY = frozenset(EXPERIMENT_KEYS) - SIMULATOR_KEYS
 """The top-level keys only an experiment file has (``[run]``, ``[load]``, ...)."""
 
 SHORTHANDS = {
-    "strategy": ("run", "strategies"),
-    "duration": ("run", "duration"),
-    "seed": ("run", "seed"),
-    "replications": ("run", "replications"),
-    "out": ("run", "out"),
-    "users": ("load", "users"),
+    "strategy": "strategies",
+    "duration": "duration",
+    "seed": "seed",
+    "replications": "replications",
+    "out": "out",
+    "users": "users",
 }
-"""The flags of ``lblab simulate`` that override an experiment file's key (section, key)."""
+"""The flags of ``lblab simulate`` that override an experiment file's key: each says what
+``lblab run``'s flag of this name says (``app.flags.flags_layer``)."""
 
 OLD_DIALECT_NOTE = (
     "note: {file} holds the simulator's own settings, still read; an experiment file says "
@@ -86,16 +88,10 @@ def simulate(**given: Any) -> None:
             f"the file, or drop it (with an experiment file `lblab simulate` takes "
             f"{', '.join('--' + n for n in SHORTHANDS)})"
         )
-    flags: dict[str, Any] = {"testbed": {"kind": TestbedKind.SIMULATED.value}}
-    for name, (section, key) in SHORTHANDS.items():
-        value = given.get(name)
-        if name == "strategy":  # repeated or a comma list, as `lblab run -s` takes it
-            value = parse_names(value) or None
-        if value is not None:
-            flags.setdefault(section, {})[key] = str(value) if name == "out" else value
+    out = given.get("out")
+    shorthand = {run_flag: given.get(flag) for flag, run_flag in SHORTHANDS.items()}
+    shorthand["out"] = None if out is None else str(out)
+    flags = flags_layer(**shorthand, testbed=TestbedKind.SIMULATED.value)
     from lblab.app.service import run_experiment  # the run's imports, only for a run
 
-    out = given.get("out")
-    raise typer.Exit(
-        run_experiment(None, str(config), flags, out=None if out is None else str(out))
-    )
+    raise typer.Exit(run_experiment(None, str(config), flags, out=shorthand["out"]))

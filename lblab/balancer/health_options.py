@@ -17,12 +17,14 @@ from lblab.balancer.health import HealthConfig
 from lblab.config import parse_duration, parse_float, parse_int
 from lblab.errors import ConfigError
 
-Kind = Literal["count", "duration", "percent", "number"]
+Kind = Literal["count", "count_or_off", "duration", "percent", "number", "factor_or_off"]
+"""``count``: 1 to 1,000,000; ``count_or_off``: 0 (off) to 1,000,000; ``number``: above 0,
+at most 1,000; ``factor_or_off``: 0 (off) to 100; ``percent``: 0 to 100."""
 
 HEALTH_OPTIONS: Final[dict[str, tuple[Any, Kind, str]]] = {
     "eject_after": (
         5,
-        "count",
+        "count_or_off",
         "Consecutive failures a backend is responsible for (timeouts, lost connections, its "
         "own faults; never REJECTED or errors about the request) that eject it "
         "(0..1000000; 0: off).",
@@ -50,7 +52,7 @@ HEALTH_OPTIONS: Final[dict[str, tuple[Any, Kind, str]]] = {
     ),
     "success_rate_stdev_factor": (
         0.0,
-        "number",
+        "factor_or_off",
         "Envoy's statistical success-rate ejection: at the end of each success-rate window, "
         "eject a backend whose success rate in it is below the backends' mean less this "
         "many standard deviations (Envoy's 1900, i.e. 1.9); 0: off.",
@@ -105,16 +107,14 @@ def health_config(values: Mapping[str, Any], *, flags: bool = False) -> HealthCo
         where = flag(name) if flags else f"health.{name}"
         raw = values.get(name, default)
         match kind:
-            case "count":
-                least = (
-                    1 if name in ("success_rate_min_requests", "success_rate_minimum_hosts") else 0
-                )
+            case "count" | "count_or_off":
+                least = 0 if kind == "count_or_off" else 1
                 value: float = parse_int(raw, where, minimum=least, maximum=1_000_000)
             case "duration":
                 value = parse_duration(raw, where)
             case "percent":
                 value = parse_float(raw, where, minimum=0, maximum=100) / 100.0
-            case "number" if name == "success_rate_stdev_factor":  # 0 is off
+            case "factor_or_off":
                 value = parse_float(raw, where, minimum=0, maximum=100)
             case "number":
                 value = parse_float(raw, where, above=0, maximum=1000)
