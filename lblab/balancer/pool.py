@@ -274,18 +274,12 @@ class Pool:
         else:  # an answer that is not the backend's fault: it is alive
             view.consecutive_failures = 0
             self.counters[view.id].errors += 1
-        success = outcome.ok or not outcome.backend_fault
-        if self.health.success_rate_threshold > 0.0 and not ejected:
-            ejected = self._success_rate(view, record, success, now)
-        if self.health.success_rate_stdev_factor > 0.0:
-            if record.ejected_until is None:
-                tally = self._tallies.get(view.id)
-                if tally is None:
-                    tally = self._tallies[view.id] = [0, 0]
-                tally[0] += int(success)
-                tally[1] += 1
-            if now - self._interval_start >= self.health.success_rate_window_s:
-                ejected = self._outliers(now) or ejected
+        health = self.health
+        if health.success_rate_threshold > 0.0 and not ejected:
+            ejected = self._success_rate(view, record, outcome.ok or not outcome.backend_fault, now)
+        if health.success_rate_stdev_factor > 0.0:
+            success = outcome.ok or not outcome.backend_fault
+            ejected = self._tally(view, record, success, now) or ejected
         self.strategy.on_complete(view, request, outcome, now)
         if ejected:
             self.strategy.on_pool_change(self.views, now)
@@ -311,6 +305,20 @@ class Pool:
         self.counters[view.id].success_rate_ejections += 1
         self._eject(view, record, now)
         return True
+
+    def _tally(self, view: BackendView, record: _Health, success: bool, now: float) -> bool:
+        """Count one outcome toward the statistical success-rate ejection (not while the
+        backend is ejected), and end the interval once it has lasted; True if that
+        ejected any backend."""
+        if record.ejected_until is None:
+            tally = self._tallies.get(view.id)
+            if tally is None:
+                tally = self._tallies[view.id] = [0, 0]
+            tally[0] += int(success)
+            tally[1] += 1
+        if now - self._interval_start < self.health.success_rate_window_s:
+            return False
+        return self._outliers(now)
 
     def _outliers(self, now: float) -> bool:
         """The end of an interval of Envoy's statistical success-rate ejection
