@@ -10,7 +10,9 @@ loopback, one 30 s phase) and once in the simulated testbed (the same file with
 ``--testbed simulated`` and a 300 s phase, so the simulation's quantiles are the
 model's, not one draw's), its servers' cost per request besides their sleeps
 calibrated on the live run (``lblab calibrate``: the work, and what the machine adds to
-a sleep), as a user calibrates their own machine.
+a sleep), as a user calibrates their own machine. A live run whose own disturbance
+check fails (steal or other work on its CPUs) is run once more, and two skip the
+comparison: such a run measures the machine, not the keys.
 
 Compared per key, over the ok requests of the measured window (about 3,000 live per
 key; 30,000 simulated):
@@ -29,6 +31,8 @@ key; 30,000 simulated):
 
 from __future__ import annotations
 
+import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -86,9 +90,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[pd.DataFra
     folder = tmp_path_factory.mktemp("server-keys")
     config = folder / "keys.toml"
     config.write_text(_file())
-    live = run_lblab(["run", "--config", str(config), "--out", str(folder / "live"),
-                      "--no-report"], timeout=180)  # fmt: skip
-    assert live.returncode == 0, live.stderr[-3000:]
+    _live_run_undisturbed(config, folder / "live")
     # This machine's cost of a request's slot besides its sleep, fitted to the live run as
     # a user calibrates theirs; the default cost model is the one VM's it was fitted on.
     calibrated = run_lblab(["calibrate", str(folder / "live")], timeout=60)
@@ -104,6 +106,27 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[pd.DataFra
     )  # fmt: skip
     assert simulated.returncode == 0, simulated.stderr[-3000:]
     return {"live": _measured(folder / "live"), "simulated": _measured(folder / "simulated")}
+
+
+def _live_run_undisturbed(config: Path, out: Path) -> None:
+    """The live run into ``out``, run again once if its own disturbance check failed (the
+    hypervisor or other work took the CPUs: on 2026-12-03's VM steal took 22 % of the
+    servers' CPU, and their queues were twice the model's). A run the harness itself
+    calls disturbed measures the machine, not the keys, so two such runs skip the module,
+    with their figures."""
+    said = []
+    for attempt in (1, 2):
+        if out.exists():
+            shutil.rmtree(out)
+        live = run_lblab(["run", "--config", str(config), "--out", str(out), "--no-report"],
+                         timeout=180)  # fmt: skip
+        assert live.returncode == 0, live.stderr[-3000:]
+        (phase,) = json.loads((out / "manifest.json").read_text())["phases"]
+        check = next(c for c in phase["verdicts"] if c["name"] == "disturbance")
+        if check["level"] != "fail":
+            return
+        said.append(f"run {attempt}: {check['figure']}")
+    pytest.skip("both live runs failed their own disturbance check: " + "; ".join(said))
 
 
 def _ok_of(requests: pd.DataFrame, key: str) -> pd.DataFrame:
