@@ -97,6 +97,15 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 SCORECARD_KEYS = ("title", "source", "tests", "headline")
 """The ``[scorecard]`` table: what a scenario of the scorecard's library is (``lblab
 scorecard``); a run records it and is not changed by it."""
+SIMULATOR_KEYS = (
+    "client_delay", "server_delay", "report_delay", "max_tries", "routing_keys",
+    "picks_every", "aperture", "aperture_size", "aperture_load_band",
+)  # fmt: skip
+"""The ``[simulator]`` table: knobs only the simulated testbed has, in ``lblab
+simulate``'s names (one-way link delays, the agents' extra staleness, attempts on
+REJECTED, routing keys for the hash strategies, which picks to record, each balancer's
+aperture). Its driver checks their values (``simulator/config.py``); a live testbed
+refuses the table, so a file for both gives it under ``[simulated]``."""
 SIMULATED = "simulated"
 """The ``[simulated]`` table: a layer over its file's own that applies when the testbed
 is simulated (a case about scale gives its simulated server count here)."""
@@ -114,6 +123,7 @@ KNOWN_KEYS = {
     "scenario_defs": None,
     "timeline": None,
     "scorecard": SCORECARD_KEYS,
+    "simulator": SIMULATOR_KEYS,
     SIMULATED: None,
 }
 

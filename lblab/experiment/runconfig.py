@@ -44,6 +44,10 @@ Shape (every key optional; ``experiment/presets/*.toml`` are examples)::
                           cpu_quota, weight...; slow: factor, add_ms; fail: rate, delay_ms;
                           reject: limit, burst; cold: factor, duration; capacity: cpu_quota;
                           spike: factor, duration; slow, pause, fail, reject: duration
+    [simulator]           the simulated testbed's own knobs (SIMULATOR_KEYS: client_delay,
+                          server_delay, report_delay, max_tries, routing_keys, picks_every,
+                          aperture, aperture_size, aperture_load_band); a live testbed
+                          refuses them: a file for both gives them in [simulated.simulator]
     [simulated]           any of the sections above: a layer over this file's own on the
                           simulated testbed (e.g. more servers where a case is about scale)
     [scorecard]           title, source, tests, headline: what a scenario of `lblab
@@ -559,6 +563,9 @@ class RunConfig:
     strategy_specs: Mapping[str, str]
     """The run's strategies of the user's own: name -> spec (``file.py:Class``)."""
     timeline: tuple[TimelineEvent, ...]
+    simulator: Mapping[str, Any] = field(default_factory=dict)
+    """The ``[simulator]`` table as given (``config_layers.SIMULATOR_KEYS``), for the
+    simulated testbed's driver, which checks the values."""
     raw: Mapping[str, Any] = field(repr=False)  # the merged dict, for manifest and printing
 
     def __post_init__(self) -> None:
@@ -640,6 +647,13 @@ class RunConfig:
             raise ConfigError(
                 "an external testbed without testbed.admin (--admin HOST:PORT) cannot switch "
                 "strategies: give the admin address or run one strategy"
+            )
+        if self.simulator and kind != TestbedKind.SIMULATED:
+            raise ConfigError(
+                f"simulator: [simulator] sets what only the simulated testbed has "
+                f"({', '.join(self.simulator)}), and this run's testbed is {kind}; for a "
+                "file run on both, give the table as [simulated.simulator], which applies "
+                "only when the testbed is simulated"
             )
         if kind in (TestbedKind.LOCAL, TestbedKind.SIMULATED) and not self.servers:
             raise ConfigError(f"the {kind} testbed needs at least one [[servers]] entry")
@@ -811,6 +825,7 @@ def build(raw: Mapping[str, Any]) -> RunConfig:
         strategy_options=_strategy_options(raw.get("strategy_options", {})),
         strategy_specs=dict(raw["strategy_specs"]),
         timeline=_timeline(raw.get("timeline", []), ids),
+        simulator=dict(_table("simulator", raw.get("simulator", {}))),
         raw=raw,
     )
 

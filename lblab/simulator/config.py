@@ -493,23 +493,32 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
         duration=duration,
         arrivals=arrivals,
         scenario=str(_get(raw, "scenario", named)),
-        routing_keys=_int(raw, "routing_keys", 0),
         report_period=parse_duration(_get(raw, "report_period", 0.25), "report_period"),
-        report_delay=parse_duration(_get(raw, "report_delay", 0.0), "report_delay"),
-        client_delay=parse_duration(_get(raw, "client_delay", 0.0), "client_delay"),
-        server_delay=parse_duration(_get(raw, "server_delay", 0.0), "server_delay"),
         deadline=_duration_or_none(_get(raw, "deadline", 30.0), "deadline"),
-        max_tries=_int(raw, "max_tries", 3),
-        picks_every=_int(raw, "picks_every", 1),
         tick_period=parse_duration(_get(raw, "tick_period", 0.1), "tick_period"),
         probe_cost=parse_duration(_get(raw, "probe_cost", PROBE_COST_S), "probe_cost"),
         balancers=_int(raw, "balancers", 1),
-        aperture=_aperture(raw),
+        **simulator_knobs(raw),
         seed=_int(raw, "seed", 1),
         replication=_int(raw, "replication", 1),
         run_id=str(_get(raw, "run_id", "sim")),
         health=health_config(health),
     )
+
+
+def simulator_knobs(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``SimConfig``'s keywords for the knobs only a simulation has
+    (``experiment.config_layers.SIMULATOR_KEYS``: an experiment file's ``[simulator]``
+    table, the same keys in this dialect), each at its default unless ``raw`` gives it."""
+    return {
+        "routing_keys": _int(raw, "routing_keys", 0),
+        "report_delay": parse_duration(_get(raw, "report_delay", 0.0), "report_delay"),
+        "client_delay": parse_duration(_get(raw, "client_delay", 0.0), "client_delay"),
+        "server_delay": parse_duration(_get(raw, "server_delay", 0.0), "server_delay"),
+        "max_tries": _int(raw, "max_tries", 3),
+        "picks_every": _int(raw, "picks_every", 1),
+        "aperture": _aperture(raw),
+    }
 
 
 def _aperture(raw: Mapping[str, Any]) -> ApertureConfig | None:

@@ -3,8 +3,9 @@
 The file ``lblab run --print-config`` prints, with ``[testbed] kind = "simulated"``,
 given to ``lblab simulate --config`` and to ``lblab run --config``: the same tables,
 row for row (every column but ``run_id``, which is each run folder's name). The
-simulator's own older settings still read, with a note on the experiment file; a flag
-of the simulator's own dialect beside an experiment file is refused with what to do.
+simulator's own older settings still read, with a note on the experiment file; the flags
+of the simulator's own knobs set the file's ``[simulator]`` table, and a flag of a pool's
+servers or load beside an experiment file is refused with what to do.
 """
 
 from __future__ import annotations
@@ -69,27 +70,32 @@ def test_the_shorthand_flags_override_the_files_keys(experiment_file: Path) -> N
     out = experiment_file.parent / "shorthand"
     done = run_lblab(
         ["simulate", "--config", str(experiment_file), "-s", "rr", "--duration", "2s",
-         "--seed", "7", "--out", str(out)],
+         "--seed", "7", "--balancers", "2", "--client-delay", "5ms", "--no-picks",
+         "--out", str(out)],
         timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    run = json.loads((out / "manifest.json").read_text())["config"]["run"]
+    config = json.loads((out / "manifest.json").read_text())["config"]
+    run = config["run"]
     assert (run["strategies"], run["duration"], run["seed"]) == (["rr"], "2s", 7)
-    assert set(pd.read_parquet(out / "requests.parquet")["strategy"]) == {"rr"}
+    assert config["testbed"]["balancers"] == 2
+    # The simulator's own knobs are the file's [simulator] table's keys.
+    assert config["simulator"] == {"client_delay": "5ms", "picks_every": 0}
+    requests = pd.read_parquet(out / "requests.parquet")
+    assert set(requests["strategy"]) == {"rr"} and set(requests["balancer"]) == {"b1", "b2"}
+    assert requests["latency_ms"].min() >= 10.0  # 5 ms each way to the balancer
+    assert len(pd.read_parquet(out / "picks.parquet")) == 0
 
 
 def test_a_flag_of_the_simulators_own_dialect_is_refused_with_what_to_do(
     experiment_file: Path,
 ) -> None:
     done = run_lblab(
-        ["simulate", "--config", str(experiment_file), "--rate", "100", "--client-delay",
-         "1ms"],
+        ["simulate", "--config", str(experiment_file), "--rate", "100", "--servers", "4"],
         timeout=60,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
-    assert "--client-delay, --rate: not a shorthand for a key of the experiment file" in (
-        done.stderr
-    )
+    assert "--rate, --servers: not a shorthand for a key of the experiment file" in done.stderr
     assert "set it in the file" in done.stderr
 
 
