@@ -134,11 +134,12 @@ def balancer_markdown(
     rounds: int = 1,
     baseline: str | None = None,
     picks: dict[str, float] | None = None,
+    left_out: dict[str, str] | None = None,
 ) -> str:
     """``bench_balancer.py``'s section for made-up cells (strategy rr, 1 s cells)."""
     bb = m.BalancerBench(
         "rr", rounds, 1.0, baseline, targets, sizes, in_flight, results,
-        picks or {"rr": 0.5}, (0.1, 0.1, 0.1),
+        picks or {"rr": 0.5}, (0.1, 0.1, 0.1), left_out or {},
     )  # fmt: skip
     return m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
 
@@ -153,6 +154,7 @@ def test_balancer_with_a_baseline() -> None:
     text = balancer_markdown(
         m, results, ["direct", "through", "baseline"], ["100B"], list(m.IN_FLIGHT),
         baseline="HEAD~1", picks={"rr": 0.5, "p2c": 1.25},
+        left_out={"haproxy": "haproxy is not installed"},
     )  # fmt: skip
     cells, ratios, picks = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert len(cells) == 2 + 3 * len(m.IN_FLIGHT)
@@ -168,77 +170,112 @@ def test_balancer_with_a_baseline() -> None:
     # the whole testbed's CPU per request predicts through / direct: 40 / 45 us
     assert "spends 40.0 us of CPU per request direct at 64 in flight, through lblab 45.0 us " \
         "(0.89 predicted, 0.80 measured)" in text  # fmt: skip
-    assert "no HAProxy reference rows" in text
+    assert "Left out, through HAProxy TCP (relay floor): haproxy is not installed." in text
+    assert "in its class" not in text  # nothing in lblab's class was measured
 
 
-def test_balancer_against_haproxy_states_each_bound() -> None:
-    m = bench("bench_balancer")
+def in_class_cells(
+    sizes: tuple[str, ...], counts: tuple[int, ...], lblab: dict[tuple[str, int], float]
+) -> dict[tuple[str, int, str], list[dict[str, float]]]:
+    """One round: lblab at ``lblab``'s CPU per request, HAProxy-h2 at 20 us, the compiled
+    router at 16 and HAProxy TCP at 10; each client's direct at 10,000 req/s."""
     results = {}
-    for size in ("100B", "1MB"):
-        for conc in (1, 10, 64):
+    for size in sizes:
+        for conc in counts:
             results[(size, conc, "direct")] = [fake_cell(10_000.0, 0.1)]
-            # lblab: 24 us at 1 (1.2x, met), 30 at 10 (1.5x, not), 30 at 64 (1.5x, met)
-            lblab = {1: 24.0, 10: 30.0, 64: 30.0}[conc] if size == "100B" else 900.0
-            results[(size, conc, "through")] = [fake_cell(9_500.0, 0.3, lblab)]
-            results[(size, conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 20.0)]
-    text = balancer_markdown(
-        m, results, ["direct", "through", "haproxy"], ["100B", "1MB"], [1, 10, 64]
+            results[(size, conc, "through")] = [fake_cell(9_500.0, 0.3, lblab[size, conc])]
+            results[(size, conc, "compiled")] = [fake_cell(9_800.0, 0.2, 16.0)]
+            results[(size, conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 10.0)]
+            results[(size, conc, "h2-direct")] = [fake_cell(20_000.0, 0.05)]
+            results[(size, conc, "haproxy-h2")] = [fake_cell(16_000.0, 0.15, 20.0)]
+    return results
+
+
+IN_CLASS = ["direct", "through", "compiled", "haproxy", "h2-direct", "haproxy-h2"]
+
+
+def test_balancer_in_class_states_each_bound() -> None:
+    m = bench("bench_balancer")
+    # lblab: 20 us at 1 (HAProxy-h2's: met; 1.25x the compiled router's: met), 30 at 10
+    # (1.5x HAProxy-h2's: not; 1.875x the compiled router's: not), 24 at 64 (1.2x: not;
+    # 1.5x: met); at 1 MB 20 us, HAProxy-h2's own: not below it.
+    lblab = {("100B", 1): 20.0, ("100B", 10): 30.0, ("100B", 64): 24.0}
+    lblab |= {("1MB", c): 20.0 for c in (1, 10, 64)}
+    results = in_class_cells(("100B", "1MB"), (1, 10, 64), lblab)
+    text = balancer_markdown(m, results, IN_CLASS, ["100B", "1MB"], [1, 10, 64])
+    cells, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
+    # HAProxy-h2's added latency and req/s / direct are against h2load's own direct
+    h2 = next(row for row in cells if row.startswith("| 100B | 1 | through HAProxy HTTP/2 |"))
+    assert h2 == (
+        "| 100B | 1 | through HAProxy HTTP/2 | 16,000 | 0.150 | 0.300 | 0.100 | 0.200 | 0.80 "
+        "| 20.0 | 5.0 | 50.0 |  |"
     )
-    _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
-    assert against[0].startswith("| size | in flight | CPU us/req lblab | CPU us/req HAProxy |")
+    assert "| 100B | 1 | direct, h2load to one nghttpd | 20,000 | 0.050 | 0.100 |  |" in text
+    assert "| 100B | 1 | through HAProxy TCP (relay floor) |" in text
+    assert against[0] == (
+        "| size | in flight | CPU us/req lblab | CPU us/req HAProxy-h2 | lblab / HAProxy-h2 "
+        "| lblab / HAProxy-h2 by round | bound vs HAProxy-h2 | CPU us/req compiled router "
+        "| lblab / compiled router | lblab / compiled router by round "
+        "| bound vs compiled router | CPU us/req HAProxy TCP (relay floor) "
+        "| added p50 ms lblab / HAProxy-h2 | added p99 ms lblab / HAProxy-h2 "
+        "| through/direct lblab / HAProxy-h2 |"
+    )
     assert against[2] == (
-        "| 100B | 1 | 24.0 | 20.0 | 1.20 | 1.20-1.20 | 1.25x: yes (1 of 1 rounds) "
-        "| 0.200 / 0.100 | 0.400 / 0.200 | 0.95 / 0.99 |  |"
+        "| 100B | 1 | 20.0 | 20.0 | 1.00 | 1.00-1.00 | <= 1x: yes (1 of 1 rounds) | 16.0 | 1.25 "
+        "| 1.25-1.25 | <= 1.5x: yes (1 of 1 rounds) | 10.0 | 0.200 / 0.100 | 0.400 / 0.200 "
+        "| 0.95 / 0.80 |"
     )
+    assert "| 1.50 | 1.50-1.50 | <= 1x: no (0 of 1 rounds) | 16.0 | 1.88 |" in against[3]
+    assert "| <= 1.5x: no (0 of 1 rounds) |" in against[3]
+    assert "| 1.20 | 1.20-1.20 | <= 1x: no (0 of 1 rounds) |" in against[4]
+    assert "| <= 1.5x: yes (1 of 1 rounds) |" in against[4]
+    # 1 MB: strictly below HAProxy-h2; the compiled router's bound is at 100 B only
+    assert against[5].startswith("| 1MB | 1 | 20.0 | 20.0 | 1.00 | 1.00-1.00 | < 1x: no (0 of 1")
+    assert "| 16.0 | 1.25 | 1.25-1.25 |  | 10.0 |" in against[5]
+    assert "issue 44's bounds" in text and "issue 20" not in text.replace(
+        "issue 20's bounds against it are dropped", ""
+    )
+    assert "1.00 / 1.50 / 1.20x HAProxy-h2's and 1.25 / 1.88 / 1.50x the compiled router's" in text
+    assert "spends 10.0 / 10.0 / 10.0 us: the relay floor" in text
     assert (
-        "| 100B | 10 | 30.0 | 20.0 | 1.50 | 1.50-1.50 | 1.25x: no (0 of 1 rounds) |" in against[3]
+        "HAProxy-h2 50.0 us against h2load's direct 50.0 us (1.00 predicted, 0.80 measured)" in text
     )
-    assert against[4].startswith("| 100B | 64 | 30.0 | 20.0 | 1.50 | 1.50-1.50 | 1.5x: yes (1 of 1")
-    assert against[4].endswith("| 0.95 / 0.99 | >= 0.9: yes (1 of 1 rounds) |")
-    # 1 MB: lblab must stay below HAProxy, so 45x is not met; no through bound there
-    assert against[5].startswith("| 1MB | 1 | 900.0 | 20.0 | 45.00 | 45.00-45.00 | 1x: no (0 of 1")
-    assert against[5].endswith("|  |")
     assert "1, 10, 64 request(s) in flight" in text
     assert "Medians of 1 interleaved round(s)" in text and "{" not in text
 
 
 def test_balancer_bounds_count_the_rounds_that_meet_them() -> None:
     """The verdict is the medians'; beside it, how many interleaved rounds met the bound,
-    each round's lblab against the HAProxy and direct cells of that same round."""
+    each round's lblab against the other target's cell of that same round."""
     m = bench("bench_balancer")
     results = {}
     for conc in (1, 64):
-        results[("100B", conc, "direct")] = [
-            fake_cell(r, 0.1) for r in (10_000.0, 8_000.0, 10_000.0)
-        ]
-        # CPU ratios by round 1.1, 1.4, 1.3: the median 1.3 misses 1.25x; one round met it
+        results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1) for _ in range(3)]
+        # CPU ratios by round 0.9, 1.2, 1.1: the median 1.1 misses 1x; one round met it
         results[("100B", conc, "through")] = [
-            fake_cell(9_100.0, 0.3, cpu) for cpu in (22.0, 28.0, 26.0)
+            fake_cell(9_100.0, 0.3, cpu) for cpu in (18.0, 24.0, 22.0)
         ]
-        results[("100B", conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 20.0) for _ in range(3)]
-    text = balancer_markdown(
-        m, results, ["direct", "through", "haproxy"], ["100B"], [1, 64], rounds=3
-    )
+        results[("100B", conc, "h2-direct")] = [fake_cell(20_000.0, 0.05) for _ in range(3)]
+        results[("100B", conc, "haproxy-h2")] = [fake_cell(9_900.0, 0.2, 20.0) for _ in range(3)]
+    targets = ["direct", "through", "h2-direct", "haproxy-h2"]
+    text = balancer_markdown(m, results, targets, ["100B"], [1, 64], rounds=3)
     _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
+    assert against[0].startswith("| size | in flight | CPU us/req lblab | CPU us/req HAProxy-h2 |")
+    assert "compiled" not in against[0] and "TCP" not in against[0]
     assert against[2].startswith(
-        "| 100B | 1 | 26.0 | 20.0 | 1.30 | 1.10-1.40 | 1.25x: no (1 of 3 rounds) |"
+        "| 100B | 1 | 22.0 | 20.0 | 1.10 | 0.90-1.20 | <= 1x: no (1 of 3 rounds) |"
     )
-    assert "| 1.30 | 1.10-1.40 | 1.5x: yes (3 of 3 rounds) |" in against[3]
-    # through / direct by round: 0.91, 1.14, 0.91; the medians' 9,100 / 10,000 = 0.91
-    assert against[3].endswith("| >= 0.9: yes (3 of 3 rounds) |")
 
 
 def test_balancer_without_a_lone_request_renders_and_bounds_only_what_it_measured() -> None:
     m = bench("bench_balancer")
-    results = {}
-    for conc in (10, 32):
-        results[("100B", conc, "direct")] = [fake_cell(10_000.0, 0.1)]
-        results[("100B", conc, "through")] = [fake_cell(9_500.0, 0.3, 20.0)]
-        results[("100B", conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 20.0)]
-    text = balancer_markdown(m, results, ["direct", "through", "haproxy"], ["100B"], [10, 32])
+    lblab = {("100B", c): 20.0 for c in (10, 32)}
+    results = in_class_cells(("100B",), (10, 32), lblab)
+    text = balancer_markdown(m, results, IN_CLASS, ["100B"], [10, 32])
     _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
-    assert against[3].startswith("| 100B | 32 | 20.0 | 20.0 | 1.00 | 1.00-1.00 |  |")  # no bound
-    assert against[3].endswith("| 0.95 / 0.99 |  |")  # the through bound is at 64 only
+    assert "| <= 1x: yes (1 of 1 rounds) |" in against[2]  # at 10 in flight: bounded
+    assert against[3].startswith("| 100B | 32 | 20.0 | 20.0 | 1.00 | 1.00-1.00 |  | 16.0 | 1.25 |")
+    assert "| 1.25-1.25 |  | 10.0 |" in against[3]  # no bound at 32 in flight
     assert "lone request" not in text
     assert "At 32 in flight (100 B) it passes 0.95 of direct's throughput" in text
 
@@ -521,18 +558,66 @@ def test_balancer_names_the_compiled_reference_only_when_it_ran() -> None:
         results[("100B", conc, "compiled")] = [fake_cell(9_800.0, 0.2, 12.5)]
         results[("100B", conc, "haproxy")] = [fake_cell(9_900.0, 0.2, 10.0)]
     targets = ["direct", "through", "router", "compiled", "haproxy"]
-    text = balancer_markdown(m, results, targets, ["100B"], [1, 10, 64])
+    text = balancer_markdown(
+        m, results, targets, ["100B"], [1, 10, 64],
+        left_out={"haproxy-h2": "h2load, nghttpd not installed"},
+    )  # fmt: skip
     _, against, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
     assert against[0].startswith(
-        "| size | in flight | CPU us/req lblab | CPU us/req HAProxy | CPU us/req minimal router "
-        "| CPU us/req compiled minimal router | CPU ratio |"
+        "| size | in flight | CPU us/req lblab | CPU us/req compiled router "
+        "| lblab / compiled router |"
     )
-    assert against[2].startswith(
-        "| 100B | 1 | 30.0 | 10.0 | 22.0 | 12.5 | 3.00 | 3.00-3.00 | 1.25x: no (0 of 1 rounds) |"
+    assert against[2] == (
+        "| 100B | 1 | 30.0 | 12.5 | 2.40 | 2.40-2.40 | <= 1.5x: no (0 of 1 rounds) | 10.0 |"
     )
     assert "`benchmarks/compiled_router`" in text
-    assert "costs 1.25x at 1, 1.25x at 10, 1.25x at 64 in flight HAProxy's CPU" in text
+    assert "lblab's CPU is 2.40 / 2.40 / 2.40x the compiled router's at 1 / 10 / 64" in text
+    assert "Left out, through HAProxy HTTP/2: h2load, nghttpd not installed." in text
     text = balancer_markdown(
         m, results, [t for t in targets if t != "compiled"], ["100B"], [1, 10, 64]
     )
-    assert "compiled" not in text
+    assert "compiled" not in text and "in its class" not in text
+
+
+def test_balancer_prints_the_traced_batching() -> None:
+    m = bench("bench_balancer")
+    sb = bench("strace_batching")
+    results = {}
+    for target in ("direct", "through"):
+        results[("100B", 10, target)] = [fake_cell(10_000.0, 0.1, 20.0)]
+    b = sb.Batching(100)
+    b.calls.update({("client", "read"): 50, ("client", "write"): 100, ("backend", "read"): 40})
+    b.failed[("backend", "read")] = 10
+    bb = m.BalancerBench(
+        "rr", 1, 1.0, None, ["direct", "through"], ["100B"], [10], results, {"rr": 0.5},
+        (0.1, 0.1, 0.1), traces={("100B", 10, "through"): b},
+    )  # fmt: skip
+    text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
+    *_, traced, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
+    assert traced[0] == (
+        "| size | in flight | target | requests | req per read, client | req per write, client "
+        "| req per read, backend | req per write, backend | failed calls per req |"
+    )
+    assert traced[2] == "| 100B | 10 | through | 100 | 2.00 | 1.00 | 2.50 |  | 0.10 |"
+
+
+def test_strace_lines_are_sorted_by_side_inside_the_window() -> None:
+    """Lines as ``strace -f -ttt -s 0 -o FILE`` writes them (from a real trace of HAProxy)."""
+    sb = bench("strace_batching")
+    trace = """\
+5314  1796308744.008658 recvfrom(7, ""..., 16329, 0, NULL, NULL) = 256
+5314  1796308744.008945 sendto(7, ""..., 30, MSG_DONTWAIT|MSG_NOSIGNAL, NULL, 0) = 30
+5314  1796308744.010444 sendto(8, ""..., 51, MSG_DONTWAIT|MSG_NOSIGNAL, NULL, 0) = 51
+11136 1796308744.010500 recvfrom(8, 0x5615d8a87fc0, 16384, 0, NULL, NULL) = -1 EAGAIN (Resource temporarily unavailable)
+11110 1796308744.010600 writev(14, [...], 2 <unfinished ...>
+11110 1796308744.010700 <... writev resumed>) = 218
+5314  1796308744.010549 epoll_wait(3, [], 200, 0) = 0
+5314  1796308745.000000 recvfrom(7, ""..., 16329, 0, NULL, NULL) = 256
+"""
+    b = sb.count(trace, 1796308744.0, 1796308744.9, {7: "client", 8: "backend"}, 4)
+    assert dict(b.calls) == {
+        ("client", "read"): 1, ("client", "write"): 1,
+        ("backend", "write"): 1, ("backend", "read"): 1,
+    }  # fmt: skip
+    assert dict(b.failed) == {("backend", "read"): 1}
+    assert b.per_call("client", "read") == 4.0 and b.failed_per_request() == 0.25
