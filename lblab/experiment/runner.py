@@ -352,12 +352,11 @@ class Runner:
         for scenario in self.config.scenarios:
             block = max(p.replication for p in self.phases if p.scenario == scenario.name)
             last = [
-                self.manifest.phase(p.index)
-                for p in self.phases
-                if p.replication == block and p.scenario == scenario.name
+                p for p in self.phases if p.replication == block and p.scenario == scenario.name
             ]
             duration = last[0].duration_s or self.config.duration
-            counts = [e.ok_in_window or 0 for e in last if e.status == "done"]
+            entries = [self.manifest.phase(p.index) for p in last]  # what they measured
+            counts = [e.ok_in_window or 0 for e in entries if e.status == "done"]
             most = self.config.duration * LONGEST_GROWTH
             out[scenario.name] = lengthened(duration, counts, most) if counts else duration
         return out
@@ -376,8 +375,8 @@ class Runner:
         total = 0.0
         for scenario in scenarios:
             beyond = [
-                took - (e.duration_s or self.config.duration)
-                for p, e, took in ran
+                took - (p.duration_s or self.config.duration)
+                for p, _, took in ran
                 if p.scenario == scenario
             ]
             per_phase = sum(beyond) / len(beyond) if beyond else 0.0

@@ -239,7 +239,9 @@ def calibrate(
     file adds its own sleeps to it.
     """
     from lblab.analysis.load import open_results
-    from lblab.simulator.service import fit_cost_model, sleeps_ms
+    from lblab.experiment.runconfig import ServerSpec
+    from lblab.simulator.service import fit_cost_model
+    from lblab.simulator.simulated_testbed import mean_sleeps_ms
 
     # The analysis reader checks the directory and its files (and drops warm-up rows).
     results = open_results(run_dir)
@@ -254,7 +256,14 @@ def calibrate(
             err=True,
         )
         column = "latency_ms"
-    sleeps = sleeps_ms(results.runs[0].manifest.config.get("servers"))
+    # The run's resolved [[servers]] (none in a manifest of the simulator's own settings).
+    given = results.runs[0].manifest.config.get("servers") or []
+    sleeps = mean_sleeps_ms(
+        [
+            ServerSpec.from_table(s, f"{run_dir}: manifest config servers[{i}]")
+            for i, s in enumerate(given)
+        ]
+    )
     slept = table["server"].astype(str).map(sleeps).fillna(0.0)
     if sleeps:
         said = ", ".join(f"{sid} {ms:g} ms" for sid, ms in sleeps.items())

@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from lblab.config import check_range, parse_duration, parse_float
 from lblab.errors import ConfigError
@@ -185,22 +184,6 @@ class CostFit:
     model: JsonCost
     r2: float
     samples: int
-
-
-def sleeps_ms(servers: Any) -> dict[str, float]:
-    """Each server's mean sleep per request, from a run config's ``[[servers]]`` (its
-    ``delay_ms``: fixed, or the mean of ``delay_dist = "exp"``); servers that do not
-    sleep are left out."""
-    if not isinstance(servers, Sequence) or isinstance(servers, str):
-        return {}
-    return {
-        str(server["id"]): float(server["delay_ms"])
-        for server in servers
-        if isinstance(server, Mapping)
-        and "id" in server
-        and isinstance(server.get("delay_ms"), int | float)
-        and server["delay_ms"] > 0
-    }
 
 
 def fit_cost_model(

@@ -106,6 +106,12 @@ def slot_sleep(spec: ServerSpec) -> ServiceModel | None:
     return Exponential(seconds) if spec.delay_dist == "exp" else Fixed(seconds)
 
 
+def mean_sleeps_ms(servers: Sequence[ServerSpec]) -> dict[str, float]:
+    """Each server's mean sleep per request in its slot (``slot_sleep``: ``delay_ms``,
+    fixed or the mean of ``delay_dist = "exp"``), for the servers that sleep."""
+    return {s.id: sleep.mean_s * 1000.0 for s in servers if (sleep := slot_sleep(s)) is not None}
+
+
 def _arrivals(load: LoadConfig) -> Arrivals:
     if load.model == "closed":
         lo, hi = load.think_time

@@ -14,7 +14,8 @@ import textwrap
 
 import pytest
 
-from lblab.simulator.service import sleeps_ms
+from lblab.experiment.runconfig import ServerSpec
+from lblab.simulator.simulated_testbed import mean_sleeps_ms
 from tests.run_fixture import run_lblab
 
 GIVEN_A_MS = 1.5
@@ -86,6 +87,8 @@ def test_the_fit_gives_back_the_cost_besides_the_sleeps(calibrated) -> None:
 
 
 def test_sleeps_are_read_only_from_servers_that_sleep() -> None:
-    servers = [{"id": "s1", "delay_ms": 10}, {"id": "s2", "delay_ms": 0}, {"id": "s3"}, "junk"]
-    assert sleeps_ms(servers) == {"s1": 10.0}
-    assert sleeps_ms(None) == {} and sleeps_ms("s1") == {}
+    given = [{"id": "s1", "delay_ms": 10}, {"id": "s2", "delay_ms": 0}, {"id": "s3"},
+             {"id": "s4", "delay_ms": 4, "delay_dist": "exp"}]  # fmt: skip
+    servers = [ServerSpec.from_table(s, "servers") for s in given]
+    assert mean_sleeps_ms(servers) == {"s1": 10.0, "s4": 4.0}
+    assert mean_sleeps_ms([]) == {}
