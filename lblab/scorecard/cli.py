@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from lblab.config import parse_duration, parse_names
+from lblab.config import parse_assignments, parse_duration, parse_names
 from lblab.errors import EXIT_INTERRUPTED, ConfigError
 from lblab.pages import FORMAT_HELP, check_format, stamped, this_command
 from lblab.stamp import take
@@ -17,7 +17,13 @@ from lblab.stamp import take
 def show(out: Path, fmt: str, opening: str) -> None:
     """The scorecard in ``out`` on standard output: a table a testbed, its JSON, or the
     page of docs/results/ (``opening``: its stamp)."""
-    from lblab.analysis.scorecard import SHORT, markdown_page, overview_rows, read_scorecard
+    from lblab.analysis.scorecard import (
+        SHORT,
+        markdown_page,
+        overview_rows,
+        policy_words,
+        read_scorecard,
+    )
 
     card = read_scorecard(out)
     if fmt == "json":
@@ -38,6 +44,42 @@ def show(out: Path, fmt: str, opening: str) -> None:
             for row in rows:
                 shown.add_row(*(str(v) for v in row))
             Console().print(shown)
+        if policy_words(card):
+            Console().print(policy_words(card), markup=False)
+
+
+def pool_policy(given: list[str]) -> dict[str, Any]:
+    """``--health`` NAME=VALUE items as a ``[health]`` layer, checked as the file's table is
+    (a number stays a number, so the runs' configs say what a file would)."""
+    from lblab.balancer.health_options import HEALTH_OPTIONS, health_config
+
+    layer: dict[str, Any] = {}
+    for item in given:
+        for name, value in parse_assignments(
+            item, "--health", "success_rate_stdev_factor=1.9"
+        ).items():
+            if name not in HEALTH_OPTIONS:
+                raise ConfigError(
+                    f"--health: {name!r} is not a health option; they are "
+                    f"{', '.join(HEALTH_OPTIONS)}"
+                )
+            if name in layer:
+                raise ConfigError(f"--health: {name!r} is given twice")
+            layer[name] = _number_or_text(value)
+    try:
+        health_config(layer)
+    except ConfigError as exc:
+        raise ConfigError(f"--health {str(exc).removeprefix('health.')}") from None
+    return layer
+
+
+def _number_or_text(value: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            continue
+    return value
 
 
 def register(app: typer.Typer) -> None:
@@ -77,6 +119,17 @@ def register(app: typer.Typer) -> None:
             "past it no case adds a block beyond its own minimum (3 in the library). 0: no "
             "budget.",
         ),
+        health: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--health",
+                help="A health option (a key of the file's health table) for every case's "
+                "balancers, NAME=VALUE (repeatable, "
+                "or a comma list; `lblab balancer --help` has them, e.g. "
+                "success_rate_stdev_factor=1.9 for Envoy's success-rate ejection): the card "
+                "of that pool policy, beside the default one.",
+            ),
+        ] = None,
         seed: int = typer.Option(1, "--seed", help="Base seed of every case's run."),
         out: str | None = typer.Option(
             None,
@@ -139,6 +192,7 @@ def register(app: typer.Typer) -> None:
         if len(set(names)) != len(names):
             raise ConfigError(f"--strategies: {', '.join(strategies)} names a strategy twice")
         plan = Plan(
+            health=pool_policy(health or []),
             cases=cases,
             strategies=strategies,
             names=names,

@@ -16,14 +16,14 @@ frame's three.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from lblab.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PHASE_FAILED
+from lblab.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PHASE_FAILED, ConfigError
 from lblab.scorecard.library import LibraryCase
 
 TESTBED_KINDS = ("simulated", "local")
@@ -41,6 +41,9 @@ class Plan:
     seed: int = 1
     budget_s: float = 0.0
     reports: bool = False
+    health: Mapping[str, Any] = field(default_factory=dict)
+    """A ``[health]`` layer over every case's own (``lblab scorecard --health``): the
+    card of that pool policy."""
 
     def run_dir(self, case: LibraryCase, testbed: str) -> Path:
         return self.out / testbed / case.name
@@ -57,7 +60,10 @@ class Plan:
         }
         if self.budget_s:
             run["budget"] = f"{self.budget_s / runs:.3f}s"
-        return {"run": run, "testbed": {"kind": testbed}}
+        layer: dict[str, Any] = {"run": run, "testbed": {"kind": testbed}}
+        if self.health:
+            layer["health"] = dict(self.health)
+        return layer
 
 
 def run_scorecard(plan: Plan, console: Console) -> int:
@@ -66,6 +72,7 @@ def run_scorecard(plan: Plan, console: Console) -> int:
     interrupted."""
     from lblab.analysis.scorecard import Case, build_scorecard, write_page, write_scorecard
 
+    _check_same_policy(plan)
     plan.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     done: list[Case] = []
@@ -92,6 +99,7 @@ def run_scorecard(plan: Plan, console: Console) -> int:
                     "strategies": list(plan.names),
                     "testbeds": list(plan.testbeds),
                     "seed": plan.seed,
+                    "health": dict(plan.health),
                     "started": started,
                     "seconds": round(time.time() - started, 1),
                     "complete": len(done) == total,
@@ -101,6 +109,21 @@ def run_scorecard(plan: Plan, console: Console) -> int:
             write_page(plan.out, card)
     console.print(f"scorecard: {plan.out / 'scorecard.json'} and {plan.out / 'scorecard.html'}")
     return code
+
+
+def _check_same_policy(plan: Plan) -> None:
+    """A scorecard continued in its --out keeps its pool policy: its done cases ran with it."""
+    from lblab.analysis.scorecard import read_scorecard
+
+    if not (plan.out / "scorecard.json").is_file():
+        return
+    before = dict(read_scorecard(plan.out).get("health") or {})
+    if before != dict(plan.health):
+        said = ", ".join(f"{k}={v}" for k, v in before.items()) or "the defaults"
+        raise ConfigError(
+            f"--out {plan.out} holds a scorecard whose balancers ran with [health] {said}; "
+            "give the same --health to continue it, or another --out"
+        )
 
 
 def _run_case(plan: Plan, case: LibraryCase, testbed: str, console: Console) -> int:

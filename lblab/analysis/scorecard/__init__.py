@@ -11,6 +11,7 @@ from lblab.analysis.scorecard.page import (
     case_section,
     markdown_page,
     overview_rows,
+    policy_words,
     write_page,
 )
 
@@ -21,6 +22,7 @@ __all__ = [
     "case_section",
     "markdown_page",
     "overview_rows",
+    "policy_words",
     "read_scorecard",
     "write_page",
     "write_scorecard",

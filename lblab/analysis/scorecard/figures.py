@@ -30,7 +30,16 @@ from lblab.analysis.run import run_answer
 from lblab.analysis.validity import failed_phases
 from lblab.errors import ConfigError
 from lblab.files import write_bytes_atomically
-from lblab.json_fields import checked, optional, read_json, text, to_plain, tuple_of, whole
+from lblab.json_fields import (
+    an_object,
+    checked,
+    optional,
+    read_json,
+    text,
+    to_plain,
+    tuple_of,
+    whole,
+)
 from lblab.results import ERROR_KINDS
 
 SCORECARD_FILE = "scorecard.json"
@@ -181,6 +190,7 @@ _scorecard = checked(
     {},
     {
         "testbeds": optional(_texts),
+        "health": optional(an_object),
         "scenarios": tuple_of(
             checked(dict.fromkeys(("scenario", "title", "source", "tests", "headline"), text))
         ),

@@ -58,6 +58,15 @@ def _formatted(value: Any, headline: str) -> str:
     return number(value, metric_info(headline).fmt)
 
 
+def policy_words(card: Mapping[str, Any]) -> str:
+    """The pool policy every case ran with, in words ("" for the defaults)."""
+    health = card.get("health") or {}
+    if not health:
+        return ""
+    given = ", ".join(f"{name} = {value}" for name, value in health.items())
+    return f"Every case's balancers ran with [health] {given} (lblab scorecard --health)."
+
+
 def verdict_label(winner: Mapping[str, Any]) -> str:
     names = winner.get("strategies") or []
     return MARK.get(str(winner.get("verdict")), "?") + "/".join(names) if names else "-"
@@ -203,7 +212,7 @@ Each cell: the strategy's rank within the case on the case's headline metric, an
 mean over the blocks; the verdict row says who is resolved best (paired within blocks),
 <b>=</b> a tie of the group named, <b>?</b> not resolved yet (the best by mean named).
 The figures with their intervals are in scorecard.json; each case's run folder has its
-own tables and report.</p>
+own tables and report. {esc(policy_words(card))}</p>
 <table><tr><th class="name" rowspan="2">strategy</th>{head}</tr><tr>{sub}</tr>
 {"".join(rows)}</table>
 <h2>Where each strategy is best and worst</h2>
@@ -330,17 +339,33 @@ def case_section(card: Mapping[str, Any], scenario: str, testbed: str) -> list[s
 def markdown_page(card: Mapping[str, Any], opening: str) -> str:
     """``docs/results/scorecard.md``: ``opening`` (the stamp), then for each testbed the
     overview and every case's section."""
-    out = [
-        "# Scorecard",
-        "",
-        "What it runs and how to read it: [The scorecard of hard cases]"
-        "(../guides/scorecard.md). Written by `scripts/results-pages scorecard` from the "
-        "command below: do not edit; rerun it. Each case's section is what "
-        "`tests/e2e/test_scorecard.py` diffs.",
-        "",
-        opening,
-        "",
-    ]
+    policy = policy_words(card)
+    if policy:
+        out = [
+            "# Scorecard of a pool policy",
+            "",
+            "The library's cases and strategies as on [the scorecard](scorecard.md), every "
+            "case's balancers with one pool policy ([A pool policy's card]"
+            "(../guides/scorecard.md#a-pool-policys-card)). Written by `scripts/results-pages "
+            "scorecard-policy` from the command below: do not edit; rerun it.",
+            "",
+            opening,
+            "",
+            policy,
+            "",
+        ]
+    else:
+        out = [
+            "# Scorecard",
+            "",
+            "What it runs and how to read it: [The scorecard of hard cases]"
+            "(../guides/scorecard.md). Written by `scripts/results-pages scorecard` from the "
+            "command below: do not edit; rerun it. Each case's section is what "
+            "`tests/e2e/test_scorecard.py` diffs.",
+            "",
+            opening,
+            "",
+        ]
     for testbed in card.get("testbeds") or []:
         out += [f"## Every strategy x every case ({SHORT.get(testbed, testbed)})", ""]
         out += overview(card, testbed)
