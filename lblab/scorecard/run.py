@@ -45,6 +45,17 @@ class Plan:
     """A ``[health]`` layer over every case's own (``lblab scorecard --health``): the
     card of that pool policy."""
 
+    def options(self) -> dict[str, dict[str, str]]:
+        """The strategies given with options of their own in brackets: name -> those
+        options (the card's rows say them; the runs' tables name the strategy only)."""
+        from lblab.balancer.strategies.options import split_options
+
+        given = {
+            name: split_options(s, "--strategies")[1]
+            for name, s in zip(self.names, self.strategies, strict=True)
+        }
+        return {name: dict(own) for name, own in given.items() if own}
+
     def run_dir(self, case: LibraryCase, testbed: str) -> Path:
         return self.out / testbed / case.name
 
@@ -100,6 +111,7 @@ def run_scorecard(plan: Plan, console: Console) -> int:
                     "testbeds": list(plan.testbeds),
                     "seed": plan.seed,
                     "health": dict(plan.health),
+                    "options": plan.options(),
                     "started": started,
                     "seconds": round(time.time() - started, 1),
                     "complete": len(done) == total,

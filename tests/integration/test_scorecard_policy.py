@@ -89,3 +89,17 @@ def test_a_bad_policy_is_one_clear_line(tmp_path: Path, health: str, said: str) 
     assert done.returncode == 2, done.stderr
     assert said in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_a_strategy_given_with_options_is_a_row_that_says_them(tmp_path: Path) -> None:
+    # Linkerd's failure-aware load: the penalty its proxy adds to Peak-EWMA (5 s).
+    penalised = "peak-ewma[failure_penalty_ms=5000]"
+    done = run_lblab(["scorecard", "--scenarios", "fast-failures", "-s", f"{penalised},rr",
+                      "--out", str(tmp_path / "card"), "--format", "markdown"], 180)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    card = _card(tmp_path / "card")
+    assert card["options"] == {"peak-ewma": {"failure_penalty_ms": "5000"}}
+    assert card["strategies"] == ["peak-ewma", "rr"]  # the runs' tables name the strategy
+    rows = [line.split(" | ")[0] for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert f"| {penalised}" in rows and "| rr" in rows and "| peak-ewma" not in rows
+    assert penalised in (tmp_path / "card" / "scorecard.html").read_text()

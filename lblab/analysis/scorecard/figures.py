@@ -33,6 +33,7 @@ from lblab.files import write_bytes_atomically
 from lblab.json_fields import (
     an_object,
     checked,
+    map_of,
     optional,
     read_json,
     text,
@@ -191,6 +192,7 @@ _scorecard = checked(
     {
         "testbeds": optional(_texts),
         "health": optional(an_object),
+        "options": optional(map_of(an_object)),
         "scenarios": tuple_of(
             checked(dict.fromkeys(("scenario", "title", "source", "tests", "headline"), text))
         ),

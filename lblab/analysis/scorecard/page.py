@@ -67,8 +67,17 @@ def policy_words(card: Mapping[str, Any]) -> str:
     return f"Every case's balancers ran with [health] {given} (lblab scorecard --health)."
 
 
-def verdict_label(winner: Mapping[str, Any]) -> str:
-    names = winner.get("strategies") or []
+def row_label(card: Mapping[str, Any], strategy: str) -> str:
+    """A strategy as the card's rows name it: with the options of its own it was given
+    (``peak-ewma[failure_penalty_ms=5000]``), which its runs' tables do not say."""
+    options = (card.get("options") or {}).get(strategy)
+    if not options:
+        return strategy
+    return f"{strategy}[{','.join(f'{k}={v}' for k, v in options.items())}]"
+
+
+def verdict_label(winner: Mapping[str, Any], card: Mapping[str, Any]) -> str:
+    names = [row_label(card, n) for n in winner.get("strategies") or []]
     return MARK.get(str(winner.get("verdict")), "?") + "/".join(names) if names else "-"
 
 
@@ -115,7 +124,14 @@ def agreement(card: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         if sim is None or live is None:
             continue
         same = set(sim.get("strategies") or []) & set(live.get("strategies") or [])
-        rows.append((name, verdict_label(sim), verdict_label(live), "agree" if same else "differ"))
+        rows.append(
+            (
+                name,
+                verdict_label(sim, card),
+                verdict_label(live, card),
+                "agree" if same else "differ",
+            )
+        )
     return rows
 
 
@@ -175,16 +191,18 @@ def page(card: Mapping[str, Any]) -> str:
                     f"<td{_shade(rank, counts[(s['scenario'], t)])}>"
                     f"{'#' + str(rank) if rank else ''} {esc(figure)}</td>"
                 )
-        rows.append(f'<tr><td class="name">{esc(strategy)}</td>{"".join(tds)}</tr>')
+        rows.append(
+            f'<tr><td class="name">{esc(row_label(card, strategy))}</td>{"".join(tds)}</tr>'
+        )
     verdicts = "".join(
-        f"<td>{esc(verdict_label(w) if (w := _winner_of(card, s['scenario'], t)) else '-')}</td>"
+        f"<td>{esc(verdict_label(w, card) if (w := _winner_of(card, s['scenario'], t)) else '-')}</td>"
         for s in scenarios
         for t in testbeds
     )
     rows.append(f'<tr class="verdict"><td class="name">verdict</td>{verdicts}</tr>')
     extremes = best_and_worst(card)
     extreme_rows = "".join(
-        f'<tr><td class="name">{esc(s)}</td><td class="name">{esc(", ".join(best) or "-")}</td>'
+        f'<tr><td class="name">{esc(row_label(card, s))}</td><td class="name">{esc(", ".join(best) or "-")}</td>'
         f'<td class="name">{esc(", ".join(worst) or "-")}</td></tr>'
         for s, (best, worst) in extremes.items()
     )
@@ -245,7 +263,7 @@ def overview_rows(
     columns = ["strategy", *(s["scenario"] for s in scenarios)]
     rows: list[list[Any]] = []
     for strategy in card.get("strategies", []):
-        row: list[Any] = [strategy]
+        row: list[Any] = [row_label(card, strategy)]
         for s in scenarios:
             shown = _ranked(cells, s, strategy, testbed)
             if shown is None:
@@ -256,7 +274,7 @@ def overview_rows(
         rows.append(row)
     rows.append(
         ["**verdict**", *(
-            verdict_label(w) if (w := _winner_of(card, s["scenario"], testbed)) else "-"
+            verdict_label(w, card) if (w := _winner_of(card, s["scenario"], testbed)) else "-"
             for s in scenarios
         )]
     )  # fmt: skip
@@ -274,7 +292,10 @@ def overview(card: Mapping[str, Any], testbed: str = "simulated") -> list[str]:
     extremes = best_and_worst({**card, "testbeds": [testbed], "cells": mine})
     lines += ["", *table(
         ["strategy", "best in", "worst in"],
-        [(s, ", ".join(b) or "-", ", ".join(w) or "-") for s, (b, w) in extremes.items()],
+        [
+            (row_label(card, s), ", ".join(b) or "-", ", ".join(w) or "-")
+            for s, (b, w) in extremes.items()
+        ],
     )]  # fmt: skip
     return lines
 
@@ -316,7 +337,8 @@ def case_section(card: Mapping[str, Any], scenario: str, testbed: str) -> list[s
         )
         rows.append(
             (
-                c.get("rank") or "-", c["strategy"], _formatted(h.get("mean"), headline) + band,
+                c.get("rank") or "-", row_label(card, c["strategy"]),
+                _formatted(h.get("mean"), headline) + band,
                 fig(c, "success_rate", "success_rate"), fig(c, "p50_ms", "latency_p50_ms"),
                 fig(c, "p99_ms", "latency_p99_ms"), fig(c, "p999_ms", "latency_p999_ms"),
                 fig(c, "throughput", "throughput_rps"), fig(c, "recovery_s", "recovery_s"),
@@ -329,7 +351,7 @@ def case_section(card: Mapping[str, Any], scenario: str, testbed: str) -> list[s
         "",
         f"{about['tests'][0].upper()}{about['tests'][1:]}. Source: {about['source']}. "
         f"Judged on {metric_info(headline).label}: "
-        f"**{verdict_label(w) if w else '-'}**" + (f" ({w['verdict']})" if w else "") + ".",
+        f"**{verdict_label(w, card) if w else '-'}**" + (f" ({w['verdict']})" if w else "") + ".",
         "",
         *table(SECTION_COLUMNS, rows),
     ]
