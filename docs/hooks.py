@@ -446,6 +446,23 @@ def config_page() -> str:
             shown = f"`{flag}`" if flag in run_flags else ""
             out.append(f"| `{key}` | `{toml_value(value)}` | {shown} | {_cell(what)} |")
         out.append("")
+    simulate_flags = flags_of("simulate")
+    out += [
+        "## `[simulator]`",
+        "",
+        "What only the simulated testbed has, each key `lblab simulate`'s flag of its name "
+        "(a live testbed refuses the table; a file run on both gives it as "
+        "`[simulated.simulator]`):",
+        "",
+        "| key | flag | what |",
+        "|---|---|---|",
+        *(
+            f"| `{key}` | `--{key.replace('_', '-')}` | "
+            f"{_cell(simulate_flags.get('--' + key.replace('_', '-'), ''))} |"
+            for key in config_layers.SIMULATOR_KEYS
+        ),
+        "",
+    ]
     servers = config_layers.DEFAULTS["servers"]
     out += [
         "## `[[servers]]` and `[weights]`",
