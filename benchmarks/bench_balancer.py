@@ -887,7 +887,7 @@ def trace_rows(bench: BalancerBench) -> list[dict[str, object]]:
                 "target": target,
                 "requests": b.requests,
                 **{
-                    f"req per {kind}, {side}": finite(b.per_call(side, kind), 2)
+                    f"req per {kind}, {side}": _per_call(b.per_call(side, kind))
                     for side in strace_batching.SIDES
                     for kind in ("read", "write")
                 },
@@ -895,6 +895,12 @@ def trace_rows(bench: BalancerBench) -> list[dict[str, object]]:
             }
         )
     return rows
+
+
+def _per_call(value: float) -> object:
+    """Two decimals, or two significant digits below 0.1 (a 1 MB request takes dozens of
+    calls: 0.016 requests per call, not 0.02)."""
+    return finite(value, 2) if math.isnan(value) or value >= 0.1 else f"{value:.2g}"
 
 
 def through_reading(bench: BalancerBench, size: str, conc: int) -> str:
@@ -1109,7 +1115,9 @@ def markdown(bench: BalancerBench, stamp: Stamp, command: str) -> str:
             "under strace (`--strace`, `benchmarks/strace_batching.py`; slowed by it): "
             "reads are read/recvfrom/readv/recvmsg, writes write/sendto/writev/sendmsg, "
             "*client* the connections accepted from the client, *backend* those to the "
-            "backends; every call counts, EAGAIN included (*failed calls per req*):",
+            "backends; every call counts, EAGAIN included (*failed calls per req*). "
+            "*requests* are those the cell answered in its window: a cell strace slowed "
+            "below one answer has no figures:",
             "",
             *table(list(traced[0]), traced),
         ]

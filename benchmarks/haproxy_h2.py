@@ -11,6 +11,13 @@ both ways, as the raw-frame targets' echo does. ``method="GET"`` sends no body (
 setup measured by hand for issue 44). *Direct* for this target is the same h2load
 straight to one nghttpd: h2load cannot spread one client over three hosts.
 
+Flow control: nghttpd's receive windows are raised (``WINDOW_BITS``: 16 MB a stream, 1 GB
+a connection) so a backend never throttles an upload; at its default 64 KB the direct
+10 KB cell at 64 in flight ran at 0.6x the raised windows' throughput (one hand check,
+2026-12-03, shared machine). HAProxy keeps its defaults (16 KB buffers, 64 KB initial
+window): raising ``tune.h2.initial-window-size`` to 1 MB did not lower its CPU per 1 MB
+request in the same check. RSocket's request-response has no such windows.
+
 Here: the HAProxy config, the processes (started with deadlines, stopped with
 ``lblab.procs.stop``), one h2load run per cell and the parsing of its summary and its
 per-request log (``--log-file``). ``bench_balancer.py`` takes the CPU over the measured
@@ -42,6 +49,8 @@ MARGIN_S = 0.25
 """h2load's measured phase starts this long before the window and ends this long after:
 its start-up and its first and last requests stay outside the window."""
 START_TIMEOUT_S = 10.0
+WINDOW_BITS = (24, 30)
+"""nghttpd's ``-w`` and ``-W``: its stream and connection receive windows, 2**N - 1 bytes."""
 
 
 def missing_tools() -> str | None:
@@ -181,6 +190,7 @@ def start_bed(
         for i in range(BACKENDS):
             port = free_port()
             argv = ["nghttpd", "--no-tls", "-a", "127.0.0.1", "-d", str(docroot)]
+            argv += ["-w", str(WINDOW_BITS[0]), "-W", str(WINDOW_BITS[1])]
             argv += ["-m", str(streams), str(port)]
             bed.backends.append(start_listening(f"nghttpd n{i}", argv, port, workdir / f"n{i}.log"))
         port = free_port()

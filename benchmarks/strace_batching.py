@@ -57,7 +57,7 @@ class Batching:
     def per_call(self, side: str, kind: str) -> float:
         """Requests per call: above 1, one call carries several requests."""
         calls = self.calls[side, kind]
-        return self.requests / calls if calls else float("nan")
+        return self.requests / calls if calls and self.requests else float("nan")
 
     def failed_per_request(self) -> float:
         return sum(self.failed.values()) / self.requests if self.requests else float("nan")

@@ -588,9 +588,15 @@ def test_balancer_prints_the_traced_batching() -> None:
     b = sb.Batching(100)
     b.calls.update({("client", "read"): 50, ("client", "write"): 100, ("backend", "read"): 40})
     b.failed[("backend", "read")] = 10
+    big = sb.Batching(100)  # a 1 MB cell: dozens of calls a request
+    big.calls.update({("client", "read"): 6250, ("backend", "write"): 6250})
+    slowed = sb.Batching(0)  # strace slowed the cell below one answer in its window
+    slowed.calls[("client", "read")] = 40
+    traces = {("100B", 10, "through"): b, ("1MB", 10, "through"): big}
+    traces[("1MB", 64, "through")] = slowed
     bb = m.BalancerBench(
         "rr", 1, 1.0, None, ["direct", "through"], ["100B"], [10], results, {"rr": 0.5},
-        (0.1, 0.1, 0.1), traces={("100B", 10, "through"): b},
+        (0.1, 0.1, 0.1), traces=traces,
     )  # fmt: skip
     text = m.markdown(bb, STAMP, "uv run python benchmarks/bench_balancer.py --markdown")
     *_, traced, _ = check_section(text, "The balancer's cost per request", "bench_balancer")
@@ -599,6 +605,8 @@ def test_balancer_prints_the_traced_batching() -> None:
         "| req per read, backend | req per write, backend | failed calls per req |"
     )
     assert traced[2] == "| 100B | 10 | through | 100 | 2.00 | 1.00 | 2.50 |  | 0.10 |"
+    assert traced[3] == "| 1MB | 10 | through | 100 | 0.016 |  |  | 0.016 | 0.00 |"
+    assert traced[4] == "| 1MB | 64 | through | 0 |  |  |  |  |  |"
 
 
 def test_strace_lines_are_sorted_by_side_inside_the_window() -> None:
