@@ -712,6 +712,12 @@ def measure(args: argparse.Namespace) -> BalancerBench:
     )
 
 
+def _print_rows(rows: Sequence[dict[str, object]]) -> None:
+    """Each row on one line, ``key value`` pairs (``-`` for a missing value)."""
+    for row in rows:
+        print("  " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in row.items()))
+
+
 def print_text(bench: BalancerBench) -> None:
     med, sizes, targets = bench.med, bench.sizes, bench.targets
     load1, load5, _ = bench.load
@@ -760,8 +766,7 @@ def print_text(bench: BalancerBench) -> None:
             "\nlblab in its class, medians (issue 44's bounds: 'yes' where the medians meet "
             "them, and how many rounds did; HAProxy TCP is the relay floor, not a bound):"
         )
-        for row in inclass_rows(bench):
-            print("  " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in row.items()))
+        _print_rows(inclass_rows(bench))
     for target, why in bench.left_out.items():
         print(f"\n({target} left out: {why})")
     if bench.traces:
@@ -769,8 +774,7 @@ def print_text(bench: BalancerBench) -> None:
             "\nrequests per system call under strace (one traced cell per proxy after the "
             "rounds, slowed by strace; all calls counted, EAGAIN included):"
         )
-        for row in trace_rows(bench):
-            print("  " + "  ".join(f"{k} {'-' if v is None else v}" for k, v in row.items()))
+        _print_rows(trace_rows(bench))
     print("\npick alone, us per call over 3 backends:")
     for name, us in bench.picks.items():
         print(f"  {name:>18} {us:6.2f}")

@@ -125,9 +125,9 @@ def run_scorecard(plan: Plan, console: Console) -> int:
 
 def _check_same_policy(plan: Plan) -> None:
     """A scorecard continued in its --out keeps its pool policy: its done cases ran with it."""
-    from lblab.analysis.scorecard import read_scorecard
+    from lblab.analysis.scorecard import SCORECARD_FILE, read_scorecard
 
-    if not (plan.out / "scorecard.json").is_file():
+    if not (plan.out / SCORECARD_FILE).is_file():
         return
     before = dict(read_scorecard(plan.out).get("health") or {})
     if before != dict(plan.health):

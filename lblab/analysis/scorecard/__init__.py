@@ -5,7 +5,13 @@
 - ``page``: the scorecard as a page and as markdown.
 """
 
-from lblab.analysis.scorecard.figures import Case, build_scorecard, read_scorecard, write_scorecard
+from lblab.analysis.scorecard.figures import (
+    SCORECARD_FILE,
+    Case,
+    build_scorecard,
+    read_scorecard,
+    write_scorecard,
+)
 from lblab.analysis.scorecard.page import (
     SHORT,
     case_section,
@@ -16,6 +22,7 @@ from lblab.analysis.scorecard.page import (
 )
 
 __all__ = [
+    "SCORECARD_FILE",
     "SHORT",
     "Case",
     "build_scorecard",
