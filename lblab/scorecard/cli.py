@@ -44,8 +44,9 @@ def show(out: Path, fmt: str, opening: str) -> None:
             for row in rows:
                 shown.add_row(*(str(v) for v in row))
             Console().print(shown)
-        if policy_words(card):
-            Console().print(policy_words(card), markup=False)
+        said = policy_words(card)
+        if said:
+            Console().print(said, markup=False)
 
 
 def pool_policy(given: list[str]) -> dict[str, Any]:
