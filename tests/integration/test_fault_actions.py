@@ -175,6 +175,10 @@ COLD_FACTOR = 5.0
 COLD_S = 2.0
 
 
+# Quiet: it times each request's slot to the millisecond. In the fresh-clone suite of
+# 2026-12-03 (parallel pass, hypervisor steal all day) one request after the cold
+# window took 36.2 ms in its 20 ms slot, past the 1.5x bound.
+@pytest.mark.quiet
 @pytest.mark.parametrize("server", [("--delay-ms", "20")], indirect=True)
 def test_cold_start_eases_linearly_live_and_simulated(server: Child) -> None:
     client = RSocketClient("127.0.0.1", server.ready["port"])
