@@ -181,6 +181,8 @@ def balancer_command(
     slow_start_window: str = _health_option("slow_start_window"),
     slow_start_aggression: float = _health_option("slow_start_aggression"),
     slow_start_min_weight: float = _health_option("slow_start_min_weight"),
+    slow_start_fast_after: int = _health_option("slow_start_fast_after"),
+    slow_start_fast_ratio: float = _health_option("slow_start_fast_ratio"),
 ) -> None:
     """Run the RSocket balancer node: forward each request to a backend the strategy picks."""
     from dataclasses import replace
@@ -212,6 +214,8 @@ def balancer_command(
             "slow_start_window": slow_start_window,
             "slow_start_aggression": slow_start_aggression,
             "slow_start_min_weight": slow_start_min_weight,
+            "slow_start_fast_after": slow_start_fast_after,
+            "slow_start_fast_ratio": slow_start_fast_ratio,
         },
         flags=True,
     )

@@ -21,7 +21,15 @@ applies them to its backends.
   defines the same): for ``slow_start_window_s`` after a backend becomes available again
   its weight is multiplied by ``max(min_weight, (max(t, 1 ms) / window) ** (1 /
   aggression))``, ``t`` the time since it came back (Envoy's ``applySlowStartFactor``
-  floors ``t`` at 1 ms, so the factor is never 0).
+  floors ``t`` at 1 ms, so the factor is never 0). lblab's addition, off with
+  ``slow_start_fast_after`` 0: slow start also ends early, at the answer that makes a
+  backend measured as fast as its peers, once it has given ``slow_start_fast_after``
+  successful answers since it came and their mean latency is at most
+  ``slow_start_fast_ratio`` times the median of its peers' latency EWMAs (the peers: the
+  other backends that are UP, not in slow start and have a latency sample; none: it
+  does not end early). Envoy, gRPC's A100, Finagle and Linkerd have no such rule (Envoy
+  and A100 ramp by time alone; Finagle's and Linkerd's Peak-EWMA ease a new endpoint
+  in by its measured latency alone: ``slow_start_fast``).
 - Panic (Envoy's ``healthy_panic_threshold``, default 50 %): when fewer than
   ``panic_threshold`` of the connected backends are un-ejected, ejection is ignored and
   every connected backend takes requests again. Ejection exists to route around a few
@@ -33,6 +41,7 @@ applies them to its backends.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lblab.errors import ConfigError
@@ -61,10 +70,18 @@ class HealthConfig:
     eject_max_s: float = 30.0
     slow_start_window_s: float = 10.0
     """0 turns slow start off."""
-    slow_start_aggression: float = 1.0
-    slow_start_min_weight: float = 0.1
+    slow_start_aggression: float = 0.5
+    """The ramp's shape: 0.5, a square, slower at first (Envoy's and A100's default: 1,
+    linear; lblab's default and why: docs/ALGORITHMS.md, "Health")."""
+    slow_start_min_weight: float = 0.01
     """The least share of its weight a backend in slow start gets (Envoy's and A100's
-    ``min_weight_percent``, default 10 %)."""
+    ``min_weight_percent``; their default 10 %, lblab's 1 %)."""
+    slow_start_fast_after: int = 5
+    """Successful answers since it came after which a backend measured as fast as its
+    peers ends its slow start early (``slow_start_fast``); 0 turns that off."""
+    slow_start_fast_ratio: float = 1.0
+    """"As fast as its peers": the mean latency of its answers since it came at most
+    this many times the median of the peers' latency EWMAs."""
     ewma_tau_s: float = 1.0
     """Time constant of ``BackendView.latency_ewma_ms`` (``w = exp(-dt / tau)``)."""
     slow_start_step_s: float = 0.25
@@ -112,6 +129,12 @@ class HealthConfig:
             "slow_start_min_weight",
             "must be a share in [0, 1]",
         )
+        need(
+            0 <= self.slow_start_fast_after <= 1_000_000,
+            "slow_start_fast_after",
+            "must be 0 (off) to 1000000 answers",
+        )
+        need(_pos(self.slow_start_fast_ratio), "slow_start_fast_ratio", "must be > 0")
         need(_pos(self.ewma_tau_s), "ewma_tau_s", "must be > 0 seconds")
         need(_pos(self.slow_start_step_s), "slow_start_step_s", "must be > 0 seconds")
         need(
@@ -165,6 +188,23 @@ def slow_start_factor(config: HealthConfig, elapsed: float) -> float:
         return 1.0
     ramp = (max(elapsed, SLOW_START_FLOOR_S) / window) ** (1.0 / config.slow_start_aggression)
     return max(config.slow_start_min_weight, ramp)
+
+
+def slow_start_fast(
+    config: HealthConfig, answers: int, mean_ms: float, peers_ms: Sequence[float]
+) -> bool:
+    """Whether a backend in slow start is measured as fast as its peers, and so ends it
+    early: ``slow_start_fast_after`` (not 0) successful answers since it came or more,
+    whose mean latency ``mean_ms`` is at most ``slow_start_fast_ratio`` times the median
+    of ``peers_ms`` (the peers' latency EWMAs; the mean of the middle two for an even
+    count). No peers: False (nothing to be as fast as)."""
+    after = config.slow_start_fast_after
+    if after == 0 or answers < after or not peers_ms:
+        return False
+    ranked = sorted(peers_ms)
+    middle = len(ranked) // 2
+    median = ranked[middle] if len(ranked) % 2 else (ranked[middle - 1] + ranked[middle]) / 2.0
+    return mean_ms <= config.slow_start_fast_ratio * median
 
 
 class SuccessWindow:

@@ -70,16 +70,29 @@ HEALTH_OPTIONS: Final[dict[str, tuple[Any, Kind, str]]] = {
         "back has its weight scaled up over this long; 0s: off.",
     ),
     "slow_start_aggression": (
-        1.0,
+        0.5,
         "number",
-        "Shape of the slow-start ramp (time share to the power 1/aggression; 1: linear, "
-        "above 1: faster at first). Above 0.",
+        "Shape of the slow-start ramp (time share to the power 1/aggression; 1: linear as "
+        "Envoy's default, above 1: faster at first, 0.5: a square, slower). Above 0.",
     ),
     "slow_start_min_weight": (
-        10.0,
+        1.0,
         "percent",
         "Percent (0..100) of its weight a backend gets at least in slow start (Envoy's and "
-        "A100's min_weight_percent).",
+        "A100's min_weight_percent, whose default is 10).",
+    ),
+    "slow_start_fast_after": (
+        5,
+        "count_or_off",
+        "End a backend's slow start early once it has given this many successful answers "
+        "since it came and is as fast as its peers (--slow-start-fast-ratio; lblab's rule, "
+        "not Envoy's or A100's); 0: off (0..1000000).",
+    ),
+    "slow_start_fast_ratio": (
+        1.0,
+        "number",
+        "As fast as its peers: the mean latency of its answers since it came at most this "
+        "many times the median of the peers' latency EWMAs. Above 0.",
     ),
 }
 """name -> (default as written, kind, help)."""
@@ -143,6 +156,8 @@ def _build(parsed: Mapping[str, float]) -> HealthConfig:
         slow_start_window_s=parsed["slow_start_window"],
         slow_start_aggression=parsed["slow_start_aggression"],
         slow_start_min_weight=parsed["slow_start_min_weight"],
+        slow_start_fast_after=int(parsed["slow_start_fast_after"]),
+        slow_start_fast_ratio=parsed["slow_start_fast_ratio"],
     )
 
 

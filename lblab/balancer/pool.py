@@ -69,7 +69,13 @@ from lblab.config import check_weight
 from lblab.errors import ConfigError, LocalProtocolError
 from lblab.loadreport import LoadReport, ProbeAnswer
 
-from .health import HealthConfig, SuccessWindow, ejection_duration, slow_start_factor
+from .health import (
+    HealthConfig,
+    SuccessWindow,
+    ejection_duration,
+    slow_start_factor,
+    slow_start_fast,
+)
 from .strategies.base import BackendView, Health, Outcome, RequestView, Strategy, eligible
 from .strategies.ewma import decay
 
@@ -146,6 +152,10 @@ class _Health:
     back_at: float | None = None
     """When the backend last became available again (for the backoff reset)."""
     slow_since: float | None = None
+    slow_answers: int = 0
+    """Successful answers since it came, while in slow start (``slow_start_fast``)."""
+    slow_sum_ms: float = 0.0
+    """Their latencies' sum."""
     ewma_at: float = 0.0
     window: SuccessWindow | None = None
     """Outcomes over the success-rate window (None while success-rate ejection is off)."""
@@ -256,9 +266,12 @@ class Pool:
             return  # removed from the pool while in flight: bookkeeping only
         record = self._health[view.id]
         ejected = False
+        fast = False
         if outcome.ok:
             view.consecutive_failures = 0
             self._observe_latency(view, record, outcome.latency_ms, now)
+            if self.health.slow_start_fast_after and view.id in self._slow:
+                fast = self._slow_answer(view, record, outcome.latency_ms)
             if record.back_at is not None and now - record.back_at >= self.health.eject_max_s:
                 record.ejections = 0
                 record.back_at = None
@@ -281,8 +294,28 @@ class Pool:
             success = outcome.ok or not outcome.backend_fault
             ejected = self._tally(view, record, success, now) or ejected
         self.strategy.on_complete(view, request, outcome, now)
-        if ejected:
+        if ejected or fast:
             self.strategy.on_pool_change(self.views, now)
+
+    def _slow_answer(self, view: BackendView, record: _Health, latency_ms: float) -> bool:
+        """Count a success of a backend in slow start; end its slow start if that makes
+        it as fast as its peers (``health.slow_start_fast``). True if it ended."""
+        record.slow_answers += 1
+        record.slow_sum_ms += latency_ms
+        answers = record.slow_answers
+        if answers < self.health.slow_start_fast_after:
+            return False
+        slow = self._slow
+        peers = [
+            v.latency_ewma_ms
+            for v in self.views
+            if v.state is Health.UP and v.latency_ewma_ms is not None and v.id not in slow
+        ]
+        if not slow_start_fast(self.health, answers, record.slow_sum_ms / answers, peers):
+            return False
+        slow.discard(view.id)
+        view.slow_start = 1.0
+        return True
 
     def _success_rate(self, view: BackendView, record: _Health, success: bool, now: float) -> bool:
         """Count one outcome toward success-rate ejection (``balancer/health.py``); True
@@ -472,6 +505,8 @@ class Pool:
         if factor >= 1.0:
             return
         record.slow_since = now
+        record.slow_answers = 0
+        record.slow_sum_ms = 0.0
         view.slow_start = factor
         self._slow.add(view.id)
         self._slow_stepped = now

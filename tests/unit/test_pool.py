@@ -119,7 +119,12 @@ def test_success_resets_consecutive_failures() -> None:
 
 
 def test_slow_start_follows_the_envoy_formula_after_recovery() -> None:
-    health = HealthConfig(slow_start_window_s=10.0, slow_start_aggression=2.0)
+    health = HealthConfig(  # Envoy's floor, and no early end: the formula alone
+        slow_start_window_s=10.0,
+        slow_start_aggression=2.0,
+        slow_start_min_weight=0.1,
+        slow_start_fast_after=0,
+    )
     assert slow_start_factor(health, 0.0) == 0.1
     assert slow_start_factor(health, 2.5) == pytest.approx(0.5)  # (0.25) ** (1/2)
     assert slow_start_factor(health, 10.0) == 1.0

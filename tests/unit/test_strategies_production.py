@@ -202,7 +202,12 @@ def test_least_request_bias_moves_load_away_from_busy_backends() -> None:
 
 
 def test_least_request_slow_start_switches_to_edf() -> None:
-    health = HealthConfig(slow_start_window_s=10.0)
+    health = HealthConfig(  # Envoy's defaults (10 %, linear), no early end
+        slow_start_window_s=10.0,
+        slow_start_aggression=1.0,
+        slow_start_min_weight=0.1,
+        slow_start_fast_after=0,
+    )
     strategy = make_strategy("least-request", rng=random.Random(1))
     pool = Pool([BackendSpec("a"), BackendSpec("b")], strategy, health=health)
     assert strategy.edf is None  # type: ignore[attr-defined]

@@ -48,7 +48,12 @@ def test_wrr_skips_unavailable_and_eases_in_with_slow_start() -> None:
     pool = weighted_pool("wrr", [1, 1])
     pool.set_state("b", Health.DOWN, 0.0)
     assert run(pool, 3) == "aaa"
-    health = HealthConfig(slow_start_window_s=10.0)
+    health = HealthConfig(  # Envoy's defaults (10 %, linear), no early end
+        slow_start_window_s=10.0,
+        slow_start_aggression=1.0,
+        slow_start_min_weight=0.1,
+        slow_start_fast_after=0,
+    )
     pool = Pool([BackendSpec("a"), BackendSpec("b")], make_strategy("wrr"), health=health)
     pool.set_state("b", Health.DOWN, 0.0)
     pool.set_state("b", Health.UP, 0.0)  # b at 0.1 of its weight
