@@ -34,8 +34,8 @@ from lblab.analysis.hard_cases import load_deviation
 from lblab.balancer.aperture import ApertureConfig
 from lblab.balancer.strategies.options import split_options
 from lblab.simulator.config import SimConfig, config_from_mapping
+from lblab.simulator.connections import connections
 from lblab.simulator.run import SimResult, simulate
-from lblab.simulator.summary import connections
 
 SERVICE_MS = 10.0
 LAYOUTS = ("full mesh", "deterministic", "random", "load band")

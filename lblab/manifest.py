@@ -13,7 +13,7 @@ simulate``), ``phase_configs`` a simulated run's simulator config of each phase 
 file it is ``config``, a list, when there is no experiment, as readers outside lblab
 know it, and ``phase_configs`` beside the experiment's ``config`` otherwise); ``status`` is the run's, each
 phase has its own; ``cpu_limit_method`` says how the servers' CPU was limited. What a
-writer records beyond the typed fields (the runner's ``order``, the simulator's
+writer records beyond the typed fields (the runner's ``order``, a simulated phase's
 ``pool_counters``, a phase's ``timeline`` ...) is kept verbatim in ``extra`` and
 written beside them.
 

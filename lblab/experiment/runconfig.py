@@ -23,11 +23,13 @@ Shape (every key optional; ``experiment/presets/*.toml`` are examples)::
     [testbed]  kind = "local"|"external"|"simulated", balancer = "HOST:PORT",
                admin = "HOST:PORT", agent_interval, balancer_args = [...],
                isolation = "auto"|"cpuset"|"affinity"|"off", harness_cpus (0: a third),
-               balancers (local, simulated: independent balancer nodes, 1..16),
+               balancers (independent balancer nodes: local 1..16, simulated 1..1024),
                service (simulated: the servers' service model, e.g. "json:a=0ms,b=7e-8,c=3e-9"
                from `lblab calibrate`; "" : this machine's, DEFAULT_SIMULATED_SERVICE)
     [[servers]]           id, cpu_quota, workers, delay_ms, delay_dist, max_inflight;
-                          count = N: N such servers <id>1 .. <id>N
+                          count = N: N such servers <id>1 .. <id>N; simulated only:
+                          service (a queue server: its own service model), speed,
+                          server_delay (QUEUE_SERVER_KEYS)
     [weights]             s1 = 1, ... (a group's id weighs each of its members)
     [health]              the balancers' health policy: eject_after, eject_base, eject_max,
                           panic_threshold, success_rate_*, slow_start_window,
@@ -152,7 +154,9 @@ class LoadConfig:
     think_time: tuple[float, float] = (0.0, 0.0)
     rate: float = 0.0
     arrival: str = "constant"
-    count: int = 0  # open, trace: this many requests instead of a duration (0: by duration)
+    count: int = 0
+    """This many requests instead of a duration (0: by duration); the closed model's
+    only on the simulated testbed."""
     trace: str = ""
     """trace model: what it replays, a built-in trace (azure-code, azure-conv) or a CSV
     file (time_s or timestamp, package_bytes, work_bytes); rate = R time-scales the
@@ -297,7 +301,15 @@ def _bool(value: Any, where: str) -> bool:
     return value
 
 
-SERVER_KEYS = ("cpu_quota", "workers", "delay_ms", "delay_dist", "max_inflight")
+LIVE_SERVER_KEYS = ("cpu_quota", "workers", "delay_ms", "delay_dist", "max_inflight")
+"""What a [[servers]] entry (or a timeline ``add``) gives that ``lblab server`` takes."""
+QUEUE_SERVER_KEYS = ("service", "speed", "server_delay")
+"""What only a simulated server has: ``service``, its own service model (``lblab
+simulate --service``'s specs), makes it an abstract queue of ``workers`` parallel slots
+(M/G/c) instead of a model of ``lblab server``; ``speed`` divides its service times;
+``server_delay``, its one-way link delay (over ``[simulator] server_delay``). A live
+testbed refuses them."""
+SERVER_KEYS = (*LIVE_SERVER_KEYS, *QUEUE_SERVER_KEYS)
 """What a [[servers]] entry (or a timeline ``add``) may give besides its id."""
 MAX_GROUP = 100_000
 """Most servers one ``count`` makes (the simulator's most servers; a local testbed
@@ -312,11 +324,35 @@ class ServerSpec:
     delay_ms: float | None = None
     delay_dist: str | None = None
     max_inflight: int | None = None
+    service: str | None = None
+    """A queue server's service model, a spec the simulated testbed parses
+    (``QUEUE_SERVER_KEYS``); a queue server holds every request sent to it unless
+    ``max_inflight`` caps it."""
+    speed: float | None = None
+    server_delay: float | None = None
+    """Seconds, one way."""
 
     def __post_init__(self) -> None:
         if self.cpu_quota is not None:
             check_range(f"servers.{self.id}.cpu_quota", self.cpu_quota, above=0, maximum=64)
-        self.check_here(cpu_quota=False)
+        if self.speed is not None:
+            check_range(f"servers.{self.id}.speed", self.speed, minimum=1e-3, maximum=1e6)
+        if self.service is None:
+            self.check_here(cpu_quota=False)
+            return
+        if self.delay_ms:
+            raise ConfigError(
+                f"servers.{self.id}: delay_ms is slept in a live server's slot beside its "
+                "work; a server with its own service model (a queue) has its whole slot time "
+                "there: fold the sleep into service, or drop service"
+            )
+        if self.workers is not None:  # a queue's slots, not a live server's threads
+            check_range(f"servers.{self.id}.workers", self.workers, minimum=1, maximum=10_000)
+
+    @property
+    def simulated_only(self) -> tuple[str, ...]:
+        """The ``QUEUE_SERVER_KEYS`` this server gives."""
+        return tuple(k for k in QUEUE_SERVER_KEYS if getattr(self, k) is not None)
 
     @classmethod
     def from_table(cls, raw: Any, where: str) -> ServerSpec:
@@ -339,6 +375,9 @@ class ServerSpec:
             delay_ms=number("delay_ms", parse_float, minimum=0, maximum=3_600_000),
             delay_dist=None if raw.get("delay_dist") is None else str(raw["delay_dist"]),
             max_inflight=number("max_inflight", parse_int, minimum=1, maximum=1_000_000),
+            service=None if raw.get("service") is None else str(raw["service"]),
+            speed=number("speed", parse_float),
+            server_delay=number("server_delay", parse_duration),
         )
 
     def check_here(self, cpu_quota: bool = True) -> None:
@@ -463,6 +502,8 @@ class TimelineEvent:
 
 MAX_BALANCERS = 16
 """Balancer nodes a local testbed starts at most (each is a process on the harness's CPUs)."""
+MAX_SIMULATED_BALANCERS = 1024
+"""Balancers a simulated testbed holds at most (each a pool and a strategy in memory)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -492,9 +533,15 @@ class TestbedConfig:
             raise ConfigError(
                 "testbed.kind = external needs testbed.balancer = HOST:PORT (or --balancer)"
             )
-        # The agent's own bounds (servers/agent.py, --interval).
-        check_range("testbed.agent_interval", self.agent_interval, minimum=0.01, maximum=60)
-        check_range("testbed.balancers", self.balancers, minimum=1, maximum=MAX_BALANCERS)
+        # The agent's own bounds (servers/agent.py, --interval); a simulated agent's are
+        # the simulator's (its shortest period, and the longest span).
+        if self.kind == TestbedKind.SIMULATED:
+            bounds = {"minimum": 0.001, "maximum": MAX_DURATION}
+        else:
+            bounds = {"minimum": 0.01, "maximum": 60}
+        check_range("testbed.agent_interval", self.agent_interval, **bounds)
+        most = MAX_SIMULATED_BALANCERS if self.kind == TestbedKind.SIMULATED else MAX_BALANCERS
+        check_range("testbed.balancers", self.balancers, minimum=1, maximum=most)
         if self.kind == TestbedKind.EXTERNAL and self.balancers != 1:
             raise ConfigError(
                 "testbed.balancers: an external testbed is the balancer someone else runs; "
@@ -519,7 +566,10 @@ class TestbedConfig:
                 raw.get("harness_cpus", 0), "testbed.harness_cpus", minimum=0, maximum=4096
             ),
             balancers=parse_int(
-                raw.get("balancers", 1), "testbed.balancers", minimum=1, maximum=MAX_BALANCERS
+                raw.get("balancers", 1),
+                "testbed.balancers",
+                minimum=1,
+                maximum=MAX_SIMULATED_BALANCERS,
             ),
             service=str(raw.get("service", "")),
         )
@@ -581,12 +631,9 @@ class RunConfig:
     def _check_run(self) -> None:
         if not self.name or "/" in self.name:
             raise ConfigError(f"run.name: {self.name!r} must be a non-empty name without '/'")
-        if self.duration <= 0 and not all(
-            load.model in ("open", "trace") and load.count for load in self.loads.values()
-        ):
+        if self.duration <= 0 and not all(load.count for load in self.loads.values()):
             raise ConfigError(
-                "run.duration must be above 0 (only open-loop and trace phases with a count "
-                "may omit it)"
+                "run.duration must be above 0 (only phases with a load.count may omit it)"
             )
         check_range("run.replications", self.replications, minimum=1, maximum=MAX_REPLICATIONS)
         if self.max_replications and not (
@@ -606,8 +653,12 @@ class RunConfig:
                     f"run.metrics: {', '.join(map(repr, unknown))} is not a metric; metrics "
                     f"are {', '.join(METRICS)}"
                 )
+        simulated = self.testbed.kind == TestbedKind.SIMULATED
         check_range(
-            "run.request_timeout", self.request_timeout, above=0, maximum=MAX_REQUEST_TIMEOUT
+            "run.request_timeout",
+            self.request_timeout,
+            above=0,
+            maximum=MAX_DURATION if simulated else MAX_REQUEST_TIMEOUT,
         )
 
     def _check_servers(self) -> None:
@@ -655,6 +706,22 @@ class RunConfig:
                 "file run on both, give the table as [simulated.simulator], which applies "
                 "only when the testbed is simulated"
             )
+        if kind != TestbedKind.SIMULATED:
+            for each in self.every_server():
+                if each.simulated_only:
+                    raise ConfigError(
+                        f"servers.{each.id}: {', '.join(each.simulated_only)} describe a "
+                        f"simulated queue server, and this run's testbed is {kind}; give them "
+                        "in [simulated] (its [[servers]] apply only when the testbed is "
+                        "simulated), or drop them"
+                    )
+            for name, load in self.loads.items():
+                if load.model == "closed" and load.count:
+                    raise ConfigError(
+                        f"load.count: {load.count} requests of the closed model (scenario "
+                        f"{name}) is for the simulated testbed; a live closed phase runs for "
+                        "run.duration: drop count, or give the open model"
+                    )
         if kind in (TestbedKind.LOCAL, TestbedKind.SIMULATED) and not self.servers:
             raise ConfigError(f"the {kind} testbed needs at least one [[servers]] entry")
         if kind == TestbedKind.LOCAL:

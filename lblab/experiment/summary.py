@@ -79,6 +79,74 @@ def print_summary(run_dir: Path, console: Console) -> None:
             f"{r['ok_per_s']:.0f}",
         )
     console.print(table)
+    balancers = balancer_rows(run_dir)
+    if balancers:
+        table = Table(title="per balancer, in the measured windows (successful requests)")
+        for col in ("strategy", "scenario", "balancer", "requests", "ok %", "p50 ms", "p99 ms"):
+            table.add_column(col, justify="left" if col in ("strategy", "scenario") else "right")
+        for r in balancers:
+            table.add_row(
+                *(str(r[k]) for k in ("strategy", "scenario", "balancer", "requests")),
+                *(f"{r[k]:.1f}" for k in ("ok_pct", "p50_ms", "p99_ms")),
+            )
+        console.print(table)
+    for line in aperture_lines(run_dir):
+        console.print(line, highlight=False)
+
+
+def balancer_rows(run_dir: Path) -> list[dict[str, object]]:
+    """Each balancer's share of a run of several (``testbed.balancers``): requests, ok %
+    and the latency of its successful requests inside the windows; none for one."""
+    import pandas as pd
+
+    df = pd.read_parquet(run_dir / "requests.parquet")
+    if "balancer" not in df or df["balancer"].nunique() < 2:
+        return []
+    if WINDOW_COLUMN in df:
+        df = df[df[WINDOW_COLUMN] == INSIDE]
+    rows = []
+    for (strategy, scenario, balancer), g in df.groupby(
+        ["strategy", "scenario", "balancer"], sort=False
+    ):
+        ok = g[g["ok"]]
+        rows.append(
+            {
+                "strategy": strategy,
+                "scenario": scenario,
+                "balancer": balancer,
+                "requests": len(g),
+                "ok_pct": 100.0 * len(ok) / len(g),
+                "p50_ms": float(ok["latency_ms"].quantile(0.5)) if len(ok) else float("nan"),
+                "p99_ms": float(ok["latency_ms"].quantile(0.99)) if len(ok) else float("nan"),
+            }
+        )
+    return rows
+
+
+def aperture_lines(run_dir: Path) -> list[str]:
+    """For a simulated run with apertures, each strategy's connections per server in its
+    first phase (the servers each balancer's subset held; ``apertures`` of a phase)."""
+    manifest = _manifest(run_dir)
+    if manifest is None:
+        return []
+    lines, seen = [], set()
+    for phase in manifest.phases:
+        subsets = phase.extra.get("apertures")
+        if not subsets or phase.strategy in seen:
+            continue
+        seen.add(phase.strategy)
+        held: dict[str, int] = {}
+        for subset in subsets.values():
+            for server in subset.get("servers", {}):
+                held[server] = held.get(server, 0) + 1
+        servers = manifest.config.get("servers") or []
+        per = [held.get(str(s.get("id")), 0) for s in servers] or list(held.values())
+        lines.append(
+            f"{phase.label}: {len(subsets)} balancers' apertures, connections per server "
+            f"mean {sum(per) / len(per):.1f}, min {min(per)}, max {max(per)} (a full mesh: "
+            f"{len(subsets)})"
+        )
+    return lines
 
 
 def print_checks(run_dir: Path, console: Console) -> None:

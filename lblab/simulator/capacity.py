@@ -9,7 +9,10 @@ mean over the scenario's cells or its trace window's requests) and ``w`` slots::
 
     capacity = min(q / s, w / (s / q + d))          requests per second
 
-the CPU bound and the slots' bound, as ``simulator/slot.py`` serves it. It is what the
+the CPU bound and the slots' bound, as ``simulator/slot.py`` serves it (a server's
+``speed`` divides ``s``). A queue server (one with its own ``service``: ``w`` slots in
+parallel, each taking ``s`` of its model at its speed) serves ``w / s``, and at most
+``q / s`` under a quota. It is what the
 simulated testbed can serve exactly, and an estimate for a live one (the service model
 is fitted on this project's 2-core VM; ``lblab calibrate`` fits a machine's own).
 
@@ -97,7 +100,10 @@ class Capacity:
             "utilization": self.utilization,
             "batch": self.batch,
             "service": self.service,
-            "definition": "min(q / s, w / (s / q + d)) per server (lblab/simulator/capacity.py)",
+            "definition": (
+                "min(q / s, w / (s / q + d)) per server, w / s for a queue server "
+                "(lblab/simulator/capacity.py)"
+            ),
         }
 
 
@@ -115,6 +121,19 @@ def server_capacity(spec: ServerSpec, service_s: float) -> float:
     hold = service_s / q + d
     slots = w / hold if hold > 0 else math.inf
     return min(cpu, slots)
+
+
+def _capacity_of(spec: ServerSpec, work_s: float, shapes: Sequence[tuple[int, int]]) -> float:
+    """``server_capacity`` of a model of the live server (its work at its speed), or a
+    queue server's: its slots in parallel over its own service model's mean."""
+    speed = 1.0 if spec.speed is None else spec.speed
+    if spec.service is None:
+        return server_capacity(spec, work_s / speed)
+    each = mean_service_s(parse_service(spec.service), shapes) / speed
+    if each <= 0:
+        return math.inf
+    slots = (spec.workers or 1) / each
+    return slots if spec.cpu_quota is None else min(slots, spec.cpu_quota / each)
 
 
 def mean_service_s(model: ServiceModel, shapes: Sequence[tuple[int, int]]) -> float:
@@ -149,7 +168,7 @@ def capacity(config: RunConfig, scenario: str, specs: Sequence[ServerSpec]) -> C
     service_s = mean_service_s(model, shapes)
     return Capacity(
         scenario,
-        {s.id: server_capacity(s, service_s) for s in specs},
+        {s.id: _capacity_of(s, service_s, shapes) for s in specs},
         offered,
         spec_text,
         load.count if load.model == "open" else 0,

@@ -41,6 +41,7 @@ from lblab.config import (
     parse_int,
 )
 from lblab.errors import ConfigError
+from lblab.experiment.runconfig import MAX_SIMULATED_BALANCERS as MAX_BALANCERS
 from lblab.experiment.spikes import Spike, check_spikes
 from lblab.servers.defaults import DRAIN_TIMEOUT_S
 from lblab.servers.slowdown import Control
@@ -61,7 +62,6 @@ MAX_SERVERS = 100_000
 MAX_WORKERS = 10_000
 MAX_REQUESTS = 1_000_000_000
 MAX_ROUTING_KEYS = 1_000_000
-MAX_BALANCERS = 1024
 """Past these a run would not finish (or not fit in memory): a typo, not an experiment."""
 MIN_PERIOD = 0.001
 """Shortest agent or health period (1 ms): shorter ones only add events (and below the

@@ -50,9 +50,11 @@ def write_phase(
 ) -> dict[str, Any]:
     """Write one simulated phase's requests, picks and cpu parts, labelled by its
     measured ``window``; returns its manifest facts: the requests, the window's fields,
-    and the validity checks that apply to a simulation (accounting, steady state,
-    warm-up, and with ``offered_capacity`` the load against the servers' capacity; the
-    harness's own CPU is n/a)."""
+    the validity checks that apply to a simulation (accounting, steady state, warm-up,
+    and with ``offered_capacity`` the load against the servers' capacity; the harness's
+    own CPU is n/a), the pools' counters (``pool_counters``), the strategy's own
+    (``strategy_decisions``) and, with an aperture, each balancer's subset
+    (``apertures``)."""
     requests = _labelled(result.requests, "t_sent", window)
     write_part(run_dir, "requests", key, requests)
     write_part(run_dir, "picks", key, _labelled(result.picks, "t", window))
@@ -65,6 +67,9 @@ def write_phase(
         "failures": n - pc.sum(requests["ok"]).as_py() if n else 0,
         **facts,
         **judge(phase_facts(window, facts["measured"], offered_capacity=offered_capacity)),
+        "pool_counters": result.counters,
+        **({"strategy_decisions": result.decisions} if result.decisions else {}),
+        **_apertures(result),
     }
 
 
@@ -80,23 +85,21 @@ def _software() -> dict[str, str]:
     }
 
 
-def _apertures(results: Sequence[SimResult]) -> dict[str, Any]:
-    """``apertures``: each phase's balancers' subsets (``b1`` ...: mode, place, servers
-    with the share of each one's arc in the window; a random one's ring ``order``; a
-    load-banded one's largest window and its ``load_band`` sizes), when the run has an
-    aperture."""
-    found = {
-        f"{r.config.strategy}/r{r.config.replication}": {
+def _apertures(result: SimResult) -> dict[str, Any]:
+    """``apertures``: the balancers' subsets (``b1`` ...: mode, place, servers with the
+    share of each one's arc in the window; a random one's ring ``order``; a load-banded
+    one's largest window and its ``load_band`` sizes), when the run has an aperture."""
+    if not result.subsets:
+        return {}
+    return {
+        "apertures": {
             f"b{i + 1}": {
                 **sub.describe(),
-                **({"load_band": r.bands[i]} if r.bands else {}),
+                **({"load_band": result.bands[i]} if result.bands else {}),
             }
-            for i, sub in enumerate(r.subsets)
+            for i, sub in enumerate(result.subsets)
         }
-        for r in results
-        if r.subsets
     }
-    return {"apertures": found} if found else {}
 
 
 def write_run(
@@ -149,15 +152,6 @@ def write_run(
                 f"{r.config.strategy}/r{r.config.replication}": round(r.wall_seconds, 3)
                 for r in results
             },
-            "pool_counters": {
-                f"{r.config.strategy}/r{r.config.replication}": r.counters for r in results
-            },
-            "strategy_decisions": {
-                f"{r.config.strategy}/r{r.config.replication}": r.decisions
-                for r in results
-                if r.decisions
-            },
-            **_apertures(results),
             "written_at": time.time(),
             RECORD_KEY: write_copies(run_dir, sources_of(r.config.strategy for r in results)),
         },

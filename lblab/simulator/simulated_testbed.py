@@ -76,25 +76,35 @@ from lblab.windows import Window
 
 
 def server_groups(config: RunConfig, specs: Sequence[ServerSpec]) -> tuple[ServerGroup, ...]:
-    """One group per server of ``specs`` (``servers``), in order."""
+    """One group per server of ``specs`` (``servers``), in order: a model of the live
+    server, or a queue where the server gives its own ``service``."""
     try:
-        service = parse_service(config.testbed.service or DEFAULT_SIMULATED_SERVICE)
+        work = parse_service(config.testbed.service or DEFAULT_SIMULATED_SERVICE)
     except ConfigError as exc:
         raise ConfigError(f"testbed.{exc}") from None
-    return tuple(
-        ServerGroup(
-            count=1,
-            service=service,
-            workers=spec.workers or 1,
-            weight=config.weights.get(spec.id, 1.0),
-            capacity=spec.max_inflight or DEFAULT_MAX_INFLIGHT,
-            cpu_quota=spec.cpu_quota,
-            quota_period=quota_for(spec.cpu_quota or 1.0)[0] / 1e6,
-            serial_cpu=True,
-            sleep=slot_sleep(spec),
+    return tuple(_group(config, spec, work) for spec in specs)
+
+
+def _group(config: RunConfig, spec: ServerSpec, work: ServiceModel) -> ServerGroup:
+    shared: dict[str, Any] = {
+        "count": 1,
+        "workers": spec.workers or 1,
+        "speed": 1.0 if spec.speed is None else spec.speed,
+        "weight": config.weights.get(spec.id, 1.0),
+        "delay": spec.server_delay,
+        "cpu_quota": spec.cpu_quota,
+        "quota_period": quota_for(spec.cpu_quota or 1.0)[0] / 1e6,
+    }
+    if spec.service is None:  # the live server: serial CPU work, slept delays, its cap
+        capacity = spec.max_inflight or DEFAULT_MAX_INFLIGHT
+        return ServerGroup(
+            **shared, service=work, capacity=capacity, serial_cpu=True, sleep=slot_sleep(spec)
         )
-        for spec in specs
-    )
+    try:
+        service = parse_service(spec.service)
+    except ConfigError as exc:
+        raise ConfigError(f"servers.{spec.id}.{exc}") from None
+    return ServerGroup(**shared, service=service, capacity=spec.max_inflight)
 
 
 def slot_sleep(spec: ServerSpec) -> ServiceModel | None:
@@ -155,7 +165,7 @@ def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
     arrivals = _arrivals(load)
     if isinstance(arrivals, TraceArrivals):
         requests, duration = load.count or len(arrivals.schedule), None
-    elif load.model == "open" and load.count:
+    elif load.count:  # open, or closed (a simulated testbed's only)
         requests, duration = load.count, None
     else:
         requests, duration = MAX_REQUESTS, config.warmup + config.duration

@@ -107,8 +107,8 @@ OPTIONS: dict[str, Opt] = {
     "simulate --servers": o((*SIM, "--servers", "{v}"), "--servers|servers", ("1", "3"), "100001"),
     "simulate --requests": o(("simulate", "--requests", "{v}"), "--requests|requests", ("1", "1000"), "1000000001"),
     "simulate --workers": o((*SIM, "--workers", "{v}"), "--workers|workers", ("1", "10000"), "10001"),
-    "simulate --rate": o((*SIM, "--rate", "{v}"), "rate", ("0.1", "1000000000"), "1e-5", "1000000001"),
-    "simulate --users": o((*SIM, "--users", "{v}"), "--users|users", ("1", "1000000000"), "1000000001"),
+    "simulate --rate": o((*SIM, "--rate", "{v}"), "rate", ("0.1", "1000000"), "1e-5", "1000001"),
+    "simulate --users": o((*SIM, "--users", "{v}"), "--users|users", ("1", "100000"), "100001"),
     "simulate --think": o((*CLOSED, "--think", "{v}"), "think", ("0", "1e-300", "100s"), "1d"),
     "simulate --routing-keys": o((*SIM, "-s", "ring-hash", "--routing-keys", "{v}"), "--routing-keys|routing_keys", ("0", "1000000"), "1000001"),
     "simulate --report-period": o((*SIM, "--report-period", "{v}"), "report_period", ("0.001", "604800"), "0.0009"),
@@ -249,7 +249,7 @@ def test_every_numeric_option_works_or_is_refused_in_one_line(
     outcome = cli(*argv)
     _check(outcome, value, opt.ok, opt.says, " ".join(argv[:3]))
     if value in opt.ok and argv[0] == "simulate":
-        assert "simulated runs" in outcome.out  # it ran: the summary table
+        assert outcome.code == "reached"  # the experiment was made and started
 
 
 def _toml_cases(table: dict[str, tuple[str, str, tuple[str, ...]]]) -> Iterator[Any]:

@@ -182,11 +182,13 @@ def test_simulate_command_writes_a_results_dir(tmp_path):
             "800",
             "--out",
             str(out),
+            "--no-report",
         ],
     )
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["simulated"] is True and manifest["strategies"] == ["lc", "p2c"]
+    assert manifest["simulated"] is True
+    assert manifest["config"]["run"]["strategies"] == ["p2c", "lc"]
     assert (out / "requests.parquet").exists()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pandas as pd
@@ -100,17 +101,38 @@ def test_a_flag_of_the_simulators_own_dialect_is_refused_with_what_to_do(
 
 
 def test_the_simulators_own_settings_still_read_with_a_note(tmp_path: Path) -> None:
+    """An old file runs as the experiment file it says, which --print-config writes:
+    that file gives the same tables."""
     old = tmp_path / "pool.toml"
-    old.write_text('strategy = "rr"\nrequests = 200\nrate = 500\n[[servers]]\ncount = 2\n')
-    done = run_lblab(["simulate", "--config", str(old), "--out", str(tmp_path / "out")], 60)
+    old.write_text(
+        'strategy = "rr"\nrequests = 200\nrate = 500\n'
+        "[[servers]]\ncount = 2\n[[servers]]\ncount = 1\nspeed = 2\nweight = 2\n"
+    )
+    a, b = tmp_path / "a", tmp_path / "b"
+    done = run_lblab(["simulate", "--config", str(old), "--out", str(a), "--no-report"], 60)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"note: {old} holds the simulator's own settings, still read" in done.stderr
-    assert "lblab run --print-config" in done.stderr
-    assert len(pd.read_parquet(tmp_path / "out" / "requests.parquet")) == 200
+    assert f"note: {old} is in the simulator's older dialect, still read" in done.stderr
+    assert f"lblab simulate -c {old} --print-config > experiment.toml" in done.stderr
+    printed = run_lblab(["simulate", "--config", str(old), "--print-config"], 60)
+    assert printed.returncode == 0 and "note:" not in printed.stderr, printed.stderr
+    new = tmp_path / "experiment.toml"
+    new.write_text(printed.stdout)
+    servers = tomllib.loads(printed.stdout)["servers"]
+    assert [(s["id"], s["service"], s.get("speed")) for s in servers] == [
+        ("s1", "exp:10ms", None), ("s2", "exp:10ms", None), ("s3", "exp:10ms", 2.0)
+    ]  # fmt: skip
+    again = run_lblab(["simulate", "--config", str(new), "--out", str(b), "--no-report"], 60)
+    assert again.returncode == 0 and "note:" not in again.stderr, again.stderr[-3000:]
+    first, second = (pd.read_parquet(d / "requests.parquet") for d in (a, b))
+    assert len(first) == 200
+    columns = [c for c in first.columns if c != "run_id"]
+    pd.testing.assert_frame_equal(first[columns], second[columns])
 
 
 def test_flags_alone_simulate_a_pool_without_a_note(tmp_path: Path) -> None:
-    done = run_lblab(["simulate", "--requests", "100", "--out", str(tmp_path / "out")], 60)
+    done = run_lblab(
+        ["simulate", "--requests", "100", "--out", str(tmp_path / "out"), "--no-report"], 60
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "note:" not in done.stderr
 

@@ -68,7 +68,7 @@ def test_a_timeline_may_name_a_member() -> None:
         ({"id": "s", "count": 0}, "servers[0].count"),
         ({"id": "s", "count": "many"}, "servers[0].count"),
         ({"id": "s", "count": 10**9}, "servers[0].count"),
-        ({"id": "s", "count": 2, "speed": 3}, "servers[0]: unknown server keys ['speed']"),
+        ({"id": "s", "count": 2, "colour": 3}, "servers[0]: unknown server keys ['colour']"),
     ],
 )
 def test_a_bad_group_is_named(entry: dict[str, Any], said: str) -> None:

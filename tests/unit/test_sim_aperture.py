@@ -15,9 +15,9 @@ from lblab.analysis.hard_cases import load_deviation
 from lblab.balancer.aperture import ApertureConfig
 from lblab.errors import ConfigError
 from lblab.simulator.config import ServerEvent, config_from_mapping
+from lblab.simulator.connections import connections
 from lblab.simulator.output import write_run
 from lblab.simulator.run import SimResult, simulate
-from lblab.simulator.summary import connections
 
 K, N, SIZE = 32, 16, 12
 
@@ -81,7 +81,7 @@ def test_a_load_banded_aperture_grows_with_its_balancers_load(tmp_path: Path) ->
         assert sent <= set(sub.ids), b
     write_run(tmp_path, [result])
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    b1 = manifest["apertures"]["p2c/r1"]["b1"]
+    b1 = manifest["phases"][0]["apertures"]["b1"]
     assert b1["load_band"] == result.bands[0] and len(b1["order"]) == N
     assert manifest["config"][0]["aperture"] == {"mode": "random", "size": 1, "load_band": True}
 
@@ -91,7 +91,7 @@ def test_the_manifest_records_every_balancers_subset(tmp_path: Path) -> None:
     result = simulate(cfg)
     write_run(tmp_path, [result])
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    subsets = manifest["apertures"]["p2c/r1"]
+    subsets = manifest["phases"][0]["apertures"]
     assert list(subsets) == ["b1", "b2", "b3", "b4"]
     # K = 4 over 16 with 12: width ceil(12/16 * 4) / 4 = 3/4, offsets 0, 1/4, 1/2, 3/4.
     assert subsets["b2"]["servers"] == {f"s{i}": 1.0 for i in range(5, 17)}

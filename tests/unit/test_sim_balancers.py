@@ -160,8 +160,9 @@ def test_a_table_without_the_column_meets_the_contract_and_reads_as_b1(tmp_path)
     assert frame["balancer"].tolist() == ["b1"]
 
 
-def test_the_summary_shows_the_per_balancer_split():
-    args = ["simulate", "--servers", "3", "--requests", "600", "--rate", "300", "--balancers", "2"]
+def test_the_summary_shows_the_per_balancer_split(tmp_path):
+    args = ["simulate", "--servers", "3", "--requests", "600", "--rate", "300", "--balancers", "2",
+            "--out", str(tmp_path / "run"), "--no-report"]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "per balancer" in result.output
@@ -210,7 +211,7 @@ def test_a_bad_number_of_balancers_is_refused_in_one_line(value, says):
 def test_the_command_line_refuses_a_bad_number_of_balancers():
     result = CliRunner().invoke(app, ["simulate", "--requests", "10", "--balancers", "0"])
     assert isinstance(result.exception, ConfigError)
-    assert str(result.exception) == "balancers: 0 must be 1 or more"
+    assert str(result.exception) == "testbed.balancers: 0 must be 1 or more"
 
 
 def test_the_strategies_decisions_reach_the_result() -> None:

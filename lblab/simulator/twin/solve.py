@@ -50,11 +50,13 @@ def _fit_group(
     server_ms: Mapping[str, float],
 ) -> ServerGroup:
     """``group`` (the run's ``server``) with what the twin fits: each request costing
-    the server ``model.demand_scale`` times a measured slot time, under the server's CPU
-    quota as a cgroup enforces it where that quota bound, and spending ``server_ms``
-    (round trip) between the balancer and the server (its event loop)."""
+    the server ``model.demand_scale`` times a measured slot time (measured at the
+    server's own speed, so at speed 1 here), under the server's CPU quota as a cgroup
+    enforces it where that quota bound, and spending ``server_ms`` (round trip) between
+    the balancer and the server (its event loop)."""
     return replace(
         group,
+        speed=1.0,
         # duck-typed like the others
         service=cast(
             ServiceModel,
