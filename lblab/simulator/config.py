@@ -27,7 +27,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lblab.balancer.aperture import MIN_APERTURE, MIN_DETERMINISTIC_APERTURE, ApertureConfig
+from lblab.balancer.aperture import (
+    MIN_APERTURE,
+    MIN_DETERMINISTIC_APERTURE,
+    ApertureConfig,
+    check_mode,
+)
 from lblab.balancer.health import HealthConfig
 from lblab.balancer.health_options import health_config
 from lblab.config import (
@@ -240,9 +245,6 @@ class SimConfig:
         if self.server_count > MAX_SERVERS:
             raise ConfigError(f"servers: {self.server_count} in all; give at most {MAX_SERVERS}")
         check_range("requests", self.requests, minimum=1, maximum=MAX_REQUESTS)
-        check_range("max_tries", self.max_tries, minimum=1, maximum=100)
-        check_range("picks_every", self.picks_every, minimum=0, maximum=MAX_REQUESTS)
-        check_range("routing_keys", self.routing_keys, minimum=0, maximum=MAX_ROUTING_KEYS)
         if isinstance(self.balancers, bool) or not isinstance(self.balancers, int):
             raise ConfigError(f"balancers: {self.balancers!r} is not a whole number")
         check_range("balancers", self.balancers, minimum=1, maximum=MAX_BALANCERS)
@@ -250,8 +252,6 @@ class SimConfig:
         check_range("replication", self.replication, minimum=1, maximum=MAX_SEED)
         for name in ("report_period", "tick_period"):
             check_range(name, getattr(self, name), minimum=MIN_PERIOD)
-        for name in ("report_delay", "client_delay", "server_delay"):
-            check_range(name, getattr(self, name), minimum=0, maximum=MAX_SIM_SECONDS)
         check_range("probe_cost", self.probe_cost, minimum=0, maximum=1)
         if self.deadline is not None:
             check_range("deadline", self.deadline, above=0, maximum=MAX_SIM_SECONDS)
@@ -506,22 +506,34 @@ def config_from_mapping(raw: Mapping[str, Any]) -> SimConfig:
     )
 
 
-def simulator_knobs(raw: Mapping[str, Any]) -> dict[str, Any]:
+def simulator_knobs(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``SimConfig``'s keywords for the knobs only a simulation has
     (``experiment.config_layers.SIMULATOR_KEYS``: an experiment file's ``[simulator]``
-    table, the same keys in this dialect), each at its default unless ``raw`` gives it."""
+    table, the same keys in this dialect), each at its default unless ``raw`` gives it,
+    checked here (the one place) and named ``prefix`` + key in an error."""
+
+    def whole(key: str, default: int, most: int, least: int = 0) -> int:
+        value = parse_int(_get(raw, key, default), prefix + key)
+        check_range(prefix + key, value, minimum=least, maximum=most)
+        return value
+
+    def delay(key: str) -> float:
+        value = parse_duration(_get(raw, key, 0.0), prefix + key)
+        check_range(prefix + key, value, minimum=0, maximum=MAX_SIM_SECONDS)
+        return value
+
     return {
-        "routing_keys": _int(raw, "routing_keys", 0),
-        "report_delay": parse_duration(_get(raw, "report_delay", 0.0), "report_delay"),
-        "client_delay": parse_duration(_get(raw, "client_delay", 0.0), "client_delay"),
-        "server_delay": parse_duration(_get(raw, "server_delay", 0.0), "server_delay"),
-        "max_tries": _int(raw, "max_tries", 3),
-        "picks_every": _int(raw, "picks_every", 1),
-        "aperture": _aperture(raw),
+        "routing_keys": whole("routing_keys", 0, MAX_ROUTING_KEYS),
+        "report_delay": delay("report_delay"),
+        "client_delay": delay("client_delay"),
+        "server_delay": delay("server_delay"),
+        "max_tries": whole("max_tries", 3, 100, least=1),
+        "picks_every": whole("picks_every", 1, MAX_REQUESTS),
+        "aperture": _aperture(raw, prefix),
     }
 
 
-def _aperture(raw: Mapping[str, Any]) -> ApertureConfig | None:
+def _aperture(raw: Mapping[str, Any], prefix: str) -> ApertureConfig | None:
     """``aperture = "deterministic" | "random" | "none"``, ``aperture_size`` (default 12,
     Finagle's minimum deterministic aperture) and ``aperture_load_band`` (a random one
     sized by load; ``aperture_size`` is then its least size, default 1, Finagle's
@@ -529,14 +541,22 @@ def _aperture(raw: Mapping[str, Any]) -> ApertureConfig | None:
     mode = _get(raw, "aperture", "none")
     band = _get(raw, "aperture_load_band", False)
     if not isinstance(band, bool):
-        raise ConfigError(f"aperture_load_band: {band!r} is not true or false")
-    size = _int(raw, "aperture_size", MIN_APERTURE if band else MIN_DETERMINISTIC_APERTURE)
+        raise ConfigError(f"{prefix}aperture_load_band: {band!r} is not true or false")
+    default = MIN_APERTURE if band else MIN_DETERMINISTIC_APERTURE
+    size = parse_int(_get(raw, "aperture_size", default), prefix + "aperture_size")
     if mode in ("none", "", None):
         if _get(raw, "aperture_size") is not None or band:
             raise ConfigError(
-                "aperture_size, aperture_load_band: give aperture = 'deterministic' or 'random' too"
+                f"{prefix}aperture_size, {prefix}aperture_load_band: give "
+                f"{prefix}aperture = 'deterministic' or 'random' too"
             )
         return None
+    if band and mode == "deterministic":
+        raise ConfigError(
+            f"{prefix}aperture_load_band: Finagle sizes only a random aperture by load (its "
+            f"deterministic one is fixed); give {prefix}aperture = 'random'"
+        )
+    check_mode(str(mode), size, prefix + "aperture", prefix + "aperture_size")
     return ApertureConfig(mode=mode, size=size, load_band=band)
 
 

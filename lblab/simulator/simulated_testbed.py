@@ -36,14 +36,12 @@ bounds live, its mean here).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lblab.errors import ConfigError
-from lblab.experiment.config_layers import SIMULATOR_KEYS
 from lblab.experiment.plan import Phase, plan
 from lblab.experiment.progress import RunProgress
 from lblab.experiment.runconfig import (
@@ -171,40 +169,28 @@ def phase_config(config: RunConfig, phase: Phase, run_id: str) -> SimConfig:
         requests, duration = MAX_REQUESTS, config.warmup + config.duration
     options = config.strategy_options.get(phase.strategy, {})
     specs = config.every_server()
-    try:
-        return SimConfig(
-            strategy=phase.strategy,
-            strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
-            servers=server_groups(config, specs),
-            server_ids=tuple(s.id for s in specs),
-            joins_later=tuple(s.id for s in specs[len(config.servers) :]),
-            timeline=timeline(config, phase.scenario),
-            spikes=config.spikes(phase.scenario),
-            requests=requests,
-            duration=duration,
-            arrivals=arrivals,
-            scenario=phase.scenario,
-            cells=tuple((c.package_bytes, c.work_bytes) for c in scenario.cells),
-            report_period=config.testbed.agent_interval,
-            deadline=config.request_timeout,
-            balancers=config.testbed.balancers,
-            **simulator_knobs(config.simulator),
-            health=config.health,
-            seed=config.seed + phase.index,
-            replication=phase.replication,
-            run_id=run_id,
-        )
-    except ConfigError as exc:
-        raise _as_in_the_file(exc) from None
-
-
-def _as_in_the_file(exc: ConfigError) -> ConfigError:
-    """``exc`` naming its key as the experiment file has it: a knob of the
-    ``[simulator]`` table is ``simulator.KEY`` there."""
-    key = re.match(r"\w+", str(exc))
-    if key is not None and key.group() in SIMULATOR_KEYS:
-        return ConfigError(f"simulator.{exc}")
-    return exc
+    return SimConfig(
+        strategy=phase.strategy,
+        strategy_options=tuple((str(k), str(v)) for k, v in options.items()),
+        servers=server_groups(config, specs),
+        server_ids=tuple(s.id for s in specs),
+        joins_later=tuple(s.id for s in specs[len(config.servers) :]),
+        timeline=timeline(config, phase.scenario),
+        spikes=config.spikes(phase.scenario),
+        requests=requests,
+        duration=duration,
+        arrivals=arrivals,
+        scenario=phase.scenario,
+        cells=tuple((c.package_bytes, c.work_bytes) for c in scenario.cells),
+        report_period=config.testbed.agent_interval,
+        deadline=config.request_timeout,
+        balancers=config.testbed.balancers,
+        **simulator_knobs(config.simulator, "simulator."),
+        health=config.health,
+        seed=config.seed + phase.index,
+        replication=phase.replication,
+        run_id=run_id,
+    )
 
 
 def _window(config: RunConfig, result: SimResult) -> Window:
