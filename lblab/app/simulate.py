@@ -215,11 +215,11 @@ def simulate(
     --replications, --users, --out, --balancers, --service, --report-period
     and --deadline override its keys, and the link delays, --report-delay,
     --max-tries, --routing-keys, --picks-every (--no-picks) and the aperture
-    flags its [simulator] table's. Without one, the flags say such a file:
+    flags set its simulator table. Without one, the flags say such a file:
     --servers queue servers (each its own --service, --workers in parallel),
     one scenario's load (--rate, or --users and --think), --requests of it
-    in each phase, one phase per strategy and replication; `--print-config`
-    of `lblab run` shows the form (see the simulate guide).
+    in each phase, one phase per strategy and replication; --print-config
+    prints that file (see the simulate guide).
     """
     given = dict(locals())
     if out is not None and out.exists() and not out.is_dir():
