@@ -66,7 +66,10 @@ def test_without_the_table_every_knob_is_the_simulators_default() -> None:
     [
         ({"max_tries": 0}, "simulator.max_tries: 0 must be 1 or more"),
         ({"client_delay": "soon"}, "simulator.client_delay"),
-        ({"aperture_size": 3}, "simulator.aperture_size, simulator.aperture_load_band: give simulator.aperture"),
+        (
+            {"aperture_size": 3},
+            "simulator.aperture_size, simulator.aperture_load_band: give simulator.aperture",
+        ),
         ({"picks_every": -1}, "simulator.picks_every"),
     ],
 )
