@@ -85,6 +85,8 @@ OPTIONS: dict[str, Opt] = {
     "balancer --slow-start-window": o((*BALANCER, "--slow-start-window", "{v}"), "--slow-start-window", ("0", "1e-300", "168h"), "169h"),
     "balancer --slow-start-aggression": o((*BALANCER, "--slow-start-aggression", "{v}"), "--slow-start-aggression", ("1e-300", "1000"), "0"),
     "balancer --slow-start-min-weight": o((*BALANCER, "--slow-start-min-weight", "{v}"), "--slow-start-min-weight", ("0", "1e-300", "100"), "100.5"),
+    "balancer --slow-start-fast-after": o((*BALANCER, "--slow-start-fast-after", "{v}"), "--slow-start-fast-after", ("0", "1000000"), "1000001"),
+    "balancer --slow-start-fast-ratio": o((*BALANCER, "--slow-start-fast-ratio", "{v}"), "--slow-start-fast-ratio", ("1e-300", "1000"), "1000.5"),
     "balancer --success-rate-min-requests": o((*BALANCER, "--success-rate-min-requests", "{v}"), "--success-rate-min-requests", ("1", "1000000"), "1000001"),
     "balancer --weights": o((*BALANCER, "--weights", "s1={v}"), "--weights s1", ("1e-300", "1000000"), "1000001"),
     "balancer --aperture-size": o((*BALANCER, *APERTURE, "--instance", "0", "--instances", "1", "--aperture-size", "{v}"), "--aperture-size", ("2", "100000"), "1", "100001"),
