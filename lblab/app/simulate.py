@@ -228,7 +228,11 @@ def simulate(
     if config is not None and raw is not None and is_experiment_file(raw):
         raise typer.Exit(_run_file(config, given))
     settings = dict(raw or {})
-    settings.update(_pool_flags(given))
+    flags = _pool_flags(given)
+    for load, other in (("users", "rate"), ("rate", "users")):
+        if load in flags:  # a flag's load model over a file's other one
+            settings.pop(other, None)
+    settings.update(flags)
     layer = experiment_layer(settings, parse_names(strategy))
     if replications is not None:
         layer["run"]["replications"] = replications

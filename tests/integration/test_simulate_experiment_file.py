@@ -154,3 +154,12 @@ def test_an_experiment_files_timeline_runs_in_lblab_simulate(tmp_path: Path) -> 
     late = requests[requests["t_sent"] > requests["t_sent"].min() + 2.5]
     assert len(late) > 100, len(late)
     assert "s2" not in set(late["server"].dropna()), late["server"].value_counts()
+
+
+def test_a_flags_load_model_replaces_an_old_files_other_one(tmp_path: Path) -> None:
+    old = tmp_path / "pool.toml"
+    old.write_text("rate = 300\nrequests = 50\nservers = 2\n")
+    printed = run_lblab(["simulate", "-c", str(old), "--users", "3", "--print-config"], 60)
+    assert printed.returncode == 0, printed.stderr
+    load = tomllib.loads(printed.stdout)["load"]
+    assert (load["model"], load["users"], load["count"]) == ("closed", 3, 50)
